@@ -1,0 +1,10 @@
+# Build options, one per backend or feature (ggml's pattern).
+option(LOOM_CUDA        "Build the CUDA backend (needs nvcc)"            OFF)
+option(LOOM_MPI         "Build the Open MPI communicator"                ON)
+option(LOOM_NCCL        "Build the NCCL communicator (needs LOOM_CUDA)"  ON)
+option(LOOM_BUILD_TESTS "Build the GoogleTest suites"                    ON)
+option(LOOM_BUILD_BENCH "Build the benchmarks"                           ON)
+option(LOOM_WERROR      "Treat warnings as errors"                       OFF)
+option(LOOM_SANITIZE    "Build with AddressSanitizer and UBSan"          OFF)
+option(LOOM_FUZZ        "Build libFuzzer targets (needs clang)"          OFF)
+set(CMAKE_CUDA_ARCHITECTURES "80;90" CACHE STRING "CUDA architectures to build for")

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Configure and build one preset (default cpu-release). Used by demo and test.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+preset=${1:-cpu-release}
+shift || true
+cd "$root"
+bash scripts/install_deps.sh
+# Debian's environment pins OpenBLAS to Haswell kernels; auto-detect instead.
+unset OPENBLAS_CORETYPE
+cmake --preset "$preset" "$@" >/dev/null
+cmake --build --preset "$preset" -j "$(nproc)"
