@@ -1,0 +1,46 @@
+// Multi-head scaled dot-product attention with padding and causal masks.
+//
+// Scores are q k^T / sqrt(HS), masked keys get weight exactly 0 (HF adds or
+// substitutes float32's lowest value, which underflows to 0 after softmax); a
+// row with every key masked gets uniform weights, as HF's arithmetic gives.
+// Softmax runs in fp32 (fp64 for double). Attention-probability dropout is keyed
+// by (global sample, global head, query, key), so tensor-parallel head splits
+// draw the same mask.
+//
+// q, k and v are (B, T, NH*HS) views with row stride `ld` elements: C for
+// separate projections, 3C for GPT-2's packed c_attn (q at +0, k at +C, v at +2C).
+// Backward overwrites dq, dk, dv (same strides as q, k, v).
+#pragma once
+
+#include <cstdint>
+
+#include "ops/dropout.h"
+
+namespace loom {
+
+struct AttnShape {
+    int64_t B, T, NH, HS;
+    int64_t head_offset = 0;  // global index of local head 0 (tensor parallel)
+    int64_t NH_total = 0;     // global head count; 0 means NH
+};
+
+struct AttnMask {
+    const int64_t* key_padding = nullptr;  // (B, T): 1 = attend, 0 = padding; null = none
+    bool causal = false;
+};
+
+template <typename T>
+void attention_forward(T* out,          // (B, T, NH*HS) contiguous
+                       T* att,          // (B, NH, T, T) softmax probabilities, before dropout
+                       const T* q, const T* k, const T* v, int64_t ld, const AttnShape& s,
+                       const AttnMask& mask, const DropoutSpec& drop);
+
+template <typename T>
+void attention_backward(T* dq, T* dk, T* dv,  // like q, k, v (stride ld), overwritten
+                        T* scratch,           // (B, NH, T, T) workspace
+                        const T* dout,        // (B, T, NH*HS)
+                        const T* att,         // (B, NH, T, T) from forward
+                        const T* q, const T* k, const T* v, int64_t ld, const AttnShape& s,
+                        const AttnMask& mask, const DropoutSpec& drop);
+
+}  // namespace loom

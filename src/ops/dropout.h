@@ -1,0 +1,31 @@
+// Dropout keyed by global element, never by thread or rank.
+//
+// Element e of sample b keeps its value with probability 1 - p and is scaled by
+// 1 / (1 - p); the draw is stream.uniform((sample_offset + b) * per_sample + e),
+// so the mask is a pure function of (seed, step, site, global sample, element)
+// and is recomputed in backward instead of stored.
+#pragma once
+
+#include <cstdint>
+
+#include "core/philox.h"
+
+namespace loom {
+
+struct DropoutSpec {
+    float p = 0.0f;
+    PhiloxStream stream{0, 0, 0};
+    int64_t sample_offset = 0;  // global index of this batch's sample 0
+    bool active() const { return p > 0.0f; }
+    bool keep(uint64_t global_elem) const { return stream.uniform(global_elem) >= p; }
+};
+
+// out may alias inp.
+template <typename T>
+void dropout_forward(T* out, const T* inp, int64_t B, int64_t per_sample, const DropoutSpec& d);
+
+// dinp may alias dout.
+template <typename T>
+void dropout_backward(T* dinp, const T* dout, int64_t B, int64_t per_sample, const DropoutSpec& d);
+
+}  // namespace loom
