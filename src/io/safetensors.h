@@ -7,6 +7,21 @@
 // is touched: header length within the file, valid JSON, known dtypes, byte
 // counts equal to dtype size x shape, offsets inside the data area and not
 // overlapping. Every error names the file and the tensor.
+//
+// Layout of a file this writer produces:
+//   bytes [0, 8)       N, u64 little-endian
+//   bytes [8, 8+N)     JSON header, "__metadata__" first, then tensors in name
+//                      order, padded with spaces so N % 8 == 0 (data 8-aligned)
+//   bytes [8+N, end)   tensor data, packed in header order without gaps
+//
+// NOTE: views returned by get() point into a read-only mapping (PROT_READ,
+// MAP_PRIVATE): writing through them faults. clone() a tensor to modify it.
+// A tensor whose bytes are not aligned to its element size (legal in the
+// format, never produced by torch or this writer) is returned as an aligned
+// copy instead of a view, so kernels never see misaligned pointers.
+//
+// Not done here: dtypes Loom has no DType for (BOOL, I8, U16, F8_*...) are
+// rejected with a message rather than read.
 #pragma once
 
 #include <map>
@@ -22,10 +37,14 @@ class SafetensorsFile {
 public:
     // Maps the file read-only and validates the header; throws loom::Error.
     static SafetensorsFile open(const std::string& path);
+    // The same validation over a whole file image already in memory; `label`
+    // stands for the path in errors. open() is this over a mapping; the fuzzer
+    // and tests call it directly. Views returned by get() keep `bytes` alive.
+    static SafetensorsFile from_bytes(std::shared_ptr<Storage> bytes, const std::string& label);
 
     const std::string& path() const { return path_; }
     const std::map<std::string, std::string>& metadata() const { return metadata_; }
-    // Tensor names in file order.
+    // Tensor names in file order (ascending data offset, then name).
     const std::vector<std::string>& names() const { return names_; }
     bool contains(const std::string& name) const;
     // A zero-copy view into the mapping; the mapping lives as long as any view.
@@ -33,6 +52,11 @@ public:
     Tensor get(const std::string& name) const;
     // Like get, and checks dtype and shape, naming both on mismatch.
     Tensor get(const std::string& name, DType dtype, const Shape& shape) const;
+    // dtype and shape without touching the data; missing names throw like get.
+    DType dtype(const std::string& name) const;
+    const Shape& shape(const std::string& name) const;
+    // Bytes of tensor data (the file minus the 8-byte length and the header).
+    size_t data_bytes() const;
 
 private:
     std::string path_;
@@ -41,8 +65,9 @@ private:
     struct Entry {
         DType dtype;
         Shape shape;
-        size_t begin, end;
+        size_t begin, end;  // byte range relative to data_start_
     };
+    const Entry& entry(const std::string& name) const;
     std::map<std::string, Entry> entries_;
     std::vector<std::string> names_;
     std::map<std::string, std::string> metadata_;
