@@ -11,6 +11,14 @@
 #include <array>
 #include <cstdint>
 
+// The same functions run in CUDA kernels (dropout draws the CPU's exact mask);
+// nvcc needs them marked, and builds them with --expt-relaxed-constexpr for std::array.
+#if defined(__CUDACC__)
+#define LOOM_HOST_DEVICE __host__ __device__
+#else
+#define LOOM_HOST_DEVICE
+#endif
+
 namespace loom {
 
 struct PhiloxKey {
@@ -18,7 +26,7 @@ struct PhiloxKey {
 };
 using PhiloxCounter = std::array<uint32_t, 4>;
 
-inline std::array<uint32_t, 4> philox4x32(PhiloxCounter c, PhiloxKey k) {
+LOOM_HOST_DEVICE inline std::array<uint32_t, 4> philox4x32(PhiloxCounter c, PhiloxKey k) {
     constexpr uint32_t m0 = 0xD2511F53u, m1 = 0xCD9E8D57u;
     constexpr uint32_t w0 = 0x9E3779B9u, w1 = 0xBB67AE85u;
     for (int round = 0; round < 10; ++round) {
@@ -33,7 +41,7 @@ inline std::array<uint32_t, 4> philox4x32(PhiloxCounter c, PhiloxKey k) {
 }
 
 // Uniform float in [0, 1) from 24 random bits.
-inline float philox_u01(uint32_t bits) { return float(bits >> 8) * (1.0f / 16777216.0f); }
+LOOM_HOST_DEVICE inline float philox_u01(uint32_t bits) { return float(bits >> 8) * (1.0f / 16777216.0f); }
 
 // The random stream for one purpose at one step: element i's draw is
 // uniform(i), independent of how elements are split across threads or ranks.
@@ -41,15 +49,15 @@ struct PhiloxStream {
     PhiloxKey key;
     uint32_t c2, c3;  // e.g. (step, layer << 8 | site)
 
-    PhiloxStream(uint64_t seed, uint64_t step, uint32_t layer_site)
+    LOOM_HOST_DEVICE PhiloxStream(uint64_t seed, uint64_t step, uint32_t layer_site)
         : key{uint32_t(seed), uint32_t(seed >> 32)}, c2(uint32_t(step)),
           c3(uint32_t(step >> 32) ^ (layer_site * 0x9E3779B9u)) {}
 
     // Four uniform draws for elements 4j..4j+3; use with global element index.
-    std::array<uint32_t, 4> block(uint64_t j) const {
+    LOOM_HOST_DEVICE std::array<uint32_t, 4> block(uint64_t j) const {
         return philox4x32({uint32_t(j), uint32_t(j >> 32), c2, c3}, key);
     }
-    float uniform(uint64_t i) const { return philox_u01(block(i >> 2)[i & 3]); }
+    LOOM_HOST_DEVICE float uniform(uint64_t i) const { return philox_u01(block(i >> 2)[i & 3]); }
 };
 
 }  // namespace loom
