@@ -194,6 +194,13 @@ SafetensorsFile SafetensorsFile::from_bytes(std::shared_ptr<Storage> bytes,
     LOOM_CHECK(n <= k_max_header_bytes, "{}: header length {} bytes exceeds the {} byte limit "
                "(not a safetensors file?)", label, n, k_max_header_bytes);
 
+    // NOTE: nlohmann's lexer takes a NUL byte as the end of input, so
+    // "{...}\0<anything>" would parse; the format pads with spaces only.
+    const char* h = reinterpret_cast<const char*>(base + 8);
+    if (const void* nul = std::memchr(h, 0, size_t(n)))
+        LOOM_FAIL("{}: header is not valid JSON: NUL byte at header offset {} (padding must be "
+                  "spaces)", label, static_cast<const char*>(nul) - h);
+
     // Parse, remembering duplicate top-level keys: nlohmann keeps only the last
     // value, which would silently hide a tensor.
     std::set<std::string> seen;
@@ -207,7 +214,6 @@ SafetensorsFile SafetensorsFile::from_bytes(std::shared_ptr<Storage> bytes,
             }
             return true;
         };
-        const char* h = reinterpret_cast<const char*>(base + 8);
         header = json::parse(h, h + n, on_event);
     } catch (const json::exception& e) {
         std::string why = e.what();
