@@ -41,7 +41,9 @@ LOOM_HOST_DEVICE inline std::array<uint32_t, 4> philox4x32(PhiloxCounter c, Phil
 }
 
 // Uniform float in [0, 1) from 24 random bits.
-LOOM_HOST_DEVICE inline float philox_u01(uint32_t bits) { return float(bits >> 8) * (1.0f / 16777216.0f); }
+LOOM_HOST_DEVICE inline float philox_u01(uint32_t bits) {
+    return float(bits >> 8) * (1.0f / 16777216.0f);
+}
 
 // The random stream for one purpose at one step: element i's draw is
 // uniform(i), independent of how elements are split across threads or ranks.

@@ -1,0 +1,154 @@
+// CUDA layer norm (see layer_norm_cuda.h).
+//
+// Forward and the input gradient run one warp per row (llm.c's layernorm
+// kernels): the row is read from global memory, statistics reduce with warp
+// shuffles. Statistics use two passes (mean, then centred variance) rather
+// than E[x^2] - E[x]^2, which loses digits when |mean| >> std. The weight and
+// bias gradients are a second, column-strip kernel (column_sum.cuh's layout)
+// so they need neither atomics nor scratch.
+#include "ops/cuda/layer_norm_cuda.h"
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_device.cuh"
+#include "ops/cuda/column_sum.cuh"
+
+namespace loom {
+namespace {
+
+constexpr int k_rows_per_block = 8;  // warps per block, one row each
+
+template <typename T>
+__global__ void layer_norm_forward_kernel(T* out, float* mean, float* rstd, const T* inp,
+                                          const T* weight, const T* bias, int64_t N, int C,
+                                          float eps) {
+    const int lane = threadIdx.x % gpu::k_warp;
+    const int64_t row = int64_t(blockIdx.x) * k_rows_per_block + threadIdx.x / gpu::k_warp;
+    if (row >= N) return;
+    const T* x = inp + row * C;
+    float sum = 0.0f;
+    for (int i = lane; i < C; i += gpu::k_warp) sum += gpu::to_f32(x[i]);
+    const float m = gpu::warp_sum(sum) / float(C);
+    float sq = 0.0f;
+    for (int i = lane; i < C; i += gpu::k_warp) {
+        float d = gpu::to_f32(x[i]) - m;
+        sq += d * d;
+    }
+    const float s = rsqrtf(gpu::warp_sum(sq) / float(C) + eps);
+    T* o = out + row * C;
+    for (int i = lane; i < C; i += gpu::k_warp) {
+        float y = (gpu::to_f32(x[i]) - m) * s * gpu::to_f32(weight[i]);
+        if (bias) y += gpu::to_f32(bias[i]);
+        o[i] = gpu::from_f32<T>(y);
+    }
+    if (lane == 0) {
+        mean[row] = m;
+        rstd[row] = s;
+    }
+}
+
+template <typename T>
+__global__ void layer_norm_dinp_kernel(T* dinp, const T* dout, const T* inp, const T* weight,
+                                       const float* mean, const float* rstd, int64_t N, int C,
+                                       bool accumulate) {
+    const int lane = threadIdx.x % gpu::k_warp;
+    const int64_t row = int64_t(blockIdx.x) * k_rows_per_block + threadIdx.x / gpu::k_warp;
+    if (row >= N) return;
+    const T* x = inp + row * C;
+    const T* dy = dout + row * C;
+    const float m = mean[row], s = rstd[row];
+    // dxhat = dy * w;  dx = s * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))
+    float sum_d = 0.0f, sum_dx = 0.0f;
+    for (int i = lane; i < C; i += gpu::k_warp) {
+        float xhat = (gpu::to_f32(x[i]) - m) * s;
+        float d = gpu::to_f32(dy[i]) * gpu::to_f32(weight[i]);
+        sum_d += d;
+        sum_dx += d * xhat;
+    }
+    const float mean_d = gpu::warp_sum(sum_d) / float(C);
+    const float mean_dx = gpu::warp_sum(sum_dx) / float(C);
+    T* dx = dinp + row * C;
+    for (int i = lane; i < C; i += gpu::k_warp) {
+        float xhat = (gpu::to_f32(x[i]) - m) * s;
+        float d = gpu::to_f32(dy[i]) * gpu::to_f32(weight[i]);
+        float g = s * (d - mean_d - xhat * mean_dx);
+        if (accumulate) g += gpu::to_f32(dx[i]);
+        dx[i] = gpu::from_f32<T>(g);
+    }
+}
+
+// dweight[c] += sum_r dout[r, c] * xhat[r, c];  dbias[c] += sum_r dout[r, c]
+template <typename T>
+__global__ void layer_norm_dparams_kernel(T* dweight, T* dbias, const T* dout, const T* inp,
+                                          const float* mean, const float* rstd, int64_t N,
+                                          int64_t C) {
+    __shared__ float part_w[gpu::k_colsum_rows][gpu::k_warp + 1];
+    __shared__ float part_b[gpu::k_colsum_rows][gpu::k_warp + 1];
+    const int64_t c = int64_t(blockIdx.x) * gpu::k_warp + threadIdx.x;
+    float acc_w = 0.0f, acc_b = 0.0f;
+    if (c < C) {
+        for (int64_t r = threadIdx.y; r < N; r += gpu::k_colsum_rows) {
+            float dy = gpu::to_f32(dout[r * C + c]);
+            float xhat = (gpu::to_f32(inp[r * C + c]) - mean[r]) * rstd[r];
+            acc_w += dy * xhat;
+            acc_b += dy;
+        }
+    }
+    part_w[threadIdx.y][threadIdx.x] = acc_w;
+    part_b[threadIdx.y][threadIdx.x] = acc_b;
+    __syncthreads();
+    if (threadIdx.y == 0 && c < C) {
+        float tw = 0.0f, tb = 0.0f;
+        for (int i = 0; i < gpu::k_colsum_rows; ++i) {
+            tw += part_w[i][threadIdx.x];
+            tb += part_b[i][threadIdx.x];
+        }
+        dweight[c] = gpu::from_f32<T>(gpu::to_f32(dweight[c]) + tw);
+        if (dbias) dbias[c] = gpu::from_f32<T>(gpu::to_f32(dbias[c]) + tb);
+    }
+}
+
+}  // namespace
+
+template <typename T>
+void layer_norm_forward_cuda(T* out, float* mean, float* rstd, const T* inp, const T* weight,
+                             const T* bias, int64_t N, int64_t C, double eps, CudaContext& ctx) {
+    LOOM_CUDA_REQUIRE(C > 0 && C < (int64_t(1) << 31),
+                      "layer_norm_forward_cuda: C must be in [1, 2^31), got " + std::to_string(C));
+    if (N <= 0) return;
+    unsigned grid = unsigned(gpu::ceil_div(N, k_rows_per_block));
+    layer_norm_forward_kernel<<<grid, k_rows_per_block * gpu::k_warp, 0, ctx.stream()>>>(
+        out, mean, rstd, inp, weight, bias, N, int(C), float(eps));
+    LOOM_CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void layer_norm_backward_cuda(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp,
+                              const T* weight, const float* mean, const float* rstd, int64_t N,
+                              int64_t C, bool accumulate_dinp, CudaContext& ctx) {
+    LOOM_CUDA_REQUIRE(C > 0 && C < (int64_t(1) << 31),
+                      "layer_norm_backward_cuda: C must be in [1, 2^31), got " + std::to_string(C));
+    if (N <= 0) return;
+    unsigned grid = unsigned(gpu::ceil_div(N, k_rows_per_block));
+    layer_norm_dinp_kernel<<<grid, k_rows_per_block * gpu::k_warp, 0, ctx.stream()>>>(
+        dinp, dout, inp, weight, mean, rstd, N, int(C), accumulate_dinp);
+    LOOM_CUDA_CHECK_LAUNCH();
+    if (dweight) {
+        dim3 block(gpu::k_warp, gpu::k_colsum_rows);
+        layer_norm_dparams_kernel<<<unsigned(gpu::ceil_div(C, gpu::k_warp)), block, 0,
+                                    ctx.stream()>>>(dweight, dbias, dout, inp, mean, rstd, N, C);
+        LOOM_CUDA_CHECK_LAUNCH();
+    }
+}
+
+#define LOOM_INSTANTIATE(T)                                                                     \
+    template void layer_norm_forward_cuda<T>(T*, float*, float*, const T*, const T*, const T*,  \
+                                             int64_t, int64_t, double, CudaContext&);           \
+    template void layer_norm_backward_cuda<T>(T*, T*, T*, const T*, const T*, const T*,         \
+                                              const float*, const float*, int64_t, int64_t,     \
+                                              bool, CudaContext&);
+LOOM_INSTANTIATE(float)
+LOOM_INSTANTIATE(__nv_bfloat16)
+LOOM_INSTANTIATE(__half)
+#undef LOOM_INSTANTIATE
+
+}  // namespace loom
