@@ -1,0 +1,93 @@
+// Hugging Face config.json -> ModelConfig, for the five supported families.
+//
+// ModelConfig holds every field that changes the math (sizes, activation, eps,
+// padding id, ALBERT's groups, dropout probabilities, the task head), under
+// one name per concept whatever the family calls it (hidden_size / dim /
+// n_embd). Missing size keys and unknown architectures are errors naming the
+// config.json path and the key; optional keys take transformers' defaults for
+// that family. The original JSON text is kept so export rewrites only the
+// fields Loom changed (config_to_json), as save_pretrained would.
+//
+// Deliberately not here: the activation enum (ops/activation.h; the model
+// builder converts `hidden_act` and reports unknown names) and anything about
+// tokenizers.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace loom {
+
+enum class ModelFamily { bert, roberta, distilbert, albert, gpt2 };
+
+// The task head on top of the encoder/decoder. `base` = no head (BertModel).
+enum class TaskKind { base, masked_lm, sequence_classification, question_answering, causal_lm };
+
+std::string_view family_name(ModelFamily f);  // "bert", ... (HF model_type)
+// Job-file names: "masked-lm", "sequence-classification", "question-answering",
+// "causal-lm", "base".
+std::string_view task_name(TaskKind t);
+std::optional<TaskKind> task_from_name(std::string_view name);
+
+struct ModelConfig {
+    std::string source;        // path of config.json, for error messages
+    std::string architecture;  // architectures[0], e.g. "BertForMaskedLM"
+    std::string model_type;    // "bert", "roberta", "distilbert", "albert", "gpt2"
+    ModelFamily family = ModelFamily::bert;
+    TaskKind task = TaskKind::base;
+
+    int64_t vocab_size = 0;               // V
+    int64_t hidden_size = 0;              // C (hidden_size / dim / n_embd)
+    int64_t num_hidden_layers = 0;        // L (num_hidden_layers / n_layers / n_layer)
+    int64_t num_attention_heads = 0;      // NH (num_attention_heads / n_heads / n_head)
+    int64_t intermediate_size = 0;        // I (intermediate_size / hidden_dim / n_inner)
+    int64_t embedding_size = 0;           // E: ALBERT's factorised embedding; = C elsewhere
+    int64_t num_hidden_groups = 1;        // ALBERT: distinct layer groups
+    int64_t inner_group_num = 1;          // ALBERT: layers inside one group
+    int64_t max_position_embeddings = 0;  // rows of the position table
+    int64_t type_vocab_size = 0;          // 0 = the model has no token types
+    int64_t pad_token_id = -1;            // -1 = none (GPT-2)
+    std::string hidden_act;               // HF name: "gelu", "gelu_new", "relu", ...
+    double layer_norm_eps = 1e-12;
+    double initializer_range = 0.02;
+    bool sinusoidal_pos_embds = false;  // DistilBERT: fixed sinusoidal positions
+    bool tie_word_embeddings = true;
+    bool scale_attn_weights = true;  // GPT-2
+    bool scale_attn_by_inverse_layer_idx = false;
+
+    // Classification heads.
+    int64_t num_labels = 2;
+    std::vector<std::string> id2label;  // size num_labels
+    std::string problem_type;           // "" | single_label_classification | ...
+
+    // Dropout probabilities, mapped onto Loom's sites.
+    double hidden_dropout = 0.1;      // residual branches (hidden_dropout_prob / dropout / resid_pdrop)
+    double embedding_dropout = 0.1;   // after the embeddings (hidden_dropout_prob / dropout / embd_pdrop)
+    double attention_dropout = 0.1;   // attention probabilities
+    double classifier_dropout = 0.1;  // before the classifier (classifier_dropout / seq_classif_dropout)
+    double qa_dropout = 0.0;          // DistilBERT's QA head only
+
+    std::string json_text;  // the config.json this came from ("" when built in code)
+
+    int64_t head_size() const { return hidden_size / num_attention_heads; }
+};
+
+// Parses config.json text; `source` names the file in errors.
+ModelConfig parse_hf_config(const std::string& json_text, const std::string& source);
+// Reads DIR/config.json (or the file itself when `path` is a file).
+ModelConfig load_hf_config(const std::string& path);
+
+// The HF class for (family, task), e.g. (bert, masked_lm) -> "BertForMaskedLM".
+std::string architecture_name(ModelFamily f, TaskKind t);
+// Switches the task head (fine-tuning a pretrained checkpoint), keeping
+// architecture and labels consistent. num_labels <= 0 keeps the current count.
+void config_set_task(ModelConfig& c, TaskKind t, int64_t num_labels = 0);
+
+// config.json text for export: the original JSON with Loom's fields written
+// back under the family's own key names.
+std::string config_to_json(const ModelConfig& c);
+
+}  // namespace loom

@@ -1,0 +1,204 @@
+// BERT-family model: embeddings and block construction; the layer loop is
+// StackModel's.
+#include "models/bert.h"
+
+#include <cstring>
+
+#include "core/check.h"
+#include "models/hf_names.h"
+#include "models/stack_model.h"
+#include "nn/embedding.h"
+#include "nn/linear.h"
+#include "ops/dropout.h"
+
+namespace loom {
+
+namespace {
+
+class BertFamilyModel final : public StackModel {
+public:
+    explicit BertFamilyModel(const ModelConfig& cfg) : StackModel(cfg) {
+        const ModelConfig& c = config_;
+        const EncoderNames names = encoder_hf_names(c);
+        table_.set_base_prefix(names.base);
+        const int64_t E = c.embedding_size, C = c.hidden_size;
+        const double std = c.initializer_range;
+        albert_ = c.family == ModelFamily::albert;
+        roberta_ = c.family == ModelFamily::roberta;
+
+        word_ = Embedding::make(table_, names.word, c.vocab_size, E, c.pad_token_id, std);
+        // RoBERTa's position table has padding_idx = pad (row `pad` never trains).
+        const bool sinusoidal = c.sinusoidal_pos_embds;
+        pos_ = Embedding::make(table_, names.position, c.max_position_embeddings, E,
+                               roberta_ ? c.pad_token_id : -1, std,
+                               sinusoidal ? InitRule::sinusoidal : InitRule::normal, !sinusoidal);
+        if (!names.token_type.empty())
+            type_ = Embedding::make(table_, names.token_type, c.type_vocab_size, E, -1, std);
+        emb_norm_ = LayerNorm::make(table_, names.emb_norm, E, c.layer_norm_eps);
+        if (albert_)
+            mapping_in_ = Linear::make(table_, names.mapping_in, E, C, WeightLayout::out_in, true,
+                                       {std, false, TpRole::none});
+
+        const Activation act = config_activation(c);
+        for (const auto& bn : names.blocks) blocks_.push_back(make_block(bn, act));
+        if (albert_) {
+            const int64_t per_group = c.num_hidden_layers / c.num_hidden_groups;
+            for (int64_t i = 0; i < c.num_hidden_layers; ++i)
+                for (int64_t j = 0; j < c.inner_group_num; ++j)
+                    schedule_.push_back(int((i / per_group) * c.inner_group_num + j));
+            apps_per_layer_ = c.inner_group_num;
+        } else {
+            for (int64_t i = 0; i < c.num_hidden_layers; ++i) schedule_.push_back(int(i));
+        }
+
+        switch (c.task) {
+            case TaskKind::base: break;
+            case TaskKind::masked_lm: {
+                MlmHeadSpec s = encoder_mlm_head_spec(c);
+                s.word_embeddings_row = c.tie_word_embeddings ? word_.table.row : -1;
+                head_ = make_mlm_head(table_, s);
+                break;
+            }
+            case TaskKind::sequence_classification:
+                LOOM_CHECK(c.num_labels >= 2,
+                           "{}: num_labels {} is not supported (regression needs num_labels >= 2 "
+                           "classes)", c.source, c.num_labels);
+                LOOM_CHECK(c.problem_type.empty() || c.problem_type == "single_label_classification",
+                           "{}: problem_type '{}' is not supported (only single_label_classification)",
+                           c.source, c.problem_type);
+                head_ = make_seq_cls_head(table_, encoder_cls_head_spec(c, names.base));
+                break;
+            case TaskKind::question_answering:
+                head_ = make_qa_head(table_, encoder_qa_head_spec(c));
+                break;
+            case TaskKind::causal_lm:
+                LOOM_FAIL("{}: causal LM is not supported for {}", c.source, family_name(c.family));
+        }
+        finish_build();
+    }
+
+private:
+    TransformerBlock make_block(const EncoderBlockNames& n, Activation act) {
+        const ModelConfig& c = config_;
+        const int64_t C = c.hidden_size, I = c.intermediate_size;
+        const double std = c.initializer_range;
+        TransformerBlock b;
+        b.norm = NormPlacement::post;
+        b.C = C;
+        b.NH = c.num_attention_heads;
+        b.I = I;
+        b.attn.C = C;
+        b.attn.NH = c.num_attention_heads;
+        b.attn.causal = false;
+        b.attn.qkv = Linear::make_fused(table_, {n.query, n.key, n.value}, C, {C, C, C},
+                                        {std, false, TpRole::column});
+        b.attn.proj = Linear::make(table_, n.attn_out, C, C, WeightLayout::out_in, true,
+                                   {std, false, TpRole::row});
+        b.ln1 = LayerNorm::make(table_, n.attn_norm, C, c.layer_norm_eps);
+        b.mlp.fc = Linear::make(table_, n.ffn_in, C, I, WeightLayout::out_in, true,
+                                {std, false, TpRole::column});
+        b.mlp.proj = Linear::make(table_, n.ffn_out, I, C, WeightLayout::out_in, true,
+                                  {std, false, TpRole::row});
+        b.mlp.act = act;
+        b.ln2 = LayerNorm::make(table_, n.out_norm, C, c.layer_norm_eps);
+        return b;
+    }
+
+    void bind_embeddings(const ParamTable& t) override {
+        word_.bind(t);
+        pos_.bind(t);
+        type_.bind(t);
+        emb_norm_.bind(t);
+        mapping_in_.bind(t);
+    }
+
+    void plan_embeddings(ActArena& a, int64_t B, int64_t T) override {
+        const int64_t N = B * T, E = config_.embedding_size;
+        sum_ = a.take(N * E);
+        dsum_ = a.take(N * E);
+        norm_acts_.plan(a, N);
+        if (albert_) {
+            emb_out_ = a.take(N * E);
+            demb_out_ = a.take(N * E);
+        }
+        pos_ids_.resize(size_t(N));
+    }
+
+    void fill_position_ids() {
+        const ModelConfig& c = config_;
+        const int64_t max_pos = c.max_position_embeddings;
+        if (roberta_) {
+            // HF create_position_ids_from_input_ids: pads get `pad`, real tokens
+            // count from pad + 1.
+            const int64_t pad = c.pad_token_id;
+            for (int64_t b = 0; b < B_; ++b) {
+                int64_t count = 0;
+                for (int64_t t = 0; t < T_; ++t) {
+                    const int64_t i = b * T_ + t;
+                    const bool real = ids_[size_t(i)] != pad;
+                    count += real;
+                    pos_ids_[size_t(i)] = real ? count + pad : pad;
+                    LOOM_CHECK(pos_ids_[size_t(i)] < max_pos,
+                               "sequence of {} tokens needs position {} but max_position_embeddings "
+                               "is {} ({})", T_, pos_ids_[size_t(i)], max_pos, c.source);
+                }
+            }
+            return;
+        }
+        LOOM_CHECK(T_ <= max_pos, "sequence length {} exceeds max_position_embeddings {} ({})", T_,
+                   max_pos, c.source);
+        for (int64_t b = 0; b < B_; ++b)
+            for (int64_t t = 0; t < T_; ++t) pos_ids_[size_t(b * T_ + t)] = t;
+    }
+
+    void embed_forward(float* h0) override {
+        const int64_t N = B_ * T_, E = config_.embedding_size;
+        fill_position_ids();
+        // HF order: (word + token_type) + position.
+        word_.forward(sum_, ids_.data(), N);
+        if (type_.table.defined()) {
+            if (types_.empty()) types_.assign(size_t(N), 0);  // HF: token type 0 everywhere
+            type_.forward(sum_, types_.data(), N, /*accumulate=*/true);
+        }
+        pos_.forward(sum_, pos_ids_.data(), N, /*accumulate=*/true);
+        float* out = albert_ ? emb_out_ : h0;
+        emb_norm_.forward(out, norm_acts_, sum_, N);
+        drop_emb_ = drop_.spec(config_.embedding_dropout, 0, DropoutPlan::embeddings);
+        if (drop_emb_.active()) dropout_forward(out, out, B_, T_ * E, drop_emb_);
+        if (albert_) mapping_in_.forward(h0, emb_out_, N);
+    }
+
+    void embed_backward(float* dh0) override {
+        const int64_t N = B_ * T_, E = config_.embedding_size;
+        float* dout = dh0;
+        if (albert_) {
+            mapping_in_.backward(demb_out_, dh0, emb_out_, N);
+            dout = demb_out_;
+        }
+        if (drop_emb_.active()) dropout_backward(dout, dout, B_, T_ * E, drop_emb_);
+        emb_norm_.backward(dsum_, dout, sum_, norm_acts_, N);
+        word_.backward(dsum_, ids_.data(), N);
+        if (type_.table.defined()) type_.backward(dsum_, types_.data(), N);
+        pos_.backward(dsum_, pos_ids_.data(), N);
+    }
+
+    bool albert_ = false, roberta_ = false;
+    Embedding word_, pos_, type_;
+    LayerNorm emb_norm_;
+    Linear mapping_in_;  // ALBERT: E -> C
+    LayerNorm::Acts norm_acts_;
+    DropoutSpec drop_emb_;
+    std::vector<int64_t> pos_ids_;  // (B, T)
+    float* sum_ = nullptr;          // (B, T, E) word + type + position
+    float* dsum_ = nullptr;         // (B, T, E)
+    float* emb_out_ = nullptr;      // (B, T, E) ALBERT: LayerNorm output (mapping input)
+    float* demb_out_ = nullptr;     // (B, T, E)
+};
+
+}  // namespace
+
+std::unique_ptr<Model> build_bert_family(const ModelConfig& config) {
+    return std::make_unique<BertFamilyModel>(config);
+}
+
+}  // namespace loom

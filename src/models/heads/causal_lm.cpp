@@ -1,0 +1,80 @@
+// Causal-LM head: logits = hidden @ wte^T (tied, no bias); position t is
+// scored against labels[t + 1], so the last position has no target.
+#include "core/check.h"
+#include "models/heads/head.h"
+#include "ops/softmax_xent.h"
+
+namespace loom {
+
+namespace {
+
+class CausalLmHead final : public Head {
+public:
+    CausalLmHead(ParamTable& t, const CausalLmHeadSpec& s) : spec_(s) {
+        int weight_row = s.word_embeddings_row;
+        if (weight_row >= 0) {
+            t.tie(s.decoder, t.row(weight_row).name);
+        } else {
+            ParamRow r;
+            r.name = s.decoder;
+            r.shape = Shape{s.V, s.C};
+            r.init_std = s.init_std;
+            r.head = true;
+            weight_row = t.add(r);
+        }
+        decoder_ = Linear::make_tied(weight_row, -1, s.C, s.V);
+    }
+
+    void bind(const ParamTable& t) override { decoder_.bind(t); }
+
+    void plan(ActArena& a, int64_t B, int64_t T) override {
+        B_ = B;
+        T_ = T;
+        logits_ = a.take(B * T * spec_.V);
+        dlogits_ = a.take(B * T * spec_.V);
+        targets_.resize(size_t(B * T));
+    }
+
+    LossSum forward(const float* hidden, const HeadBatch& hb, const DropoutPlan&) override {
+        const int64_t N = B_ * T_;
+        decoder_.forward(logits_, hidden, N);
+        has_labels_ = hb.labels != nullptr;
+        LossSum l;
+        if (!has_labels_) return l;
+        for (int64_t b = 0; b < B_; ++b)
+            for (int64_t t = 0; t < T_; ++t)
+                targets_[size_t(b * T_ + t)] = t + 1 < T_ ? hb.labels[b * T_ + t + 1] : k_ignore_index;
+        const XentSum x = softmax_xent_forward<float>(nullptr, logits_, targets_.data(), N, spec_.V);
+        l.sum = x.loss_sum;
+        l.count = x.count;
+        return l;
+    }
+
+    void backward(float* dhidden, const float* hidden, double scale) override {
+        LOOM_CHECK(has_labels_, "causal-LM backward needs 'labels' in the batch");
+        const int64_t N = B_ * T_;
+        softmax_xent_backward(dlogits_, logits_, targets_.data(), N, spec_.V, scale);
+        decoder_.backward(dhidden, dlogits_, hidden, N);
+    }
+
+    void outputs(const ActArena& a, std::map<std::string, Tensor>& out) const override {
+        out["logits"] = a.view(logits_, Shape{B_, T_, spec_.V}, "logits");
+    }
+
+private:
+    CausalLmHeadSpec spec_;
+    Linear decoder_;
+    int64_t B_ = 0, T_ = 0;
+    bool has_labels_ = false;
+    float* logits_ = nullptr;        // (B, T, V)
+    float* dlogits_ = nullptr;       // (B, T, V)
+    std::vector<int64_t> targets_;   // (B, T) labels shifted left, -100 at the end
+};
+
+}  // namespace
+
+std::unique_ptr<Head> make_causal_lm_head(ParamTable& t, const CausalLmHeadSpec& spec) {
+    return std::make_unique<CausalLmHead>(t, spec);
+}
+
+}  // namespace loom

@@ -1,0 +1,92 @@
+// Task heads: what turns the final hidden states (B, T, C) into logits and a
+// loss sum. One implementation per task (mlm.cpp, seq_cls.cpp, qa_span.cpp,
+// causal_lm.cpp); the family-specific parts (names, activation, where dropout
+// sits) arrive in a spec built by the model (models/hf_names.h).
+//
+// Contract: forward saves what backward needs in the arena; backward
+// *overwrites* dhidden (B, T, C) and accumulates parameter gradients.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "io/hf_config.h"
+#include "models/model.h"
+#include "nn/linear.h"
+#include "nn/layer_norm.h"
+#include "ops/activation.h"
+
+namespace loom {
+
+// Labels as the model copied them: (B, T) token labels or (B) class labels;
+// start/end positions (B) for QA. Null when absent.
+struct HeadBatch {
+    int64_t B = 0, T = 0;
+    const int64_t* labels = nullptr;
+    const int64_t* start_positions = nullptr;
+    const int64_t* end_positions = nullptr;
+};
+
+class Head {
+public:
+    virtual ~Head() = default;
+    virtual void bind(const ParamTable& t) = 0;
+    virtual void plan(ActArena& a, int64_t B, int64_t T) = 0;
+    virtual LossSum forward(const float* hidden, const HeadBatch& hb, const DropoutPlan& drop) = 0;
+    virtual void backward(float* dhidden, const float* hidden, double loss_scale) = 0;
+    virtual void outputs(const ActArena& a, std::map<std::string, Tensor>& out) const = 0;
+};
+
+// Masked LM: transform dense (C -> E), activation, LayerNorm (E), decoder
+// (V, E) tied to the word embeddings, plus a vocabulary bias.
+struct MlmHeadSpec {
+    std::string dense, norm;    // row prefixes
+    std::string decoder;        // decoder weight name (an alias when tied)
+    std::string bias;           // stored bias row
+    std::string bias_alias;     // "<decoder>.bias" alias of `bias`, "" if none
+    int64_t C = 0, E = 0, V = 0;
+    Activation act = Activation::gelu_erf;
+    double eps = 1e-12;
+    double init_std = 0.02;
+    int word_embeddings_row = -1;  // tied decoder weight; -1: a decoder row of its own
+};
+std::unique_ptr<Head> make_mlm_head(ParamTable& t, const MlmHeadSpec& spec);
+
+// Sequence classification on token 0:
+//   [dropout_a] -> dense (C -> C) -> act -> dropout_b -> out (C -> num_labels)
+// BERT/ALBERT pooler + classifier (tanh), RoBERTa's classification head
+// (dropout_a too), DistilBERT's pre_classifier (ReLU).
+struct ClsHeadSpec {
+    std::string dense, out;  // row prefixes
+    int64_t C = 0, num_labels = 2;
+    Activation act = Activation::tanh;
+    double p_drop_a = 0, p_drop_b = 0;
+    double init_std = 0.02;
+};
+std::unique_ptr<Head> make_seq_cls_head(ParamTable& t, const ClsHeadSpec& spec);
+
+// Extractive QA: [dropout] -> qa_outputs (C -> 2) on every token; loss is
+// CE(start) + CE(end) summed, counted once per labelled position (HF's
+// (mean_start + mean_end) / 2 when both are present for every sample).
+struct QaHeadSpec {
+    std::string out;  // "qa_outputs"
+    int64_t C = 0;
+    double p_drop = 0;
+    double init_std = 0.02;
+};
+std::unique_ptr<Head> make_qa_head(ParamTable& t, const QaHeadSpec& spec);
+
+// Causal LM: logits = hidden @ W^T with W tied to the token embeddings (no
+// bias); position t predicts labels[t + 1].
+struct CausalLmHeadSpec {
+    std::string decoder;  // "lm_head.weight" (an alias when tied)
+    int64_t C = 0, V = 0;
+    double init_std = 0.02;
+    int word_embeddings_row = -1;  // tied; -1: a row of its own
+};
+std::unique_ptr<Head> make_causal_lm_head(ParamTable& t, const CausalLmHeadSpec& spec);
+
+}  // namespace loom

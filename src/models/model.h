@@ -1,0 +1,90 @@
+// Model: the interface the trainer, `loom forward` and the tests drive,
+// whatever the family or head.
+//
+//   auto model = build_model(config);            // rows registered, buffers allocated
+//   model->load(SafetensorsFile::open(...));      // by HF name
+//   LossSum l = model->forward(inputs, dropout);   // saves activations
+//   model->backward(1.0 / global_count);           // grads += d(scale * loss_sum)
+//
+// Loss normalisation belongs to the caller: forward returns the *sum* of
+// per-example losses and how many were counted (labelled tokens, samples), so
+// gradient accumulation and data parallelism divide by the global count. HF's
+// mean loss is sum / count for one batch.
+//
+// Outputs ("logits", "start_logits", "end_logits", "hidden_states.<i>") are
+// views into reused buffers, valid until the next forward. Parameters and
+// gradients are the ParamTable's two flat buffers.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "io/hf_config.h"
+#include "nn/module.h"
+#include "nn/param_table.h"
+
+namespace loom {
+
+class SafetensorsFile;
+
+// One micro-batch: views of int64 (B, T) / (B) arrays owned by the caller.
+// Only input_ids is required; the rest are null when absent.
+struct ModelInputs {
+    int64_t B = 0, T = 0;
+    const int64_t* input_ids = nullptr;        // (B, T)
+    const int64_t* attention_mask = nullptr;   // (B, T) 1 = token, 0 = padding; null: all tokens
+    const int64_t* token_type_ids = nullptr;   // (B, T) null: all zero
+    const int64_t* labels = nullptr;           // (B, T) token tasks or (B) classification
+    const int64_t* start_positions = nullptr;  // (B) question answering
+    const int64_t* end_positions = nullptr;    // (B)
+};
+
+struct LossSum {
+    double sum = 0;     // sum of per-example losses
+    int64_t count = 0;  // examples counted (0: no labels given)
+    double mean() const { return count ? sum / double(count) : 0.0; }
+};
+
+class Model {
+public:
+    virtual ~Model() = default;
+
+    const ModelConfig& config() const { return config_; }
+    ParamTable& params() { return table_; }
+    const ParamTable& params() const { return table_; }
+
+    // Loads parameters by HF name; head rows missing from the file are
+    // initialised (reported), anything else missing is an error.
+    LoadReport load(const SafetensorsFile& file, uint64_t init_seed = 0);
+    // Initialises every parameter as HF's _init_weights does (pretraining).
+    void init(uint64_t seed) { table_.init_all(seed); }
+    void zero_grad() { table_.zero_grad(); }
+
+    // Runs the model; returns the loss sum when the inputs carry labels.
+    // `dropout.training` switches dropout on (keys: seed, step, sample_offset).
+    virtual LossSum forward(const ModelInputs& in, const DropoutPlan& dropout) = 0;
+    // Accumulates d(loss_scale * loss_sum)/d(params) into the gradient buffer,
+    // for the last forward (which must have had labels).
+    virtual void backward(double loss_scale) = 0;
+
+    // Named outputs of the last forward (views, valid until the next forward).
+    virtual std::map<std::string, Tensor> outputs() const = 0;
+    // HF output_hidden_states: i = 0 embeddings, i = k after layer k (L + 1 of them).
+    virtual int num_hidden_states() const = 0;
+    virtual Tensor hidden_state(int i) const = 0;
+
+protected:
+    explicit Model(ModelConfig c) : config_(std::move(c)) {}
+    ModelConfig config_;
+    ParamTable table_;
+};
+
+// Builds the model the config names (family + task head), parameters
+// allocated but uninitialised: call load() or init().
+std::unique_ptr<Model> build_model(const ModelConfig& config);
+
+}  // namespace loom

@@ -1,0 +1,57 @@
+// The family table and build_model / Model::load.
+#include "models/model_spec.h"
+
+#include <fmt/format.h>
+
+#include "core/check.h"
+#include "io/safetensors.h"
+#include "models/bert.h"
+#include "models/gpt2.h"
+
+namespace loom {
+
+const std::vector<ModelSpec>& model_specs() {
+    using T = TaskKind;
+    static const std::vector<ModelSpec> specs = {
+        {ModelFamily::bert, "bert", build_bert_family,
+         {T::base, T::masked_lm, T::sequence_classification, T::question_answering}},
+        {ModelFamily::roberta, "roberta", build_bert_family,
+         {T::base, T::masked_lm, T::sequence_classification, T::question_answering}},
+        {ModelFamily::distilbert, "distilbert", build_bert_family,
+         {T::base, T::masked_lm, T::sequence_classification, T::question_answering}},
+        {ModelFamily::albert, "albert", build_bert_family,
+         {T::base, T::masked_lm, T::sequence_classification, T::question_answering}},
+        {ModelFamily::gpt2, "gpt2", build_gpt2, {T::base, T::causal_lm}},
+    };
+    return specs;
+}
+
+const ModelSpec& model_spec(ModelFamily family) {
+    for (const auto& s : model_specs())
+        if (s.family == family) return s;
+    LOOM_FAIL("no model spec for family '{}'", family_name(family));
+}
+
+bool supports_task(ModelFamily family, TaskKind task) {
+    for (TaskKind t : model_spec(family).tasks)
+        if (t == task) return true;
+    return false;
+}
+
+std::unique_ptr<Model> build_model(const ModelConfig& config) {
+    const ModelSpec& spec = model_spec(config.family);
+    if (!supports_task(config.family, config.task)) {
+        std::string tasks;
+        for (TaskKind t : spec.tasks) tasks += fmt::format("{}{}", tasks.empty() ? "" : ", ", task_name(t));
+        LOOM_FAIL("{}: task '{}' is not supported for {} (supported: {})", config.source,
+                  task_name(config.task), spec.name, tasks);
+    }
+    return spec.build(config);
+}
+
+LoadReport Model::load(const SafetensorsFile& file, uint64_t init_seed) {
+    return table_.load(file, config_.source.empty() ? "the model config" : config_.source,
+                       init_seed);
+}
+
+}  // namespace loom

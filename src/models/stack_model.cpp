@@ -1,0 +1,149 @@
+// StackModel: the layer loop, input copies, activation planning and outputs.
+#include "models/stack_model.h"
+
+#include <algorithm>
+
+#include "core/check.h"
+
+namespace loom {
+
+void StackModel::finish_build() {
+    table_.allocate();
+    bind_embeddings(table_);
+    for (auto& b : blocks_) b.bind(table_);
+    final_norm_.bind(table_);
+    if (head_) head_->bind(table_);
+}
+
+void StackModel::plan(int64_t B, int64_t T) {
+    const int64_t N = B * T, C = config_.hidden_size;
+    const int64_t A = int64_t(schedule_.size());
+    acts_.resize(size_t(A));
+    arena_.build([&](ActArena& a) {
+        hidden_ = a.take((A + 1) * N * C);
+        if (final_norm_.weight.defined()) {
+            final_ = a.take(N * C);
+            final_acts_.plan(a, N);
+        }
+        for (int64_t i = 0; i < A; ++i) blocks_[size_t(schedule_[size_t(i)])].plan(acts_[size_t(i)], a, B, T);
+        scratch_.plan(a, B, T, C, config_.num_attention_heads, config_.intermediate_size);
+        dh_ = a.take(N * C);
+        du_ = a.take(N * C);
+        plan_embeddings(a, B, T);
+        if (head_) head_->plan(a, B, T);
+    });
+    planned_B_ = B;
+    planned_T_ = T;
+}
+
+TransformerBlock::Step StackModel::step_for(int app) const {
+    TransformerBlock::Step s;
+    s.B = B_;
+    s.T = T_;
+    s.key_padding = mask_.empty() ? nullptr : mask_.data();
+    const uint32_t layer = uint32_t(app + 1);
+    s.drop_probs = drop_.spec(config_.attention_dropout, layer, DropoutPlan::attn_probs);
+    s.drop_attn_out = drop_.spec(config_.hidden_dropout, layer, DropoutPlan::attn_out);
+    s.drop_ffn_out = drop_.spec(config_.hidden_dropout, layer, DropoutPlan::ffn_out);
+    return s;
+}
+
+const float* StackModel::final_hidden() const {
+    if (final_norm_.weight.defined()) return final_;
+    const int64_t N = B_ * T_, C = config_.hidden_size;
+    return hidden_ + int64_t(schedule_.size()) * N * C;
+}
+
+LossSum StackModel::forward(const ModelInputs& in, const DropoutPlan& dropout) {
+    LOOM_CHECK(in.input_ids != nullptr && in.B > 0 && in.T > 0,
+               "model forward needs input_ids of shape (B, T) with B, T > 0");
+    B_ = in.B;
+    T_ = in.T;
+    const int64_t N = B_ * T_, C = config_.hidden_size;
+    ids_.assign(in.input_ids, in.input_ids + N);
+    mask_.clear();
+    if (in.attention_mask) mask_.assign(in.attention_mask, in.attention_mask + N);
+    types_.clear();
+    if (in.token_type_ids && config_.type_vocab_size > 0)
+        types_.assign(in.token_type_ids, in.token_type_ids + N);
+    labels_.clear();
+    starts_.clear();
+    ends_.clear();
+    const bool per_sample_labels = config_.task == TaskKind::sequence_classification;
+    if (in.labels) labels_.assign(in.labels, in.labels + (per_sample_labels ? B_ : N));
+    if (in.start_positions) starts_.assign(in.start_positions, in.start_positions + B_);
+    if (in.end_positions) ends_.assign(in.end_positions, in.end_positions + B_);
+    drop_ = dropout;
+
+    if (B_ != planned_B_ || T_ != planned_T_) plan(B_, T_);
+
+    embed_forward(hidden_);
+    for (size_t a = 0; a < schedule_.size(); ++a) {
+        const float* x = hidden_ + int64_t(a) * N * C;
+        blocks_[size_t(schedule_[a])].forward(hidden_ + int64_t(a + 1) * N * C, acts_[a], x,
+                                              step_for(int(a)));
+    }
+    if (final_norm_.weight.defined())
+        final_norm_.forward(final_, final_acts_, hidden_ + int64_t(schedule_.size()) * N * C, N);
+
+    LossSum loss;
+    has_labels_ = false;
+    if (head_) {
+        HeadBatch hb;
+        hb.B = B_;
+        hb.T = T_;
+        hb.labels = labels_.empty() ? nullptr : labels_.data();
+        hb.start_positions = starts_.empty() ? nullptr : starts_.data();
+        hb.end_positions = ends_.empty() ? nullptr : ends_.data();
+        loss = head_->forward(final_hidden(), hb, drop_);
+        has_labels_ = hb.labels || (hb.start_positions && hb.end_positions);
+    }
+    ready_for_backward_ = true;
+    return loss;
+}
+
+void StackModel::backward(double loss_scale) {
+    LOOM_CHECK(ready_for_backward_, "backward called without a forward");
+    LOOM_CHECK(head_ != nullptr, "{} has no task head, so there is no loss to differentiate",
+               config_.architecture);
+    LOOM_CHECK(has_labels_, "backward needs labels in the batch (task {})", task_name(config_.task));
+    const int64_t N = B_ * T_, C = config_.hidden_size;
+    const int64_t A = int64_t(schedule_.size());
+    if (final_norm_.weight.defined()) {
+        head_->backward(du_, final_, loss_scale);
+        final_norm_.backward(dh_, du_, hidden_ + A * N * C, final_acts_, N);
+    } else {
+        head_->backward(dh_, final_hidden(), loss_scale);
+    }
+    for (int64_t a = A - 1; a >= 0; --a)
+        blocks_[size_t(schedule_[size_t(a)])].backward(dh_, acts_[size_t(a)], hidden_ + a * N * C,
+                                                       step_for(int(a)), scratch_);
+    embed_backward(dh_);
+    ready_for_backward_ = false;  // saved activations were consumed with this loss scale
+}
+
+int StackModel::num_hidden_states() const {
+    return int(int64_t(schedule_.size()) / apps_per_layer_) + 1;
+}
+
+Tensor StackModel::hidden_state(int i) const {
+    LOOM_CHECK(i >= 0 && i < num_hidden_states(), "hidden state {} out of range [0, {})", i,
+               num_hidden_states());
+    LOOM_CHECK(planned_B_ > 0, "hidden_state before any forward");
+    const int64_t N = B_ * T_, C = config_.hidden_size;
+    const std::string name = "hidden_states." + std::to_string(i);
+    // HF: GPT-2's last hidden state has ln_f applied.
+    if (i == num_hidden_states() - 1 && final_norm_.weight.defined())
+        return arena_.view(final_, Shape{B_, T_, C}, name);
+    return arena_.view(hidden_ + int64_t(i) * apps_per_layer_ * N * C, Shape{B_, T_, C}, name);
+}
+
+std::map<std::string, Tensor> StackModel::outputs() const {
+    std::map<std::string, Tensor> out;
+    if (head_) head_->outputs(arena_, out);
+    for (int i = 0; i < num_hidden_states(); ++i)
+        out["hidden_states." + std::to_string(i)] = hidden_state(i);
+    return out;
+}
+
+}  // namespace loom

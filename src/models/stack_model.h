@@ -1,0 +1,75 @@
+// StackModel: what BERT-like encoders and GPT-2 share — embeddings, a stack of
+// transformer blocks applied by a schedule, an optional final LayerNorm, and a
+// task head — with one activation arena reused across steps.
+//
+// The schedule maps layer applications to parameter sets: BERT's L blocks run
+// once each; ALBERT's one shared block runs L times (its gradients add up in
+// one set of rows). Every application has its own saved activations, and the
+// output of application a is hidden_[a + 1]; hidden_[0] is the embeddings.
+// Subclasses supply the embeddings (forward/backward) and build blocks/head.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "models/heads/head.h"
+#include "models/model.h"
+#include "nn/layer_norm.h"
+#include "nn/transformer_block.h"
+
+namespace loom {
+
+class StackModel : public Model {
+public:
+    LossSum forward(const ModelInputs& in, const DropoutPlan& dropout) override;
+    void backward(double loss_scale) override;
+    std::map<std::string, Tensor> outputs() const override;
+    int num_hidden_states() const override;
+    Tensor hidden_state(int i) const override;
+
+protected:
+    explicit StackModel(ModelConfig c) : Model(std::move(c)) {}
+    // Call at the end of the subclass constructor: allocates the table and binds
+    // every module to it.
+    void finish_build();
+
+    virtual void bind_embeddings(const ParamTable& t) = 0;
+    virtual void plan_embeddings(ActArena& a, int64_t B, int64_t T) = 0;
+    // h0 (B, T, C) from the copied inputs (ids_, types_, mask_).
+    virtual void embed_forward(float* h0) = 0;
+    // dh0 (B, T, C) may be clobbered.
+    virtual void embed_backward(float* dh0) = 0;
+
+    std::vector<TransformerBlock> blocks_;  // distinct parameter sets
+    std::vector<int> schedule_;             // layer application -> block
+    int64_t apps_per_layer_ = 1;            // applications between hidden-state outputs
+    LayerNorm final_norm_;                  // GPT-2 ln_f; undefined for encoders
+    std::unique_ptr<Head> head_;
+
+    // The last forward's inputs, copied so backward never reads caller memory.
+    int64_t B_ = 0, T_ = 0;
+    std::vector<int64_t> ids_, types_, mask_;  // (B, T); types_/mask_ empty when absent
+    std::vector<int64_t> labels_, starts_, ends_;
+    DropoutPlan drop_;
+
+    ActArena arena_;
+
+private:
+    void plan(int64_t B, int64_t T);
+    TransformerBlock::Step step_for(int app) const;
+    const float* final_hidden() const;
+
+    bool has_labels_ = false;
+    bool ready_for_backward_ = false;
+    int64_t planned_B_ = -1, planned_T_ = -1;
+    float* hidden_ = nullptr;       // (A + 1, B, T, C) block outputs, [0] = embeddings
+    float* final_ = nullptr;        // (B, T, C) after final_norm_ (GPT-2)
+    LayerNorm::Acts final_acts_;
+    std::vector<TransformerBlock::Acts> acts_;  // (A) one per application
+    TransformerBlock::Scratch scratch_;
+    float* dh_ = nullptr;  // (B, T, C) gradient flowing down the stack
+    float* du_ = nullptr;  // (B, T, C) gradient into final_norm_
+};
+
+}  // namespace loom

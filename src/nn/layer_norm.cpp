@@ -1,0 +1,37 @@
+// LayerNorm module: rows and op calls.
+#include "nn/layer_norm.h"
+
+#include "ops/layer_norm.h"
+
+namespace loom {
+
+LayerNorm LayerNorm::make(ParamTable& t, const std::string& prefix, int64_t C, double eps,
+                          bool head) {
+    LayerNorm ln;
+    ln.C = C;
+    ln.eps = eps;
+    ParamRow w;
+    w.name = prefix + ".weight";
+    w.shape = Shape{C};
+    w.init = InitRule::ones;
+    w.decay = false;
+    w.head = head;
+    ln.weight.row = t.add(w);
+    ParamRow b = w;
+    b.name = prefix + ".bias";
+    b.init = InitRule::zeros;
+    ln.bias.row = t.add(b);
+    return ln;
+}
+
+void LayerNorm::forward(float* y, Acts& acts, const float* x, int64_t N) const {
+    layer_norm_forward(y, acts.mean, acts.rstd, x, weight.data, bias.data, N, C, eps);
+}
+
+void LayerNorm::backward(float* dx, const float* dy, const float* x, const Acts& acts, int64_t N,
+                         bool accumulate_dx) const {
+    layer_norm_backward(dx, weight.grad, bias.grad, dy, x, weight.data, acts.mean, acts.rstd, N, C,
+                        accumulate_dx);
+}
+
+}  // namespace loom

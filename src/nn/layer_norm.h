@@ -1,0 +1,40 @@
+// LayerNorm module: weight/bias rows and the op calls; Acts hold mean and rstd.
+//
+// dweight/dbias accumulate; dx overwrites unless accumulate_dx (residual
+// stream), as in ops/layer_norm.h.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "nn/module.h"
+
+namespace loom {
+
+struct LayerNorm {
+    int64_t C = 0;
+    double eps = 1e-12;
+    ParamRef weight, bias;
+
+    struct Acts {
+        float* mean = nullptr;  // (N)
+        float* rstd = nullptr;  // (N)
+        void plan(ActArena& a, int64_t N) {
+            mean = a.take(N);
+            rstd = a.take(N);
+        }
+    };
+
+    // Rows "<prefix>.weight" (ones) and "<prefix>.bias" (zeros), no weight decay.
+    static LayerNorm make(ParamTable& t, const std::string& prefix, int64_t C, double eps,
+                          bool head = false);
+    void bind(const ParamTable& t) {
+        weight.bind(t);
+        bias.bind(t);
+    }
+    void forward(float* y, Acts& acts, const float* x, int64_t N) const;
+    void backward(float* dx, const float* dy, const float* x, const Acts& acts, int64_t N,
+                  bool accumulate_dx = false) const;
+};
+
+}  // namespace loom

@@ -1,0 +1,19 @@
+// Feed-forward forward/backward as op calls.
+#include "nn/mlp.h"
+
+namespace loom {
+
+void Mlp::forward(float* y, Acts& acts, const float* x, int64_t N) const {
+    fc.forward(acts.fc, x, N);
+    activation_forward(acts.act, acts.fc, N * fc.out, act);
+    proj.forward(y, acts.act, N);
+}
+
+void Mlp::backward(float* dx, const float* dy, const Acts& acts, const float* x, int64_t N,
+                   float* dI, bool accumulate_dx) const {
+    proj.backward(dI, dy, acts.act, N);
+    activation_backward(dI, acts.fc, dI, N * fc.out, act);  // in place
+    fc.backward(dx, dI, x, N, accumulate_dx);
+}
+
+}  // namespace loom

@@ -1,0 +1,35 @@
+// Feed-forward block: fc (C -> I), activation, proj (I -> C).
+#pragma once
+
+#include <cstdint>
+
+#include "nn/linear.h"
+#include "ops/activation.h"
+
+namespace loom {
+
+struct Mlp {
+    Linear fc;    // C -> I
+    Linear proj;  // I -> C
+    Activation act = Activation::gelu_erf;
+
+    struct Acts {
+        float* fc = nullptr;   // (N, I) pre-activation
+        float* act = nullptr;  // (N, I) post-activation (proj's input)
+        void plan(ActArena& a, int64_t N, int64_t I) {
+            fc = a.take(N * I);
+            act = a.take(N * I);
+        }
+    };
+
+    void bind(const ParamTable& t) {
+        fc.bind(t);
+        proj.bind(t);
+    }
+    void forward(float* y, Acts& acts, const float* x, int64_t N) const;
+    // dI (N, I) is workspace; dx overwritten or accumulated (accumulate_dx).
+    void backward(float* dx, const float* dy, const Acts& acts, const float* x, int64_t N,
+                  float* dI, bool accumulate_dx) const;
+};
+
+}  // namespace loom

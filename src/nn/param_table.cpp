@@ -1,0 +1,204 @@
+// ParamTable: layout, init, and HF-named load/save of the flat parameter buffer.
+#include "nn/param_table.h"
+
+#include <cmath>
+#include <cstring>
+#include <set>
+
+#include "core/check.h"
+#include "core/philox.h"
+#include "io/safetensors.h"
+
+namespace loom {
+
+namespace {
+
+constexpr int64_t k_align_elems = 16;  // 64 bytes of float
+
+// FNV-1a of the name: the init stream of a row depends on its name only.
+uint32_t name_hash(const std::string& s) {
+    uint32_t h = 2166136261u;
+    for (unsigned char ch : s) h = (h ^ ch) * 16777619u;
+    return h;
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+    return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Non-parameter buffers some HF checkpoints carry (GPT-2's causal-mask
+// buffers, BERT's position_ids): neither loaded nor reported.
+bool is_known_buffer(const std::string& name) {
+    return ends_with(name, ".attn.bias") || ends_with(name, ".attn.masked_bias") ||
+           ends_with(name, "position_ids");
+}
+
+}  // namespace
+
+int ParamTable::add(ParamRow row, bool align) {
+    LOOM_ASSERT(!allocated(), "parameter '{}' added after allocation", row.name);
+    LOOM_ASSERT(by_name_.count(row.name) == 0, "parameter '{}' added twice", row.name);
+    int64_t off = flat_numel_;
+    if (align) off = (off + k_align_elems - 1) / k_align_elems * k_align_elems;
+    row.offset = off;
+    flat_numel_ = off + row.numel();
+    const int idx = int(rows_.size());
+    by_name_[row.name] = idx;
+    for (const auto& alias : row.tied) by_name_[alias] = idx;
+    rows_.push_back(std::move(row));
+    return idx;
+}
+
+void ParamTable::tie(const std::string& alias, const std::string& target) {
+    const int idx = index(target);
+    LOOM_ASSERT(by_name_.count(alias) == 0, "tied name '{}' already used", alias);
+    rows_[size_t(idx)].tied.push_back(alias);
+    by_name_[alias] = idx;
+}
+
+void ParamTable::allocate() {
+    LOOM_ASSERT(!allocated(), "parameter table allocated twice");
+    const size_t bytes = size_t(std::max<int64_t>(flat_numel_, 1)) * sizeof(float);
+    params_ = Storage::alloc(bytes);
+    grads_ = Storage::alloc(bytes);
+}
+
+int ParamTable::find(const std::string& name) const {
+    auto it = by_name_.find(name);
+    return it == by_name_.end() ? -1 : it->second;
+}
+
+int ParamTable::index(const std::string& name) const {
+    const int i = find(name);
+    LOOM_CHECK(i >= 0, "model has no parameter named '{}'", name);
+    return i;
+}
+
+int64_t ParamTable::num_parameters() const {
+    int64_t n = 0;
+    for (const auto& r : rows_) n += r.numel();
+    return n;
+}
+
+Tensor ParamTable::param_tensor(int i) const {
+    const ParamRow& r = rows_[size_t(i)];
+    return Tensor::view_of(params_, size_t(r.offset) * sizeof(float), DType::f32, r.shape, r.name);
+}
+
+Tensor ParamTable::grad_tensor(int i) const {
+    const ParamRow& r = rows_[size_t(i)];
+    return Tensor::view_of(grads_, size_t(r.offset) * sizeof(float), DType::f32, r.shape,
+                           "grad." + r.name);
+}
+
+void ParamTable::zero_grad() {
+    std::memset(grads_data(), 0, size_t(flat_numel_) * sizeof(float));
+}
+
+void ParamTable::init_all(uint64_t seed) {
+    for (int i = 0; i < size(); ++i) init_row(i, seed);
+}
+
+void ParamTable::init_row(int i, uint64_t seed) {
+    const ParamRow& r = rows_[size_t(i)];
+    float* p = param(i);
+    const int64_t n = r.numel();
+    switch (r.init) {
+        case InitRule::zeros: std::fill(p, p + n, 0.0f); break;
+        case InitRule::ones: std::fill(p, p + n, 1.0f); break;
+        case InitRule::normal: {
+            // Box-Muller over Philox uniforms: element e uses draws 2e and 2e+1.
+            const PhiloxStream rng(seed, 0, name_hash(r.name));
+            for (int64_t e = 0; e < n; ++e) {
+                const auto b = rng.block(uint64_t(e) >> 1);
+                const size_t k = size_t(e & 1) * 2;
+                const double u1 = (double(b[k] >> 8) + 1.0) / 16777217.0;  // (0, 1]
+                const double u2 = double(b[k + 1] >> 8) / 16777216.0;
+                p[e] = float(r.init_std * std::sqrt(-2.0 * std::log(u1)) *
+                             std::cos(2.0 * M_PI * u2));
+            }
+            break;
+        }
+        case InitRule::sinusoidal: {
+            // HF create_sinusoidal_embeddings: even columns sin, odd columns cos of
+            // pos / 10000^(2*(j/2)/dim).
+            LOOM_ASSERT(r.shape.ndim == 2, "sinusoidal init of '{}' needs a 2-D table", r.name);
+            const int64_t rows = r.shape[0], dim = r.shape[1];
+            for (int64_t pos = 0; pos < rows; ++pos)
+                for (int64_t j = 0; j < dim; ++j) {
+                    const double angle =
+                        double(pos) / std::pow(10000.0, 2.0 * double(j / 2) / double(dim));
+                    p[pos * dim + j] = float(j % 2 == 0 ? std::sin(angle) : std::cos(angle));
+                }
+            break;
+        }
+    }
+    if (r.zero_row >= 0 && r.shape.ndim == 2) {
+        const int64_t cols = r.shape[1];
+        std::fill(p + r.zero_row * cols, p + (r.zero_row + 1) * cols, 0.0f);
+    }
+}
+
+LoadReport ParamTable::load(const SafetensorsFile& file, const std::string& expected_from,
+                            uint64_t init_seed) {
+    LOOM_ASSERT(allocated(), "load before allocate");
+    LoadReport report;
+    std::set<std::string> used;
+    const std::string prefix = base_prefix_.empty() ? "" : base_prefix_ + ".";
+    for (int i = 0; i < size(); ++i) {
+        const ParamRow& r = rows_[size_t(i)];
+        // Candidate names: stored name, aliases, then the base-prefix variants
+        // (a checkpoint saved from BertModel has no "bert." prefix).
+        std::vector<std::string> candidates{r.name};
+        candidates.insert(candidates.end(), r.tied.begin(), r.tied.end());
+        if (!prefix.empty()) {
+            if (r.name.rfind(prefix, 0) == 0) candidates.push_back(r.name.substr(prefix.size()));
+            else candidates.push_back(prefix + r.name);
+        }
+        const std::string* found = nullptr;
+        for (const auto& c : candidates)
+            if (file.contains(c)) {
+                found = &c;
+                break;
+            }
+        if (!found) {
+            LOOM_CHECK(r.head, "{}: missing tensor '{}' (expected shape {} from {})", file.path(),
+                       r.name, r.shape.to_string(), expected_from);
+            init_row(i, init_seed);
+            report.newly_initialised.push_back(r.name);
+            continue;
+        }
+        Tensor t = file.get(*found);
+        LOOM_CHECK(t.shape == r.shape, "{}: tensor '{}' has shape {}, expected {} from {}",
+                   file.path(), *found, t.shape.to_string(), r.shape.to_string(), expected_from);
+        LOOM_CHECK(t.dtype == DType::f32 || t.dtype == DType::bf16 || t.dtype == DType::f16 ||
+                       t.dtype == DType::f64,
+                   "{}: tensor '{}' has dtype {}, expected a floating-point type", file.path(),
+                   *found, dtype_safetensors_name(t.dtype));
+        if (t.dtype != DType::f32) t = t.to(DType::f32);
+        std::memcpy(param(i), t.raw(), size_t(r.numel()) * sizeof(float));
+        used.insert(*found);
+    }
+    for (const auto& n : file.names())
+        if (!used.count(n) && !is_known_buffer(n)) report.unused.push_back(n);
+    return report;
+}
+
+std::map<std::string, Tensor> ParamTable::param_tensors() const {
+    std::map<std::string, Tensor> m;
+    for (int i = 0; i < size(); ++i) m[rows_[size_t(i)].name] = param_tensor(i);
+    return m;
+}
+
+std::map<std::string, Tensor> ParamTable::grad_tensors() const {
+    std::map<std::string, Tensor> m;
+    for (int i = 0; i < size(); ++i)
+        if (rows_[size_t(i)].trainable) m[rows_[size_t(i)].name] = grad_tensor(i);
+    return m;
+}
+
+void ParamTable::save(const std::string& path) const {
+    safetensors_write(path, param_tensors(), {{"format", "pt"}});
+}
+
+}  // namespace loom

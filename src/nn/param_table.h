@@ -1,0 +1,135 @@
+// ParamTable: every parameter of a model, one row each, over ONE flat buffer.
+//
+// A row names the parameter as Hugging Face does ("bert.encoder.layer.3.
+// attention.self.query.weight"), with its shape, offset in the flat parameter
+// buffer (the gradient buffer has the same layout), init rule, weight-decay
+// flag, tie group and a ShardSpec for tensor parallelism. ZeRO, clipping, the
+// optimizer, HF import/export and the tests all iterate this table instead of
+// index-coupled arrays.
+//
+// Invariants:
+// - Tied weights are stored once: the row's `tied` names are aliases of the
+//   same memory (GPT-2 lm_head.weight -> transformer.wte.weight), so every use
+//   accumulates its gradient into the single copy. Shared layers (ALBERT's
+//   group) are simply rows used by several layers.
+// - Offsets are 16-float aligned (64 bytes) unless a row is added with
+//   `align = false`, which places it right after the previous row. Models use
+//   that to make q/k/v weights one contiguous (3C, C) matrix for a fused GEMM.
+//   Alignment gaps hold zeros in both buffers, so whole-buffer kernels
+//   (AdamW, norms) may run over them.
+// - Rows are listed in allocation order, which need not be HF's order; files
+//   are read and written by name.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/shape.h"
+#include "core/storage.h"
+#include "core/tensor.h"
+
+namespace loom {
+
+class SafetensorsFile;
+
+enum class InitRule {
+    normal,      // N(0, init_std), as HF's _init_weights for Linear and Embedding
+    zeros,       // biases
+    ones,        // LayerNorm weights
+    sinusoidal,  // DistilBERT's fixed sinusoidal position table
+};
+
+// How a parameter is split across tensor-parallel ranks (placeholder until TP).
+struct ShardSpec {
+    enum class Kind { replicated, split } kind = Kind::replicated;
+    int axis = 0;  // tensor dim split when kind == split
+};
+
+struct ParamRow {
+    std::string name;               // HF name as stored in model.safetensors
+    std::vector<std::string> tied;  // HF names aliasing this row (not stored in files)
+    Shape shape;                    // global shape
+    int64_t offset = 0;             // elements into the flat buffers
+    InitRule init = InitRule::normal;
+    double init_std = 0.02;
+    int64_t zero_row = -1;   // row zeroed by init (an embedding's padding_idx); -1 none
+    bool decay = true;       // weight decay applies (the trainer's policy: not bias/LayerNorm)
+    bool trainable = true;   // false: no gradient, no optimizer update
+    bool head = false;       // belongs to a task head: may be absent from a checkpoint
+    ShardSpec shard;
+
+    int64_t numel() const { return shape.numel(); }
+};
+
+// What loading a checkpoint did besides copying tensors.
+struct LoadReport {
+    std::vector<std::string> newly_initialised;  // head rows absent from the file
+    std::vector<std::string> unused;             // file tensors no row asked for
+};
+
+class ParamTable {
+public:
+    // Adds a row; returns its index. Names must be unique (aliases included).
+    int add(ParamRow row, bool align = true);
+    // Declares `alias` (an HF name not stored in files) as the same tensor as `target`.
+    void tie(const std::string& alias, const std::string& target);
+    // HF base-model prefix ("bert", "transformer", ...): lets files saved from a
+    // base model (no prefix) load into a model with a head, and the reverse.
+    void set_base_prefix(std::string prefix) { base_prefix_ = std::move(prefix); }
+    const std::string& base_prefix() const { return base_prefix_; }
+
+    // Allocates both flat buffers (zero-filled) after the last add.
+    void allocate();
+    bool allocated() const { return params_ != nullptr; }
+
+    const std::vector<ParamRow>& rows() const { return rows_; }
+    int size() const { return int(rows_.size()); }
+    const ParamRow& row(int i) const { return rows_[size_t(i)]; }
+    // Row index by stored name or alias; -1 when absent.
+    int find(const std::string& name) const;
+    // Like find, but throws naming the parameter.
+    int index(const std::string& name) const;
+
+    int64_t flat_numel() const { return flat_numel_; }  // buffer length incl. alignment gaps
+    int64_t num_parameters() const;                       // sum of row sizes (tied counted once)
+
+    float* params_data() const { return static_cast<float*>(params_->data()); }
+    float* grads_data() const { return static_cast<float*>(grads_->data()); }
+    float* param(int i) const { return params_data() + rows_[size_t(i)].offset; }
+    float* grad(int i) const { return grads_data() + rows_[size_t(i)].offset; }
+    const std::shared_ptr<Storage>& params_storage() const { return params_; }
+    const std::shared_ptr<Storage>& grads_storage() const { return grads_; }
+    // Views into the flat buffers, named after the row.
+    Tensor param_tensor(int i) const;
+    Tensor grad_tensor(int i) const;
+
+    void zero_grad();
+    // Initialises every row by its rule; draws are keyed by (seed, name), so a
+    // row's values do not depend on the table's order.
+    void init_all(uint64_t seed);
+    void init_row(int i, uint64_t seed);
+
+    // Loads every row by HF name (or a tied alias, or with/without the base
+    // prefix). Shapes must match (error names the file, tensor, expected and
+    // found shape, and `expected_from`, e.g. the config.json path). A missing
+    // non-head row is an error; a missing head row is initialised and reported.
+    LoadReport load(const SafetensorsFile& file, const std::string& expected_from,
+                    uint64_t init_seed = 0);
+    // Writes every stored row under its HF name (tied aliases once, as HF does).
+    void save(const std::string& path) const;
+    // Stored name -> view, e.g. for safetensors_write with a prefix.
+    std::map<std::string, Tensor> param_tensors() const;
+    std::map<std::string, Tensor> grad_tensors() const;
+
+private:
+    std::vector<ParamRow> rows_;
+    std::map<std::string, int> by_name_;  // stored names and aliases
+    std::string base_prefix_;
+    int64_t flat_numel_ = 0;
+    std::shared_ptr<Storage> params_, grads_;
+};
+
+}  // namespace loom

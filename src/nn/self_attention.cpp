@@ -1,0 +1,32 @@
+// Self-attention forward/backward as op calls.
+#include "nn/self_attention.h"
+
+#include "ops/attention.h"
+
+namespace loom {
+
+void SelfAttention::forward(float* y, Acts& acts, const float* x, int64_t B, int64_t T,
+                            const int64_t* key_padding, const DropoutSpec& drop_probs) const {
+    const int64_t N = B * T;
+    qkv.forward(acts.qkv, x, N);
+    const AttnShape shape{B, T, NH, C / NH};
+    const AttnMask mask{key_padding, causal};
+    attention_forward(acts.ctx, acts.att, acts.qkv, acts.qkv + C, acts.qkv + 2 * C, 3 * C, shape,
+                      mask, drop_probs);
+    proj.forward(y, acts.ctx, N);
+}
+
+void SelfAttention::backward(float* dx, const float* dy, const Acts& acts, const float* x,
+                             int64_t B, int64_t T, const int64_t* key_padding,
+                             const DropoutSpec& drop_probs, const Scratch& s,
+                             bool accumulate_dx) const {
+    const int64_t N = B * T;
+    proj.backward(s.dctx, dy, acts.ctx, N);
+    const AttnShape shape{B, T, NH, C / NH};
+    const AttnMask mask{key_padding, causal};
+    attention_backward(s.dqkv, s.dqkv + C, s.dqkv + 2 * C, s.datt, s.dctx, acts.att, acts.qkv,
+                       acts.qkv + C, acts.qkv + 2 * C, 3 * C, shape, mask, drop_probs);
+    qkv.backward(dx, s.dqkv, x, N, accumulate_dx);
+}
+
+}  // namespace loom

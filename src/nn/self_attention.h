@@ -1,0 +1,57 @@
+// Multi-head self-attention: packed QKV projection, masked softmax attention,
+// output projection.
+//
+// The QKV linear produces (B, T, 3C) with q, k, v at column offsets 0, C, 2C
+// (BERT's fused query/key/value rows, or GPT-2's c_attn), which the attention
+// op reads in place with row stride 3C: no split, no copy.
+#pragma once
+
+#include <cstdint>
+
+#include "nn/linear.h"
+#include "ops/dropout.h"
+
+namespace loom {
+
+struct SelfAttention {
+    int64_t C = 0, NH = 0;
+    bool causal = false;
+    Linear qkv;   // C -> 3C
+    Linear proj;  // C -> C
+
+    struct Acts {
+        float* qkv = nullptr;  // (B, T, 3C)
+        float* att = nullptr;  // (B, NH, T, T) softmax probabilities
+        float* ctx = nullptr;  // (B, T, C) attention output, before proj
+        void plan(ActArena& a, int64_t B, int64_t T, int64_t C, int64_t NH) {
+            qkv = a.take(B * T * 3 * C);
+            att = a.take(B * NH * T * T);
+            ctx = a.take(B * T * C);
+        }
+    };
+    // Backward workspace, shared by every layer.
+    struct Scratch {
+        float* dqkv = nullptr;  // (B, T, 3C)
+        float* datt = nullptr;  // (B, NH, T, T)
+        float* dctx = nullptr;  // (B, T, C)
+        void plan(ActArena& a, int64_t B, int64_t T, int64_t C, int64_t NH) {
+            dqkv = a.take(B * T * 3 * C);
+            datt = a.take(B * NH * T * T);
+            dctx = a.take(B * T * C);
+        }
+    };
+
+    void bind(const ParamTable& t) {
+        qkv.bind(t);
+        proj.bind(t);
+    }
+    // y (B, T, C) = proj(attention(qkv(x))).
+    void forward(float* y, Acts& acts, const float* x, int64_t B, int64_t T,
+                 const int64_t* key_padding, const DropoutSpec& drop_probs) const;
+    // dx (B, T, C): overwritten, or accumulated into when accumulate_dx.
+    void backward(float* dx, const float* dy, const Acts& acts, const float* x, int64_t B,
+                  int64_t T, const int64_t* key_padding, const DropoutSpec& drop_probs,
+                  const Scratch& s, bool accumulate_dx) const;
+};
+
+}  // namespace loom

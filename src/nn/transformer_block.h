@@ -1,0 +1,76 @@
+// One transformer layer: attention and MLP sublayers with residuals and
+// LayerNorms, post-LN (BERT, RoBERTa, ALBERT, DistilBERT) or pre-LN (GPT-2).
+//
+//   post-LN: r1 = x + drop(attn(x));   h = ln1(r1);  r2 = h + drop(mlp(h));  y = ln2(r2)
+//   pre-LN:  r1 = x + drop(attn(ln1(x)));            y = r1 + drop(mlp(ln2(r1)))
+//
+// The block's parameters are bound once; its saved activations (`Acts`) are
+// per layer *application*, so ALBERT's shared layer runs L times over L sets of
+// Acts while its gradients accumulate into one set of rows. Backward is the
+// reverse list of op calls, with the residual gradient accumulated in place
+// (`accumulate_dx`), so no buffer is copied. The block never knows about
+// tensor/pipeline parallelism.
+#pragma once
+
+#include <cstdint>
+
+#include "nn/layer_norm.h"
+#include "nn/mlp.h"
+#include "nn/self_attention.h"
+
+namespace loom {
+
+enum class NormPlacement { post, pre };
+
+struct TransformerBlock {
+    NormPlacement norm = NormPlacement::post;
+    int64_t C = 0, NH = 0, I = 0;
+    SelfAttention attn;
+    Mlp mlp;
+    // post-LN: ln1 after attention, ln2 after the MLP. pre-LN: before each.
+    LayerNorm ln1, ln2;
+
+    struct Acts {
+        SelfAttention::Acts attn;
+        Mlp::Acts mlp;
+        LayerNorm::Acts ln1, ln2;
+        float* ln1_out = nullptr;  // (B, T, C) post: MLP input; pre: attention input
+        float* res1 = nullptr;     // (B, T, C) x + attention branch
+        float* ln2_out = nullptr;  // (B, T, C) pre-LN only: MLP input
+        float* res2 = nullptr;     // (B, T, C) post-LN only: ln2's input
+    };
+    // Backward workspace shared by all layers.
+    struct Scratch {
+        SelfAttention::Scratch attn;
+        float* dI = nullptr;  // (B, T, I)
+        float* t = nullptr;   // (B, T, C)
+        float* u = nullptr;   // (B, T, C)
+        void plan(ActArena& a, int64_t B, int64_t T, int64_t C, int64_t NH, int64_t I) {
+            attn.plan(a, B, T, C, NH);
+            dI = a.take(B * T * I);
+            t = a.take(B * T * C);
+            u = a.take(B * T * C);
+        }
+    };
+    // What changes per call: sizes, the mask and this application's dropout.
+    struct Step {
+        int64_t B = 0, T = 0;
+        const int64_t* key_padding = nullptr;  // (B, T) or null
+        DropoutSpec drop_probs, drop_attn_out, drop_ffn_out;
+    };
+
+    void plan(Acts& acts, ActArena& a, int64_t B, int64_t T) const;
+    void bind(const ParamTable& t) {
+        attn.bind(t);
+        mlp.bind(t);
+        ln1.bind(t);
+        ln2.bind(t);
+    }
+    // y (B, T, C) from x (B, T, C); y must not alias x (x is saved for backward).
+    void forward(float* y, Acts& acts, const float* x, const Step& s) const;
+    // dio (B, T, C): dy on entry, dx on return.
+    void backward(float* dio, const Acts& acts, const float* x, const Step& s,
+                  const Scratch& sc) const;
+};
+
+}  // namespace loom
