@@ -1,0 +1,243 @@
+// The training job: one YAML file parsed into per-component structs, so each
+// component receives only its own arguments (ModelArgs to the model loader,
+// DataArgs to the readers and collators, TrainingArgs to the trainer loop,
+// DistributionArgs to the topology, CheckpointArgs to checkpoint IO).
+//
+// Key names are Hugging Face TrainingArguments / SageMaker model-parallel
+// names verbatim, with HF's defaults. Everything is resolved after parsing:
+// relative paths are absolute, defaults that depend on other keys are filled
+// (eval_steps <- logging_steps, metric_for_best_model, packing), so consumers
+// never re-derive them. job_to_yaml dumps exactly this resolved state.
+//
+// Not here: reading files the job points to (data/, io/), or the arithmetic
+// that turns epochs into steps (config/step_plan.h).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "optim/lr_schedule.h"
+
+namespace loom {
+
+// One string table per enum, used by the parser, the dumper and logs.
+template <class E>
+struct EnumTable;
+
+enum class Task { masked_lm, sequence_classification, question_answering, causal_lm };
+template <>
+struct EnumTable<Task> {
+    static constexpr std::array<std::string_view, 4> names = {
+        "masked-lm", "sequence-classification", "question-answering", "causal-lm"};
+};
+
+// HF IntervalStrategy: when to log, evaluate or save.
+enum class IntervalStrategy { no, steps, epoch };
+template <>
+struct EnumTable<IntervalStrategy> {
+    static constexpr std::array<std::string_view, 3> names = {"no", "steps", "epoch"};
+};
+
+// `optim`: HF's adamw_torch / adamw_hf / adamw_torch_fused all mean adamw here.
+enum class OptimizerKind { adamw, lamb, sgd };
+template <>
+struct EnumTable<OptimizerKind> {
+    static constexpr std::array<std::string_view, 3> names = {"adamw", "lamb", "sgd"};
+};
+
+template <>
+struct EnumTable<LrSchedulerType> {
+    static constexpr auto names = k_lr_scheduler_names;
+};
+
+// Pipeline schedule. In Loom's own keys `interleaved` is Megatron's
+// interleaved 1F1B over `virtual_stages` model chunks per rank; SMP's
+// `pipeline: interleaved` means plain 1F1B and is mapped to one_f_one_b.
+enum class PipelineKind { simple, one_f_one_b, interleaved };
+template <>
+struct EnumTable<PipelineKind> {
+    static constexpr std::array<std::string_view, 3> names = {"simple", "1f1b", "interleaved"};
+};
+
+// How plain-text files become records (HF datasets' `text` builder names).
+enum class SampleBy { line, paragraph, document };
+template <>
+struct EnumTable<SampleBy> {
+    static constexpr std::array<std::string_view, 3> names = {"line", "paragraph", "document"};
+};
+
+template <class E>
+std::string_view enum_name(E e) {
+    return EnumTable<E>::names[static_cast<size_t>(e)];
+}
+
+template <class E>
+std::optional<E> enum_from_name(std::string_view name) {
+    for (size_t i = 0; i < EnumTable<E>::names.size(); ++i)
+        if (EnumTable<E>::names[i] == name) return static_cast<E>(i);
+    return std::nullopt;
+}
+
+struct ModelArgs {
+    std::string path;            // the HF folder, empty when given file by file
+    std::string config_path;     // config.json
+    std::string tokenizer_path;  // tokenizer.json
+    std::string weights_path;    // model.safetensors; empty = pretrain from scratch
+    bool operator==(const ModelArgs&) const = default;
+};
+
+struct DataArgs {
+    std::string train;  // a file or a folder of files; empty = none
+    std::string eval;
+    std::string text_column = "text";
+    std::string text_pair_column;  // empty = single-sequence input
+    std::string label_column = "label";
+    // Raw label (as written in the data, integers in decimal) -> label name,
+    // in the order of the job file. Empty = labels used as they are.
+    std::vector<std::pair<std::string, std::string>> label_map;
+    // Question answering columns for JSONL/CSV input (HF run_qa names);
+    // SQuAD JSON files carry their own structure.
+    std::string question_column = "question";
+    std::string context_column = "context";
+    std::string answers_column = "answers";
+    std::string id_column = "id";
+    int64_t max_seq_length = 128;  // default 384 for question-answering (run_qa)
+    int64_t doc_stride = 128;
+    int64_t max_answer_length = 30;
+    double mlm_probability = 0.15;
+    int64_t pad_to_multiple_of = 0;  // 0 = no rounding
+    bool packing = false;            // default true for causal-lm (run_clm's group_texts)
+    bool skip_bad_lines = false;
+    SampleBy sample_by = SampleBy::line;
+    bool operator==(const DataArgs&) const = default;
+};
+
+// HF TrainingArguments, same names, same defaults.
+struct TrainingArgs {
+    std::string output_dir = "trainer_output";
+    std::string logging_dir;  // default <output_dir>/runs
+    bool overwrite_output_dir = false;
+    double num_train_epochs = 3.0;
+    int64_t max_steps = -1;  // > 0 overrides num_train_epochs
+    int64_t per_device_train_batch_size = 8;
+    int64_t per_device_eval_batch_size = 8;
+    int64_t gradient_accumulation_steps = 1;
+    double learning_rate = 5e-5;
+    double weight_decay = 0.0;
+    double adam_beta1 = 0.9;
+    double adam_beta2 = 0.999;
+    double adam_epsilon = 1e-8;
+    double max_grad_norm = 1.0;
+    LrSchedulerType lr_scheduler_type = LrSchedulerType::linear;
+    // lr_scheduler_kwargs (HF): polynomial lr_end/power, cosine num_cycles.
+    double lr_end = 1e-7;
+    double power = 1.0;
+    std::optional<double> num_cycles;
+    double warmup_ratio = 0.0;
+    int64_t warmup_steps = 0;
+    OptimizerKind optim = OptimizerKind::adamw;
+    int64_t seed = 42;
+    int64_t data_seed = 42;  // defaults to seed
+    IntervalStrategy logging_strategy = IntervalStrategy::steps;
+    double logging_steps = 500;  // < 1: a ratio of the total steps (HF)
+    bool logging_first_step = false;
+    IntervalStrategy eval_strategy = IntervalStrategy::no;
+    double eval_steps = 500;  // defaults to logging_steps
+    bool load_best_model_at_end = false;
+    std::string metric_for_best_model;  // "loss" when needed and unset
+    bool greater_is_better = false;     // false iff the metric ends in "loss"
+    int64_t early_stopping_patience = 0;  // 0 = no early stopping
+    double early_stopping_threshold = 0.0;
+    bool bf16 = false;
+    bool fp16 = false;
+    bool dataloader_drop_last = false;
+    bool disable_tqdm = false;
+    bool operator==(const TrainingArgs&) const = default;
+};
+
+struct CheckpointArgs {
+    std::string output_dir;  // = TrainingArgs::output_dir; checkpoints go to checkpoint-<step>/
+    IntervalStrategy save_strategy = IntervalStrategy::steps;
+    double save_steps = 500;
+    int64_t save_total_limit = 0;  // 0 = keep all (HF None)
+    // "" = start fresh, "latest" = newest checkpoint in output_dir, else a path.
+    std::string resume_from_checkpoint;
+    std::string checkpoint_uri;  // reserved: where checkpoints are mirrored
+    bool operator==(const CheckpointArgs&) const = default;
+};
+
+// One shape for every way of writing the `distribution` block: Loom's keys,
+// SageMaker's smdistributed.dataparallel and smdistributed.modelparallel.
+struct DistributionArgs {
+    int64_t data_parallel_degree = 0;  // 0 = world size / (tp * pp)
+    int64_t zero_stage = 0;            // 0, 1 (optimizer state) or 2 (+ gradients)
+    double bucket_size_mb = 25.0;      // gradient all-reduce bucket (PyTorch DDP's default)
+    bool overlap_comm = true;
+    int64_t tensor_parallel_degree = 1;
+    int64_t pipeline_parallel_degree = 1;
+    int64_t microbatches = 1;
+    PipelineKind pipeline = PipelineKind::one_f_one_b;
+    int64_t virtual_stages = 1;
+    // "cluster", "spread" or a permutation of D, P, T (SMP): which axis varies
+    // slowest across ranks.
+    std::string placement_strategy = "cluster";
+    bool activation_checkpointing = false;
+    int64_t checkpoint_every = 1;  // checkpoint every k-th transformer block
+    bool offload_activations = false;
+    int64_t activation_loading_horizon = 4;
+    std::vector<int64_t> partition;  // blocks per pipeline stage; empty = even split
+    double collective_timeout_s = 1800.0;
+    bool smddp = false;  // written as smdistributed.dataparallel
+    bool smp = false;    // written as smdistributed.modelparallel
+    int64_t processes_per_host = 0;  // the `mpi` block; 0 = launcher decides
+    std::string custom_mpi_options;
+    // SMP keys accepted for compatibility that change nothing in Loom
+    // (e.g. optimize, skip_tracing); the trainer prints them once.
+    std::vector<std::string> ignored_keys;
+    bool operator==(const DistributionArgs&) const = default;
+};
+
+struct Job {
+    std::string source;  // the job file's path, or "<string>"
+    Task task = Task::sequence_classification;
+    ModelArgs model;
+    DataArgs data;
+    TrainingArgs training;
+    DistributionArgs distribution;
+    CheckpointArgs checkpoint;
+    bool operator==(const Job& o) const {
+        return task == o.task && model == o.model && data == o.data && training == o.training &&
+               distribution == o.distribution && checkpoint == o.checkpoint;
+    }
+};
+
+struct JobParseOptions {
+    // Check that the model and data paths exist (off in tests that only
+    // exercise key handling).
+    bool check_paths = true;
+    // Folder that relative paths from --set resolve against; empty = the
+    // current directory.
+    std::string override_base_dir;
+};
+
+// Parses a job file; `overrides` are "dotted.key=value" strings (--set),
+// validated like the file. Throws loom::Error naming file:line (or the --set
+// argument), the key and what was expected.
+Job job_load(const std::string& path, const std::vector<std::string>& overrides = {},
+             const JobParseOptions& options = {});
+
+// The same from text; `source_name` labels errors and `base_dir` resolves
+// relative paths.
+Job job_parse(const std::string& yaml_text, const std::string& source_name,
+              const std::string& base_dir, const std::vector<std::string>& overrides = {},
+              const JobParseOptions& options = {});
+
+// The resolved job as YAML that job_parse reads back to an equal Job.
+std::string job_to_yaml(const Job& job);
+
+}  // namespace loom
