@@ -1,0 +1,117 @@
+// The CUDA plumbing: device discovery, error macros, scratch carving, the
+// device error record and host <-> device copies. The first tests need no GPU
+// and run everywhere; the rest skip without one.
+#include <string>
+
+#include "backend/cuda/cublas_handle.h"
+#include "core/check.h"
+#include "cuda_test_util.h"
+#include "ops/cuda/embedding_cuda.h"
+
+namespace loom::test {
+namespace {
+
+TEST(CudaPlumbing, UnavailableReasonAgreesWithDeviceCount) {
+    const int n = cuda_device_count();
+    const std::string why = cuda_unavailable_reason();
+    EXPECT_GE(n, 0);
+    if (n == 0) {
+        EXPECT_FALSE(why.empty()) << "no device but no reason given";
+    } else {
+        EXPECT_TRUE(why.empty()) << why;
+    }
+}
+
+TEST(CudaPlumbing, CudaCheckThrowsWithCallSiteAndReason) {
+    try {
+        LOOM_CUDA_CHECK(cudaErrorInvalidValue);
+        FAIL() << "LOOM_CUDA_CHECK did not throw";
+    } catch (const Error& e) {
+        const std::string msg = e.what();
+        EXPECT_NE(msg.find("test_cuda_context.cpp"), std::string::npos) << msg;
+        EXPECT_NE(msg.find("cudaErrorInvalidValue"), std::string::npos) << msg;
+    }
+}
+
+TEST(CudaPlumbing, CublasCheckThrowsWithStatus) {
+    try {
+        LOOM_CUBLAS_CHECK(CUBLAS_STATUS_NOT_INITIALIZED);
+        FAIL() << "LOOM_CUBLAS_CHECK did not throw";
+    } catch (const Error& e) {
+        const std::string msg = e.what();
+        EXPECT_NE(msg.find("cuBLAS error"), std::string::npos) << msg;
+        EXPECT_NE(msg.find("test_cuda_context.cpp"), std::string::npos) << msg;
+    }
+}
+
+#if defined(LOOM_HAVE_NCCL)
+TEST(CudaPlumbing, NcclCheckThrowsWithReason) {
+    EXPECT_THROW(LOOM_NCCL_CHECK(ncclInvalidArgument), Error);
+    EXPECT_NO_THROW(LOOM_NCCL_CHECK(ncclSuccess));
+}
+#endif
+
+TEST(CudaPlumbing, ScratchCarverAlignsEveryBuffer) {
+    ScratchCarver plan(nullptr);
+    plan.take<float>(3);
+    plan.take<char>(1);
+    plan.take<double>(5);
+    EXPECT_EQ(plan.used(), 3u * 256u);
+    alignas(256) static char arena[1024];
+    ScratchCarver carve(arena);
+    float* a = carve.take<float>(3);
+    char* b = carve.take<char>(1);
+    double* c = carve.take<double>(5);
+    EXPECT_EQ(reinterpret_cast<char*>(a), arena);
+    EXPECT_EQ(b, arena + 256);
+    EXPECT_EQ(reinterpret_cast<char*>(c), arena + 512);
+}
+
+class CudaContextTest : public CudaOpTest {};
+
+TEST_F(CudaContextTest, ScratchGrowsAndKeepsAlignment) {
+    void* small = ctx().scratch(100);
+    ASSERT_NE(small, nullptr);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(small) % 256, 0u);
+    EXPECT_EQ(ctx().scratch(50), small) << "a smaller request must reuse the region";
+    void* big = ctx().scratch(size_t(64) << 20);
+    ASSERT_NE(big, nullptr);
+    LOOM_CUDA_CHECK(cudaMemsetAsync(big, 0, size_t(64) << 20, ctx().stream()));
+    ctx().synchronize();
+}
+
+TEST_F(CudaContextTest, KernelSideErrorSurfacesAtCheck) {
+    // An embedding id outside [0, V) cannot throw inside the kernel; the context
+    // must report it, naming the row and the id, at the next check.
+    const int64_t V = 4, C = 3;
+    auto table = upload<float>(random_vec(size_t(V * C), 1));
+    auto ids = upload_raw<int64_t>({0, 7, 2});
+    DeviceBuffer<float> out(3 * C);
+    embedding_forward_cuda<float>(out.get(), ids->get(), table->get(), 3, V, C, false, ctx());
+    try {
+        ctx().check_device_errors();
+        FAIL() << "bad id was not reported";
+    } catch (const Error& e) {
+        const std::string msg = e.what();
+        EXPECT_NE(msg.find("id 7"), std::string::npos) << msg;
+        EXPECT_NE(msg.find("row 1"), std::string::npos) << msg;
+    }
+    EXPECT_NO_THROW(ctx().check_device_errors()) << "the record must be cleared after a report";
+}
+
+TEST_F(CudaContextTest, BackendRoundTripsTensors) {
+    BackendCuda be(0);
+    EXPECT_NE(be.name().find("cuda:0"), std::string::npos);
+    Tensor host = Tensor::empty(DType::f32, Shape{5, 7}, "x");
+    auto v = random_vec(35, 3);
+    std::memcpy(host.data<float>(), v.data(), v.size() * sizeof(float));
+    Tensor dev = be.to_device(host, ctx().stream());
+    EXPECT_EQ(dev.storage->device(), Device::cuda);
+    Tensor back = be.to_host(dev, ctx().stream());
+    EXPECT_EQ(std::memcmp(back.data<float>(), v.data(), v.size() * sizeof(float)), 0);
+    Tensor wrong = Tensor::empty(DType::f32, Shape{6}, "wrong");
+    EXPECT_THROW(be.copy(wrong, dev, ctx().stream()), Error);
+}
+
+}  // namespace
+}  // namespace loom::test

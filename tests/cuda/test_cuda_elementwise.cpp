@@ -1,0 +1,107 @@
+// Element-wise and activation kernels against the CPU implementation.
+#include "cuda_test_util.h"
+#include "ops/activation.h"
+#include "ops/cuda/activation_cuda.h"
+#include "ops/cuda/elementwise_cuda.h"
+#include "ops/elementwise.h"
+
+namespace loom::test {
+namespace {
+
+template <typename T>
+class CudaElementwise : public CudaTypedOpTest<T> {};
+TYPED_TEST_SUITE(CudaElementwise, DeviceTypes, TypeNames);
+
+constexpr int64_t k_sizes[] = {1, 7, 1000, 65537};
+
+TYPED_TEST(CudaElementwise, ResidualAddScale) {
+    using T = TypeParam;
+    for (int64_t n : k_sizes) {
+        auto a = round_all<T>(random_vec(size_t(n), 1));
+        auto b = round_all<T>(random_vec(size_t(n), 2));
+        std::vector<float> want(static_cast<size_t>(n));
+        residual_forward<float>(want.data(), a.data(), b.data(), n);
+        auto da = upload<T>(a), db = upload<T>(b);
+        DeviceBuffer<T> out(static_cast<size_t>(n));
+        residual_forward_cuda<T>(out.get(), da->get(), db->get(), n, this->ctx());
+        EXPECT_TRUE(all_close("residual n=" + std::to_string(n), download(out), round_all<T>(want),
+                              tol_for<T>(0, 0)));
+        // In place, then scale: y = (a + b) * 0.5
+        add_inplace_cuda<T>(da->get(), db->get(), n, this->ctx());
+        scale_inplace_cuda<T>(da->get(), 0.5f, n, this->ctx());
+        add_inplace<float>(a.data(), b.data(), n);
+        scale_inplace<float>(a.data(), 0.5f, n);
+        EXPECT_TRUE(all_close("add+scale n=" + std::to_string(n), download(*da), a, tol_for<T>()));
+    }
+}
+
+TYPED_TEST(CudaElementwise, ActivationsForwardBackward) {
+    using T = TypeParam;
+    for (Activation act : {Activation::gelu_erf, Activation::gelu_tanh, Activation::relu,
+                           Activation::tanh}) {
+        for (int64_t n : k_sizes) {
+            const std::string tag = std::string(activation_name(act)) + " n=" + std::to_string(n);
+            auto x = round_all<T>(random_vec(size_t(n), 11, -4.0f, 4.0f));
+            auto g = round_all<T>(random_vec(size_t(n), 12));
+            std::vector<float> y(static_cast<size_t>(n)), dx(static_cast<size_t>(n));
+            activation_forward<float>(y.data(), x.data(), n, act);
+            activation_backward<float>(dx.data(), x.data(), g.data(), n, act);
+            auto dxv = upload<T>(x), dg = upload<T>(g);
+            DeviceBuffer<T> out(static_cast<size_t>(n)), din(static_cast<size_t>(n));
+            activation_forward_cuda<T>(out.get(), dxv->get(), n, act, this->ctx());
+            activation_backward_cuda<T>(din.get(), dxv->get(), dg->get(), n, act, this->ctx());
+            EXPECT_TRUE(all_close(tag + " fwd", download(out), y, tol_for<T>(1e-6, 1e-5)));
+            EXPECT_TRUE(all_close(tag + " bwd", download(din), dx, tol_for<T>(1e-6, 1e-5)));
+            // In-place backward (dinp aliases dout).
+            activation_backward_cuda<T>(dg->get(), dxv->get(), dg->get(), n, act, this->ctx());
+            EXPECT_TRUE(all_close(tag + " bwd in place", download(*dg), dx, tol_for<T>(1e-6, 1e-5)));
+        }
+    }
+}
+
+TYPED_TEST(CudaElementwise, BiasActivationMatchesSeparateOps) {
+    using T = TypeParam;
+    const int64_t N = 37, OC = 53;
+    for (Activation act : {Activation::gelu_erf, Activation::gelu_tanh}) {
+        auto x = round_all<T>(random_vec(size_t(N * OC), 21, -3.0f, 3.0f));
+        auto bias = round_all<T>(random_vec(size_t(OC), 22));
+        auto g = round_all<T>(random_vec(size_t(N * OC), 23));
+        // CPU: pre = x + bias (rounded like the device's stored pre), y = act(pre)
+        std::vector<float> pre(x.size()), y(x.size()), dpre(x.size()), dbias(size_t(OC), 0.0f);
+        for (int64_t i = 0; i < N * OC; ++i) pre[size_t(i)] = round_to<T>(x[size_t(i)] + bias[size_t(i % OC)]);
+        activation_forward<float>(y.data(), pre.data(), N * OC, act);
+        activation_backward<float>(dpre.data(), pre.data(), g.data(), N * OC, act);
+        for (int64_t i = 0; i < N * OC; ++i) dbias[size_t(i % OC)] += round_to<T>(dpre[size_t(i)]);
+
+        auto dx = upload<T>(x), db = upload<T>(bias), dg = upload<T>(g);
+        DeviceBuffer<T> out(x.size()), dpre_d(x.size()), pre_d(x.size());
+        bias_activation_forward_cuda<T>(out.get(), pre_d.get(), dx->get(), db->get(), N, OC, act,
+                                        this->ctx());
+        auto dbias_d = upload<T>(std::vector<float>(size_t(OC), 0.0f));
+        bias_activation_backward_cuda<T>(dpre_d.get(), dbias_d->get(), pre_d.get(), dg->get(), N,
+                                         OC, act, this->ctx());
+        EXPECT_TRUE(all_close("bias+act pre", download(pre_d), pre, tol_for<T>(0, 0)));
+        EXPECT_TRUE(all_close("bias+act fwd", download(out), y, tol_for<T>(1e-6, 1e-5)));
+        EXPECT_TRUE(all_close("bias+act dpre", download(dpre_d), dpre, tol_for<T>(1e-6, 1e-5)));
+        EXPECT_TRUE(all_close("bias+act dbias", download(*dbias_d), dbias, tol_for<T>(1e-5, 1e-4)));
+    }
+}
+
+TEST(CudaConvert, RoundTripsThroughBf16) {
+    const std::string why = cuda_unavailable_reason();
+    if (!why.empty()) GTEST_SKIP() << "no usable CUDA device: " << why;
+    CudaContext ctx(0);
+    auto x = random_vec(1001, 5, -100.0f, 100.0f);
+    auto dx = upload<float>(x);
+    DeviceBuffer<__nv_bfloat16> h(x.size());
+    DeviceBuffer<float> back(x.size());
+    convert_cuda<__nv_bfloat16, float>(h.get(), dx->get(), int64_t(x.size()), ctx);
+    convert_cuda<float, __nv_bfloat16>(back.get(), h.get(), int64_t(x.size()), ctx);
+    // Round-to-nearest-even must agree bit for bit with the CPU's f32_to_bf16.
+    std::vector<float> want(x.size());
+    for (size_t i = 0; i < x.size(); ++i) want[i] = bf16_to_f32(f32_to_bf16(x[i]));
+    EXPECT_TRUE(bit_equal("bf16 round trip", download(back), want));
+}
+
+}  // namespace
+}  // namespace loom::test

@@ -1,0 +1,101 @@
+// AdamW and dropout against the CPU implementation. Dropout must draw the
+// CPU's exact mask (same Philox function), so kept/dropped positions are
+// compared exactly, not within a tolerance.
+#include "cuda_test_util.h"
+#include "ops/adamw.h"
+#include "ops/cuda/adamw_cuda.h"
+#include "ops/cuda/dropout_cuda.h"
+#include "ops/dropout.h"
+
+namespace loom::test {
+namespace {
+
+class CudaAdamW : public CudaOpTest {};
+
+TEST_F(CudaAdamW, Fp32MatchesCpuOverSteps) {
+    for (int64_t n : {int64_t(1), int64_t(1000), int64_t(100003)}) {
+        AdamWParams hp;
+        hp.lr = 3e-3;
+        hp.weight_decay = 0.1;
+        auto p = random_vec(size_t(n), 1);
+        std::vector<float> m(size_t(n), 0.0f), v(size_t(n), 0.0f);
+        auto dp = upload<float>(p), dm = upload<float>(m), dv = upload<float>(v);
+        for (int64_t step = 1; step <= 5; ++step) {
+            auto g = random_vec(size_t(n), uint32_t(10 + step));
+            auto dg = upload<float>(g);
+            adamw_update(p.data(), g.data(), m.data(), v.data(), n, hp, step);
+            adamw_update_cuda(dp->get(), dg->get(), dm->get(), dv->get(), n, hp, step, ctx());
+        }
+        const std::string tag = "n=" + std::to_string(n);
+        EXPECT_TRUE(all_close(tag + " param", download(*dp), p, Tol{1e-6, 1e-5}));
+        EXPECT_TRUE(all_close(tag + " m", download(*dm), m, Tol{1e-7, 1e-5}));
+        EXPECT_TRUE(all_close(tag + " v", download(*dv), v, Tol{1e-9, 1e-5}));
+    }
+}
+
+TEST_F(CudaAdamW, MixedPrecisionUpdatesMasterAndCopy) {
+    const int64_t n = 4099;
+    AdamWParams hp;
+    auto master = random_vec(size_t(n), 1);
+    auto g = round_all<__nv_bfloat16>(random_vec(size_t(n), 2));
+    std::vector<float> m(size_t(n), 0.0f), v(size_t(n), 0.0f);
+    auto dmaster = upload<float>(master), dm = upload<float>(m), dv = upload<float>(v);
+    auto dg = upload<__nv_bfloat16>(g);
+    DeviceBuffer<__nv_bfloat16> copy(static_cast<size_t>(n));
+    adamw_update(master.data(), g.data(), m.data(), v.data(), n, hp, 1);
+    adamw_update_mixed_cuda<__nv_bfloat16, __nv_bfloat16>(dmaster->get(), dg->get(), dm->get(),
+                                                          dv->get(), copy.get(), n, hp, 1, ctx());
+    EXPECT_TRUE(all_close("master", download(*dmaster), master, Tol{1e-6, 1e-5}));
+    // The copy is the master rounded once: compare against rounding the GPU master.
+    auto gpu_master = download(*dmaster);
+    EXPECT_TRUE(bit_equal("bf16 copy", download(copy), round_all<__nv_bfloat16>(gpu_master)));
+}
+
+TEST_F(CudaAdamW, StepZeroIsRejected) {
+    DeviceBuffer<float> p(4), g(4), m(4), v(4);
+    EXPECT_THROW(adamw_update_cuda(p.get(), g.get(), m.get(), v.get(), 4, AdamWParams{}, 0, ctx()),
+                 Error);
+}
+
+template <typename T>
+class CudaDropout : public CudaTypedOpTest<T> {};
+TYPED_TEST_SUITE(CudaDropout, DeviceTypes, TypeNames);
+
+TYPED_TEST(CudaDropout, SameMaskAsCpu) {
+    using T = TypeParam;
+    struct Case {
+        int64_t B, per_sample, sample_offset;
+        float p;
+    };
+    for (Case c : {Case{1, 1, 0, 0.5f}, Case{3, 17, 0, 0.1f}, Case{4, 4096, 12, 0.1f},
+                   Case{2, 1001, 5, 0.9f}, Case{2, 64, 0, 0.0f}}) {
+        const std::string tag = "B=" + std::to_string(c.B) + " per=" + std::to_string(c.per_sample) +
+                                " p=" + std::to_string(c.p);
+        DropoutSpec d;
+        d.p = c.p;
+        d.stream = PhiloxStream(1234567, 42, (3u << 8) | 1u);
+        d.sample_offset = c.sample_offset;
+        const size_t n = size_t(c.B * c.per_sample);
+        // Inputs bounded away from 0 so "dropped" is unambiguous.
+        auto x = round_all<T>(random_vec(n, 7, 0.5f, 2.0f));
+        std::vector<float> y(n), dx(n);
+        dropout_forward<float>(y.data(), x.data(), c.B, c.per_sample, d);
+        dropout_backward<float>(dx.data(), x.data(), c.B, c.per_sample, d);
+        auto dxv = upload<T>(x);
+        DeviceBuffer<T> out(n), din(n);
+        dropout_forward_cuda<T>(out.get(), dxv->get(), c.B, c.per_sample, d, this->ctx());
+        dropout_backward_cuda<T>(din.get(), dxv->get(), c.B, c.per_sample, d, this->ctx());
+        auto got = download(out);
+        size_t mask_mismatch = 0;
+        for (size_t i = 0; i < n; ++i) mask_mismatch += (got[i] == 0.0f) != (y[i] == 0.0f);
+        EXPECT_EQ(mask_mismatch, 0u) << tag << ": kept/dropped positions differ from the CPU";
+        EXPECT_TRUE(all_close(tag + " fwd", got, y, tol_for<T>(1e-7, 1e-6)));
+        EXPECT_TRUE(all_close(tag + " bwd", download(din), dx, tol_for<T>(1e-7, 1e-6)));
+        // In place.
+        dropout_forward_cuda<T>(dxv->get(), dxv->get(), c.B, c.per_sample, d, this->ctx());
+        EXPECT_TRUE(all_close(tag + " fwd in place", download(*dxv), y, tol_for<T>(1e-7, 1e-6)));
+    }
+}
+
+}  // namespace
+}  // namespace loom::test
