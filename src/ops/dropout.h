@@ -28,4 +28,17 @@ void dropout_forward(T* out, const T* inp, int64_t B, int64_t per_sample, const 
 template <typename T>
 void dropout_backward(T* dinp, const T* dout, int64_t B, int64_t per_sample, const DropoutSpec& d);
 
+// The multipliers of a run of global elements: f[i] = keep(first + i) ? 1/(1-p) : 0
+// (all 1 when inactive). Exactly DropoutSpec::keep, computed 64 draws at a time.
+// For kernels that fuse dropout (attention probabilities).
+template <typename T>
+void dropout_multipliers(T* f, const DropoutSpec& d, uint64_t first, int64_t n);
+
+// The scale kept elements get: 1 / (1 - p) with 1 - p rounded to T first, as
+// torch's `noise.div_(1 - p)` does.
+template <typename T>
+T dropout_scale(const DropoutSpec& d) {
+    return T(1) / T(1.0 - double(d.p));
+}
+
 }  // namespace loom

@@ -1,10 +1,14 @@
 // General matrix multiply, row-major, the one GEMM entry point of the CPU backend.
 //
-//   C (M, N) = alpha * op(A) (M, K) @ op(B) (K, N) + beta * C
+//   C (M, N) = alpha * op(A) (M, K) @ op(B) (K, N) + beta * C [+ bias (N) on every row]
 //
 // op(X) is X or X^T (trans_*). Leading dimensions are row strides in elements.
 // float runs through oneDNN (AVX-512 kernels near the cores' peak); double is
-// the reference path used by the finite-difference gradient checks.
+// the reference path used by the finite-difference gradient checks. beta == 0
+// never reads C (BLAS semantics: garbage or NaN in C is fine).
+//
+// Every entry point may be called from inside an OpenMP parallel region: it then
+// runs on the calling thread only (gemm_batched relies on that).
 #pragma once
 
 #include <cstdint>
@@ -13,12 +17,35 @@ namespace loom {
 
 template <typename T>
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
-          int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc);
+          int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc,
+          const T* bias = nullptr);
 
 // `batch` independent GEMMs, operand i at X + i * stride_x (attention's heads).
+// Parallel over the batch, one single-threaded GEMM per item.
 template <typename T>
 void gemm_batched(int64_t batch, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
                   T alpha, const T* A, int64_t lda, int64_t stride_a, const T* B, int64_t ldb,
                   int64_t stride_b, T beta, T* C, int64_t ldc, int64_t stride_c);
+
+// Mixed precision: bf16 operands (raw bits, as core/dtype.h's f32_to_bf16 makes
+// them), fp32 accumulation and fp32 C. Same semantics as gemm<float>.
+void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+               const uint16_t* A, int64_t lda, const uint16_t* B, int64_t ldb, float beta, float* C,
+               int64_t ldc, const float* bias = nullptr);
+
+// fp32 <-> bf16 over a buffer (round to nearest even), threaded and vectorised.
+void convert_f32_to_bf16(uint16_t* out, const float* inp, int64_t n);
+void convert_bf16_to_f32(float* out, const uint16_t* inp, int64_t n);
+
+// The two oneDNN routes for fp32. gemm<float> uses the one measured faster on
+// BERT-base shapes (see gemm.cpp); the other stays callable for benchmarks.
+enum class GemmImpl {
+    dnnl_sgemm,   // dnnl_sgemm, the BLAS-like call (bias added in a second pass)
+    dnnl_matmul,  // matmul primitive from a shape-keyed cache, bias fused
+};
+GemmImpl gemm_default_impl();
+void gemm_f32_with(GemmImpl impl, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                   float alpha, const float* A, int64_t lda, const float* B, int64_t ldb,
+                   float beta, float* C, int64_t ldc, const float* bias = nullptr);
 
 }  // namespace loom

@@ -1,0 +1,208 @@
+// Scaled dot-product attention, forward and backward, one (sample, head) per task.
+//
+// Each task keeps its (T, T) block hot in cache: scores by a single-threaded
+// GEMM, masked softmax in place, dropout into a per-thread buffer, then P @ V.
+// B * NH tasks (96 for BERT-base at batch 8) spread over the cores; GEMMs called
+// inside the parallel region run on the calling thread (see gemm.h).
+//
+// Masks (attention.h): key j is visible from query i when key_padding[b, j] != 0
+// and, if causal, j <= i. A row with no visible key gets uniform weights over
+// the causally allowed keys (all T without a causal mask), which is what HF's
+// additive-minimum masks produce; such a row's output does not depend on q or k,
+// so backward sends it no gradient to q or k (HF's autograd passes a rounding
+// artefact there; those rows carry no loss in practice: a sample with no real
+// token, or a left-padded position).
+//
+// Dropout on the probabilities: element (b, h, i, j) is global element
+// ((sample_offset + b) * NH_total + head_offset + h) * T * T + i * T + j of the
+// dropout stream, so a tensor-parallel head split draws the same mask.
+#include "ops/attention.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "core/check.h"
+#include "ops/gemm.h"
+#include "ops/vec_math.h"
+
+namespace loom {
+namespace {
+
+// Softmax of one score row in place. `visible` (T) is the key-padding mask of
+// this sample (1 = attend); only keys j < limit are causally allowed.
+// Returns false when the row had no visible key (then it is uniform).
+template <typename T>
+bool softmax_row(T* row, const unsigned char* visible, int64_t limit, int64_t n_keys) {
+    // Accumulate in at least fp32 (T is float or double).
+    T mx = -std::numeric_limits<T>::infinity();
+#pragma omp simd reduction(max : mx)
+    for (int64_t j = 0; j < limit; ++j) mx = std::max(mx, visible[j] ? row[j] : mx);
+    if (mx == -std::numeric_limits<T>::infinity()) {
+        const T u = T(1) / T(limit);
+        std::fill(row, row + limit, u);
+        std::fill(row + limit, row + n_keys, T(0));
+        return false;
+    }
+    T sum = 0;
+#pragma omp simd reduction(+ : sum)
+    for (int64_t j = 0; j < limit; ++j) {
+        // Select after exp: the masked score may be anything, even inf or NaN.
+        const T e = vmath::exp(row[j] - mx);
+        row[j] = visible[j] ? e : T(0);
+        sum += row[j];
+    }
+    const T inv = T(1) / sum;
+#pragma omp simd
+    for (int64_t j = 0; j < limit; ++j) row[j] *= inv;
+    std::fill(row + limit, row + n_keys, T(0));
+    return true;
+}
+
+struct Geometry {
+    int64_t B, T, NH, HS, C, ld, NH_total;
+    uint64_t drop_base(int64_t sample_offset, int64_t head_offset, int64_t b, int64_t h) const {
+        return (uint64_t(sample_offset + b) * uint64_t(NH_total) + uint64_t(head_offset + h)) *
+               uint64_t(T * T);
+    }
+};
+
+Geometry geometry_of(const AttnShape& s, int64_t ld) {
+    const int64_t nh_total = s.NH_total > 0 ? s.NH_total : s.NH;
+    LOOM_ASSERT(s.B >= 0 && s.T > 0 && s.NH > 0 && s.HS > 0, "attention: bad shape B={} T={} NH={} HS={}",
+                s.B, s.T, s.NH, s.HS);
+    LOOM_ASSERT(ld >= s.NH * s.HS, "attention: row stride {} < NH*HS = {}", ld, s.NH * s.HS);
+    LOOM_ASSERT(s.head_offset >= 0 && s.head_offset + s.NH <= nh_total,
+                "attention: heads [{}, {}) outside NH_total {}", s.head_offset,
+                s.head_offset + s.NH, nh_total);
+    return {s.B, s.T, s.NH, s.HS, s.NH * s.HS, ld, nh_total};
+}
+
+// visible[b * T + j] = key j of sample b may be attended to (padding only).
+std::vector<unsigned char> visible_keys(const AttnMask& mask, int64_t B, int64_t T) {
+    std::vector<unsigned char> vis(size_t(B * T), 1);
+    if (mask.key_padding != nullptr)
+        for (int64_t i = 0; i < B * T; ++i) vis[size_t(i)] = mask.key_padding[i] != 0;
+    return vis;
+}
+
+template <typename T>
+T attn_scale(int64_t HS) {
+    return T(1) / std::sqrt(T(HS));
+}
+
+}  // namespace
+
+template <typename T>
+void attention_forward(T* out, T* att, const T* q, const T* k, const T* v, int64_t ld,
+                       const AttnShape& s, const AttnMask& mask, const DropoutSpec& drop) {
+    const Geometry g = geometry_of(s, ld);
+    const std::vector<unsigned char> vis = visible_keys(mask, g.B, g.T);
+    const T scale = attn_scale<T>(g.HS);
+    const int64_t TT = g.T * g.T;
+#pragma omp parallel if (!omp_in_parallel())
+    {
+        std::vector<T> dropped(drop.active() ? size_t(TT) : 0);  // (T, T) P after dropout
+#pragma omp for schedule(static)
+        for (int64_t bh = 0; bh < g.B * g.NH; ++bh) {
+            const int64_t b = bh / g.NH, h = bh % g.NH;
+            const int64_t off = b * g.T * g.ld + h * g.HS;
+            T* a = att + bh * TT;  // (T, T)
+            gemm<T>(false, true, g.T, g.T, g.HS, scale, q + off, g.ld, k + off, g.ld, T(0), a,
+                    g.T);
+            for (int64_t i = 0; i < g.T; ++i)
+                softmax_row(a + i * g.T, vis.data() + b * g.T, mask.causal ? i + 1 : g.T, g.T);
+            const T* p = a;
+            if (drop.active()) {
+                dropout_multipliers(dropped.data(), drop,
+                                    g.drop_base(drop.sample_offset, s.head_offset, b, h), TT);
+#pragma omp simd
+                for (int64_t e = 0; e < TT; ++e) dropped[size_t(e)] *= a[e];
+                p = dropped.data();
+            }
+            gemm<T>(false, false, g.T, g.HS, g.T, T(1), p, g.T, v + off, g.ld, T(0),
+                    out + b * g.T * g.C + h * g.HS, g.C);
+        }
+    }
+}
+
+template <typename T>
+void attention_backward(T* dq, T* dk, T* dv, T* scratch, const T* dout, const T* att,
+                        const T* q, const T* k, const T* v, int64_t ld, const AttnShape& s,
+                        const AttnMask& mask, const DropoutSpec& drop) {
+    const Geometry g = geometry_of(s, ld);
+    const std::vector<unsigned char> vis = visible_keys(mask, g.B, g.T);
+    const T scale = attn_scale<T>(g.HS);
+    const int64_t TT = g.T * g.T;
+#pragma omp parallel if (!omp_in_parallel())
+    {
+        std::vector<T> mult(drop.active() ? size_t(TT) : 0);     // (T, T) dropout multipliers
+        std::vector<T> dropped(drop.active() ? size_t(TT) : 0);  // (T, T) P after dropout
+#pragma omp for schedule(static)
+        for (int64_t bh = 0; bh < g.B * g.NH; ++bh) {
+            const int64_t b = bh / g.NH, h = bh % g.NH;
+            const int64_t off = b * g.T * g.ld + h * g.HS;
+            const T* a = att + bh * TT;  // (T, T)
+            const T* dy = dout + b * g.T * g.C + h * g.HS;
+            T* ds = scratch + bh * TT;  // (T, T): dP, then dScores
+            // dP = dout @ v^T (gradient of the dropped probabilities)
+            gemm<T>(false, true, g.T, g.T, g.HS, T(1), dy, g.C, v + off, g.ld, T(0), ds, g.T);
+            const T* p = a;
+            if (drop.active()) {
+                dropout_multipliers(mult.data(), drop,
+                                    g.drop_base(drop.sample_offset, s.head_offset, b, h), TT);
+#pragma omp simd
+                for (int64_t e = 0; e < TT; ++e) {
+                    dropped[size_t(e)] = a[e] * mult[size_t(e)];
+                    ds[e] *= mult[size_t(e)];
+                }
+                p = dropped.data();
+            }
+            // dv = P^T @ dout
+            gemm<T>(true, false, g.T, g.HS, g.T, T(1), p, g.T, dy, g.C, T(0), dv + off, g.ld);
+            // Softmax backward per row: dS = P (dP - <P, dP>).
+            const unsigned char* vb = vis.data() + b * g.T;
+            for (int64_t i = 0; i < g.T; ++i) {
+                const int64_t limit = mask.causal ? i + 1 : g.T;
+                const T* ai = a + i * g.T;
+                T* di = ds + i * g.T;
+                bool any = false;
+                for (int64_t j = 0; j < limit && !any; ++j) any = vb[j] != 0;
+                if (!any) {
+                    std::fill(di, di + g.T, T(0));
+                    continue;
+                }
+                T dot = 0;
+#pragma omp simd reduction(+ : dot)
+                for (int64_t j = 0; j < g.T; ++j) dot += ai[j] * di[j];
+#pragma omp simd
+                for (int64_t j = 0; j < g.T; ++j) di[j] = ai[j] * (di[j] - dot);
+            }
+            // dq = scale * dS @ k ; dk = scale * dS^T @ q
+            gemm<T>(false, false, g.T, g.HS, g.T, scale, ds, g.T, k + off, g.ld, T(0), dq + off,
+                    g.ld);
+            gemm<T>(true, false, g.T, g.HS, g.T, scale, ds, g.T, q + off, g.ld, T(0), dk + off,
+                    g.ld);
+        }
+    }
+}
+
+template void attention_forward<float>(float*, float*, const float*, const float*, const float*,
+                                       int64_t, const AttnShape&, const AttnMask&,
+                                       const DropoutSpec&);
+template void attention_forward<double>(double*, double*, const double*, const double*,
+                                        const double*, int64_t, const AttnShape&,
+                                        const AttnMask&, const DropoutSpec&);
+template void attention_backward<float>(float*, float*, float*, float*, const float*,
+                                        const float*, const float*, const float*, const float*,
+                                        int64_t, const AttnShape&, const AttnMask&,
+                                        const DropoutSpec&);
+template void attention_backward<double>(double*, double*, double*, double*, const double*,
+                                         const double*, const double*, const double*,
+                                         const double*, int64_t, const AttnShape&,
+                                         const AttnMask&, const DropoutSpec&);
+
+}  // namespace loom

@@ -1,0 +1,74 @@
+// Linear layers on top of gemm: nn.Linear (weight (OC, C)) and GPT-2 Conv1D (weight (C, OC)).
+//
+// Forward fuses the bias into the GEMM (oneDNN epilogue for float). Backward:
+//   dinp     = dout @ W        (out_in)   or dout @ W^T   (in_out)   beta 0 or 1
+//   dweight += dout^T @ inp    (out_in)   or inp^T @ dout (in_out)   beta 1
+//   dbias   += column sums of dout, over column blocks with rows in order
+//              (deterministic for any thread count).
+#include "ops/matmul.h"
+
+#include <omp.h>
+
+#include <algorithm>
+
+#include "ops/gemm.h"
+
+namespace loom {
+namespace {
+
+constexpr int64_t k_cols = 64;  // dbias columns per task
+
+template <typename T>
+void bias_backward(T* dbias, const T* dout, int64_t N, int64_t OC) {
+#pragma omp parallel for schedule(static) if (N * OC > (1 << 15) && !omp_in_parallel())
+    for (int64_t c0 = 0; c0 < OC; c0 += k_cols) {
+        const int64_t len = std::min(k_cols, OC - c0);
+        T acc[k_cols] = {};
+        for (int64_t n = 0; n < N; ++n) {
+            const T* row = dout + n * OC + c0;
+#pragma omp simd
+            for (int64_t c = 0; c < len; ++c) acc[c] += row[c];
+        }
+        for (int64_t c = 0; c < len; ++c) dbias[c0 + c] += acc[c];
+    }
+}
+
+}  // namespace
+
+template <typename T>
+void matmul_forward(T* out, const T* inp, const T* weight, const T* bias, int64_t N, int64_t C,
+                    int64_t OC, WeightLayout layout) {
+    if (layout == WeightLayout::out_in)
+        gemm<T>(false, true, N, OC, C, T(1), inp, C, weight, C, T(0), out, OC, bias);
+    else
+        gemm<T>(false, false, N, OC, C, T(1), inp, C, weight, OC, T(0), out, OC, bias);
+}
+
+template <typename T>
+void matmul_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight,
+                     int64_t N, int64_t C, int64_t OC, WeightLayout layout,
+                     bool accumulate_dinp) {
+    const T beta_inp = accumulate_dinp ? T(1) : T(0);
+    if (layout == WeightLayout::out_in) {
+        if (dinp != nullptr)
+            gemm<T>(false, false, N, C, OC, T(1), dout, OC, weight, C, beta_inp, dinp, C);
+        gemm<T>(true, false, OC, C, N, T(1), dout, OC, inp, C, T(1), dweight, C);
+    } else {
+        if (dinp != nullptr)
+            gemm<T>(false, true, N, C, OC, T(1), dout, OC, weight, OC, beta_inp, dinp, C);
+        gemm<T>(true, false, C, OC, N, T(1), inp, C, dout, OC, T(1), dweight, OC);
+    }
+    if (dbias != nullptr) bias_backward(dbias, dout, N, OC);
+}
+
+template void matmul_forward<float>(float*, const float*, const float*, const float*, int64_t,
+                                    int64_t, int64_t, WeightLayout);
+template void matmul_forward<double>(double*, const double*, const double*, const double*,
+                                     int64_t, int64_t, int64_t, WeightLayout);
+template void matmul_backward<float>(float*, float*, float*, const float*, const float*,
+                                     const float*, int64_t, int64_t, int64_t, WeightLayout, bool);
+template void matmul_backward<double>(double*, double*, double*, const double*, const double*,
+                                      const double*, int64_t, int64_t, int64_t, WeightLayout,
+                                      bool);
+
+}  // namespace loom
