@@ -89,6 +89,11 @@ std::vector<unsigned char> visible_keys(const AttnMask& mask, int64_t B, int64_t
     return vis;
 }
 
+// Threads only pay off past ~10 us of work (tiny shapes in gradient checks).
+bool parallel_heads(const Geometry& g) {
+    return g.B * g.NH > 1 && g.B * g.NH * g.T * g.T * g.HS > (1 << 15) && !omp_in_parallel();
+}
+
 template <typename T>
 T attn_scale(int64_t HS) {
     return T(1) / std::sqrt(T(HS));
@@ -103,7 +108,7 @@ void attention_forward(T* out, T* att, const T* q, const T* k, const T* v, int64
     const std::vector<unsigned char> vis = visible_keys(mask, g.B, g.T);
     const T scale = attn_scale<T>(g.HS);
     const int64_t TT = g.T * g.T;
-#pragma omp parallel if (!omp_in_parallel())
+#pragma omp parallel if (parallel_heads(g))
     {
         std::vector<T> dropped(drop.active() ? size_t(TT) : 0);  // (T, T) P after dropout
 #pragma omp for schedule(static)
@@ -137,7 +142,7 @@ void attention_backward(T* dq, T* dk, T* dv, T* scratch, const T* dout, const T*
     const std::vector<unsigned char> vis = visible_keys(mask, g.B, g.T);
     const T scale = attn_scale<T>(g.HS);
     const int64_t TT = g.T * g.T;
-#pragma omp parallel if (!omp_in_parallel())
+#pragma omp parallel if (parallel_heads(g))
     {
         std::vector<T> mult(drop.active() ? size_t(TT) : 0);     // (T, T) dropout multipliers
         std::vector<T> dropped(drop.active() ? size_t(TT) : 0);  // (T, T) P after dropout

@@ -11,12 +11,14 @@ namespace {
 
 constexpr int k_block = 256;
 
-// Per-step constants, folded on the host in fp64 exactly as the formula in ops/adamw.h.
+// Per-step constants, formed in fp64 and rounded to float once, exactly as the
+// CPU's adamw_update (torch applying Python scalars to a float tensor).
 struct AdamWStep {
-    float decay;      // 1 - lr * wd
-    float beta1, beta2;
-    float step_size;  // lr / (1 - beta1^t)
-    float inv_bc2_sqrt;  // 1 / sqrt(1 - beta2^t)
+    float decay;                       // 1 - lr * wd
+    float beta1, one_minus_beta1;
+    float beta2, one_minus_beta2;
+    float step_size;                   // lr / (1 - beta1^t)
+    float bc2_sqrt;                    // sqrt(1 - beta2^t)
     float eps;
 };
 
@@ -26,9 +28,11 @@ AdamWStep adamw_step_constants(const AdamWParams& hp, int64_t step) {
     AdamWStep s;
     s.decay = float(1.0 - hp.lr * hp.weight_decay);
     s.beta1 = float(hp.beta1);
+    s.one_minus_beta1 = float(1.0 - hp.beta1);
     s.beta2 = float(hp.beta2);
+    s.one_minus_beta2 = float(1.0 - hp.beta2);
     s.step_size = float(hp.lr / (1.0 - std::pow(hp.beta1, double(step))));
-    s.inv_bc2_sqrt = float(1.0 / std::sqrt(1.0 - std::pow(hp.beta2, double(step))));
+    s.bc2_sqrt = float(std::sqrt(1.0 - std::pow(hp.beta2, double(step))));
     s.eps = float(hp.eps);
     return s;
 }
@@ -38,15 +42,20 @@ __global__ void adamw_kernel(float* param, const G* grad, float* m, float* v, T*
                              AdamWStep s) {
     for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
          i += int64_t(gridDim.x) * blockDim.x) {
+        // torch's order, each operation rounded on its own (the _rn intrinsics stop
+        // nvcc from contracting into FMAs the CPU does not use), so fp32 results
+        // match the CPU bit for bit up to sqrtf/division, which are IEEE here too.
         const float g = gpu::to_f32(grad[i]);
-        float p = param[i] * s.decay;
-        const float mi = s.beta1 * m[i] + (1.0f - s.beta1) * g;
-        const float vi = s.beta2 * v[i] + (1.0f - s.beta2) * g * g;
-        p -= s.step_size * mi / (sqrtf(vi) * s.inv_bc2_sqrt + s.eps);
+        const float p = __fmul_rn(param[i], s.decay);
+        const float mi = fmaf(g, s.one_minus_beta1, __fmul_rn(m[i], s.beta1));
+        const float vi =
+            __fadd_rn(__fmul_rn(v[i], s.beta2), __fmul_rn(__fmul_rn(s.one_minus_beta2, g), g));
+        const float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(vi), s.bc2_sqrt), s.eps);
+        const float pn = __fadd_rn(p, __fmul_rn(-s.step_size, __fdiv_rn(mi, denom)));
         m[i] = mi;
         v[i] = vi;
-        param[i] = p;
-        if (copy) copy[i] = gpu::from_f32<T>(p);
+        param[i] = pn;
+        if (copy) copy[i] = gpu::from_f32<T>(pn);
     }
 }
 

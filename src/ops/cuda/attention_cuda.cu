@@ -6,6 +6,8 @@
 //           out = unpermute(P Vp)
 // Backward: dVp = P^T dOp;  dP = dOp Vp^T;  dS = att * (dA - rowsum(dA * att)),
 //           dA = dropout_backward(dP);  dQp = dS Kp / sqrt(HS);  dKp = dS^T Qp / sqrt(HS)
+// A query row with no visible key gets uniform weights over its causally
+// allowed keys and sends no gradient to q or k (ops/attention.cpp's rules).
 // The dropout element of (b, h, i, j) is ((sample_offset + b) * NH_total
 // + head_offset + h) * T * T + i * T + j: a head's mask is the same whichever
 // tensor-parallel rank owns it.
@@ -88,16 +90,19 @@ __global__ void masked_softmax_kernel(T* att, T* dropped, SoftmaxArgs a, Dropout
     for (int64_t j = lane; j < a.T; j += gpu::k_warp)
         if (key_allowed(a, b, i, j)) mx = fmaxf(mx, gpu::to_f32(x[j]));
     mx = gpu::warp_max(mx);
-    const bool none = mx == -INFINITY;  // every key masked: uniform weights
+    // Every key masked: uniform weights over the causally allowed keys (all T
+    // without a causal mask), what HF's additive-minimum masks produce (the CPU's rule).
+    const bool none = mx == -INFINITY;
+    const int64_t limit = a.causal ? i + 1 : a.T;
     float sum = 0.0f;
     if (!none)
         for (int64_t j = lane; j < a.T; j += gpu::k_warp)
             if (key_allowed(a, b, i, j)) sum += expf(gpu::to_f32(x[j]) - mx);
     sum = gpu::warp_sum(sum);
     const float inv = none ? 0.0f : 1.0f / sum;
-    const float uniform = 1.0f / float(a.T);
+    const float uniform = 1.0f / float(limit);
     for (int64_t j = lane; j < a.T; j += gpu::k_warp) {
-        float p = none ? uniform
+        float p = none ? (j < limit ? uniform : 0.0f)
                        : (key_allowed(a, b, i, j) ? expf(gpu::to_f32(x[j]) - mx) * inv : 0.0f);
         T pt = gpu::from_f32<T>(p);
         x[j] = pt;
@@ -134,6 +139,15 @@ __global__ void softmax_backward_kernel(T* datt, const T* att, SoftmaxArgs a, Dr
     const int64_t h = bh % a.NH, b = bh / a.NH;
     T* g = datt + row * a.T;
     const T* p = att + row * a.T;
+    // A row with no visible key is uniform whatever q and k are: no gradient
+    // reaches them through it (the CPU's rule, see ops/attention.cpp).
+    const int64_t limit = a.causal ? i + 1 : a.T;
+    bool any = false;
+    for (int64_t j = lane; j < limit && !any; j += gpu::k_warp) any = key_allowed(a, b, i, j);
+    if (!__any_sync(0xffffffffu, any)) {
+        for (int64_t j = lane; j < a.T; j += gpu::k_warp) g[j] = gpu::from_f32<T>(0.0f);
+        return;
+    }
     const bool drop = d.p > 0.0f;  // DropoutSpec::active() is host-only
     float dot = 0.0f;
     for (int64_t j = lane; j < a.T; j += gpu::k_warp) {

@@ -13,6 +13,7 @@ __device__ __forceinline__ bool dropout_keep(const DropoutSpec& d, uint64_t glob
     return d.stream.uniform(global_elem) >= d.p;
 }
 
-inline float dropout_scale(const DropoutSpec& d) { return d.p < 1.0f ? 1.0f / (1.0f - d.p) : 0.0f; }
+// The CPU's scale (ops/dropout.h): 1 / (1 - p) with 1 - p rounded to float first.
+inline float dropout_scale(const DropoutSpec& d) { return loom::dropout_scale<float>(d); }
 
 }  // namespace loom::gpu
