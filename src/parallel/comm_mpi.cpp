@@ -11,6 +11,9 @@
 #ifdef LOOM_HAVE_MPI
 
 #include <fmt/format.h>
+// The C API only: the deprecated C++ bindings would need libmpi_cxx.
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
 
 #include <climits>
@@ -69,7 +72,10 @@ struct Phase {
 
 class MpiWork final : public Work {
 public:
-    MpiWork(WorkInfo info, std::vector<Phase> phases) : Work(std::move(info)), phases_(std::move(phases)) {
+    // cancellable: a single receive, which MPI_Cancel can withdraw after a
+    // timeout (collectives cannot be cancelled).
+    MpiWork(WorkInfo info, std::vector<Phase> phases, bool cancellable = false)
+        : Work(std::move(info)), phases_(std::move(phases)), cancellable_(cancellable) {
         advance();
     }
     ~MpiWork() override {
@@ -86,6 +92,7 @@ public:
 
     bool test() override {
         if (abandoned_) return false;
+        if (!error_.empty()) throw Error(error_);
         while (!done_) {
             int flag = 0;
             statuses_.resize(reqs_.size());
@@ -94,7 +101,16 @@ public:
             else
                 flag = 1;
             if (!flag) return false;
-            if (phases_[current_].finish) phases_[current_].finish(statuses_);
+            if (phases_[current_].finish) {
+                try {
+                    phases_[current_].finish(statuses_);
+                } catch (const std::exception& e) {
+                    // The requests are complete: nothing to wait for any more.
+                    done_ = true;
+                    error_ = e.what();
+                    throw;
+                }
+            }
             ++current_;
             advance();
         }
@@ -119,6 +135,16 @@ protected:
         return true;
     }
     void abandon() override {
+        if (cancellable_) {
+            // Withdraw the receive so MPI never writes the caller's buffer later.
+            for (MPI_Request& r : reqs_) {
+                if (r == MPI_REQUEST_NULL) continue;
+                MPI_Cancel(&r);
+                MPI_Wait(&r, MPI_STATUS_IGNORE);
+            }
+            abandoned_ = true;
+            return;
+        }
         // MPI cannot cancel a collective; it may still touch the scratch buffers
         // the phases captured. Keep them alive forever rather than hand freed
         // memory to MPI. NOTE: deliberate leak, only after a timeout.
@@ -146,6 +172,8 @@ private:
     size_t current_ = 0;
     std::vector<MPI_Request> reqs_;
     std::vector<MPI_Status> statuses_;
+    bool cancellable_ = false;
+    std::string error_;  // a finish step failed; reported again by later calls
     bool done_ = false;
     bool abandoned_ = false;
 };
@@ -348,7 +376,7 @@ protected:
                  LOOM_CHECK(got == n, "{} on group '{}': the message held {} elements, expected {}",
                             what, group, got, n);
              }});
-        return std::make_shared<MpiWork>(std::move(info), std::move(phases));
+        return std::make_shared<MpiWork>(std::move(info), std::move(phases), /*cancellable=*/true);
     }
 
     WorkPtr post_barrier(WorkInfo info) override {
