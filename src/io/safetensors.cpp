@@ -43,9 +43,44 @@ constexpr const char* k_foreign_dtypes[] = {"BOOL",   "I8",       "U16",      "I
                                             "F4",     "F6_E2M3",  "F6_E3M2",  "C64"};
 
 // A JSON value for an error message, cut short so a hostile header cannot
-// produce a megabyte-long message.
+// produce a megabyte-long message. NOTE: json::dump recurses once per nesting
+// level, so a header nested a million levels deep would overflow the stack;
+// this walk stops at a small depth instead.
+void brief_into(const json& v, std::string& out, int depth) {
+    constexpr size_t k_budget = 80;
+    if (out.size() > k_budget) return;
+    if (v.is_structured()) {
+        const bool array = v.is_array();
+        if (depth >= 4) {
+            out += array ? "[...]" : "{...}";
+            return;
+        }
+        out += array ? '[' : '{';
+        bool first = true;
+        for (auto it = v.begin(); it != v.end(); ++it) {
+            if (out.size() > k_budget) break;
+            if (!first) out += ',';
+            first = false;
+            if (!array) {
+                brief_into(json(it.key()), out, depth + 1);
+                out += ':';
+            }
+            brief_into(*it, out, depth + 1);
+        }
+        out += array ? ']' : '}';
+        return;
+    }
+    if (v.is_string() && v.get_ref<const std::string&>().size() > k_budget) {
+        out += json(v.get_ref<const std::string&>().substr(0, k_budget))
+                   .dump(-1, ' ', true, json::error_handler_t::replace);
+        return;
+    }
+    out += v.dump(-1, ' ', true, json::error_handler_t::replace);
+}
+
 std::string brief(const json& v) {
-    std::string s = v.dump(-1, ' ', true, json::error_handler_t::replace);
+    std::string s;
+    brief_into(v, s, 0);
     if (s.size() > 80) s = s.substr(0, 77) + "...";
     return s;
 }
@@ -150,12 +185,15 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
     LOOM_CHECK(fd >= 0, "cannot open safetensors file '{}': {}", path,
                std::generic_category().message(errno));
     struct stat st {};
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (::fstat(fd, &st) != 0) {
         int err = errno;
         ::close(fd);
-        LOOM_CHECK(S_ISDIR(st.st_mode) == 0, "{}: is a directory, expected a .safetensors file",
-                   path);
-        LOOM_FAIL("{}: not a regular file ({})", path, std::generic_category().message(err));
+        LOOM_FAIL("{}: cannot stat: {}", path, std::generic_category().message(err));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        ::close(fd);
+        LOOM_FAIL("{}: {}, expected a .safetensors file", path,
+                  S_ISDIR(st.st_mode) ? "is a directory" : "is not a regular file");
     }
     const size_t size = size_t(st.st_size);
     if (size < 8) {

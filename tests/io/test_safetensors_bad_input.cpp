@@ -233,6 +233,25 @@ TEST_F(SafetensorsBadInput, HugeDimensionsDoNotOverflow) {
     }
 }
 
+TEST_F(SafetensorsBadInput, DeeplyNestedValuesDoNotOverflowTheStack) {
+    // 300,000 levels of nesting where a shape belongs: the parser and the
+    // error message must not recurse that deep.
+    const size_t depth = 300'000;
+    std::string shape = std::string(depth, '[') + std::string(depth, ']');
+    std::string msg = open_error(
+        "deep.safetensors", one_entry(R"({"dtype":"F32","shape":)" + shape +
+                                      R"(,"data_offsets":[0,16]})"));
+    EXPECT_TRUE(contains(msg, "deep.safetensors: tensor 'w'"));
+    EXPECT_TRUE(contains(msg, "found [[[[[...]]]]"));
+    EXPECT_LT(msg.size(), 400u);
+    // Long strings are cut in messages too.
+    msg = open_error("long.safetensors",
+                     one_entry(R"({"dtype":")" + std::string(100000, 'Q') +
+                               R"(","shape":[4],"data_offsets":[0,16]})"));
+    EXPECT_TRUE(contains(msg, "unknown dtype \"QQQQ"));
+    EXPECT_LT(msg.size(), 400u);
+}
+
 TEST_F(SafetensorsBadInput, BadMetadata) {
     std::string msg = open_error(
         "meta.safetensors", safetensors_image(R"({"__metadata__":{"format":1}})", ""));
