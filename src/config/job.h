@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "data/record.h"
 #include "optim/lr_schedule.h"
 
 namespace loom {
@@ -64,11 +65,10 @@ struct EnumTable<PipelineKind> {
     static constexpr std::array<std::string_view, 3> names = {"simple", "1f1b", "interleaved"};
 };
 
-// How plain-text files become records (HF datasets' `text` builder names).
-enum class SampleBy { line, paragraph, document };
+// SampleBy (plain-text records) is declared with the readers.
 template <>
 struct EnumTable<SampleBy> {
-    static constexpr std::array<std::string_view, 3> names = {"line", "paragraph", "document"};
+    static constexpr auto names = k_sample_by_names;
 };
 
 template <class E>
