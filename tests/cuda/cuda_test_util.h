@@ -16,7 +16,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
 #include <memory>
 #include <random>
 #include <sstream>
@@ -197,10 +196,7 @@ class CudaOpTest : public ::testing::Test {
 protected:
     void SetUp() override {
         const std::string why = cuda_unavailable_reason();
-        if (!why.empty()) {
-            std::fprintf(stderr, "[  SKIP    ] no usable CUDA device: %s\n", why.c_str());
-            GTEST_SKIP() << "no usable CUDA device: " << why;
-        }
+        if (!why.empty()) GTEST_SKIP() << "no usable CUDA device: " << why;
         ctx_ = std::make_unique<CudaContext>(0);
     }
     void TearDown() override {
