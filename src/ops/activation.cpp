@@ -41,9 +41,11 @@ template <typename T>
 LOOM_VINLINE T gelu_tanh_df(T x) {
     const T u = T(k_sqrt_2_over_pi) * (x + T(k_gelu_cubic) * x * x * x);
     const T du = T(k_sqrt_2_over_pi) * (T(1) + T(3 * k_gelu_cubic) * x * x);
-    const T s = vmath::sigmoid(T(2) * u);
+    // s = sigmoid(2u) and 1 - s = e s with e = exp(-2u): no cancellation as s -> 1.
+    const T e = vmath::exp(T(-2) * u);
+    const T s = T(1) / (T(1) + e);
     // d/dx [x s(2u)] = s + x s (1 - s) 2 du
-    return s + T(2) * x * s * (T(1) - s) * du;
+    return s + T(2) * x * s * (e * s) * du;
 }
 
 template <typename T, typename F>

@@ -6,12 +6,14 @@
 // inside the parallel region run on the calling thread (see gemm.h).
 //
 // Masks (attention.h): key j is visible from query i when key_padding[b, j] != 0
-// and, if causal, j <= i. A row with no visible key gets uniform weights over
-// the causally allowed keys (all T without a causal mask), which is what HF's
-// additive-minimum masks produce; such a row's output does not depend on q or k,
-// so backward sends it no gradient to q or k (HF's autograd passes a rounding
-// artefact there; those rows carry no loss in practice: a sample with no real
-// token, or a left-padded position).
+// and, if causal, j <= i. A row with no visible key reproduces HF's eager
+// arithmetic, where a causally hidden key is *replaced* by float32's lowest
+// value and a padded key has lowest *added* (so hidden and padded gives -inf):
+// the row is uniform over the keys left at "lowest", i.e. the causally allowed
+// keys plus the unpadded future keys (all T keys without a causal mask). Such a
+// row's output does not depend on q or k, so backward sends it no gradient to q
+// or k (HF's autograd passes a rounding artefact there; those rows carry no loss
+// in practice: a sample with no real token, or a left-padded position).
 //
 // Dropout on the probabilities: element (b, h, i, j) is global element
 // ((sample_offset + b) * NH_total + head_offset + h) * T * T + i * T + j of the
@@ -34,7 +36,9 @@ namespace {
 
 // Softmax of one score row in place. `visible` (T) is the key-padding mask of
 // this sample (1 = attend); only keys j < limit are causally allowed.
-// Returns false when the row had no visible key (then it is uniform).
+// Returns false when the row had no visible key; it is then uniform over the
+// keys HF's arithmetic leaves at float32's lowest rather than at -inf: the
+// causally allowed keys plus the real (unpadded) future keys (see the header).
 template <typename T>
 bool softmax_row(T* row, const unsigned char* visible, int64_t limit, int64_t n_keys) {
     // Accumulate in at least fp32 (T is float or double).
@@ -42,9 +46,11 @@ bool softmax_row(T* row, const unsigned char* visible, int64_t limit, int64_t n_
 #pragma omp simd reduction(max : mx)
     for (int64_t j = 0; j < limit; ++j) mx = std::max(mx, visible[j] ? row[j] : mx);
     if (mx == -std::numeric_limits<T>::infinity()) {
-        const T u = T(1) / T(limit);
+        int64_t n = limit;
+        for (int64_t j = limit; j < n_keys; ++j) n += visible[j];
+        const T u = T(1) / T(n);
         std::fill(row, row + limit, u);
-        std::fill(row + limit, row + n_keys, T(0));
+        for (int64_t j = limit; j < n_keys; ++j) row[j] = visible[j] ? u : T(0);
         return false;
     }
     T sum = 0;

@@ -2,7 +2,11 @@
 //
 // Scores are q k^T / sqrt(HS), masked keys get weight exactly 0 (HF adds or
 // substitutes float32's lowest value, which underflows to 0 after softmax); a
-// row with every key masked gets uniform weights, as HF's arithmetic gives.
+// row with every key masked gets uniform weights, as HF's arithmetic gives:
+// over all T keys without a causal mask; with one, over the keys j <= i plus
+// the unpadded keys j > i (GPT-2 replaces hidden scores by lowest and then adds
+// lowest for padding, so only hidden-and-padded keys reach -inf). Backward
+// gives such rows no q/k gradient (their output does not depend on q or k).
 // Softmax runs in fp32 (fp64 for double). Attention-probability dropout is keyed
 // by (global sample, global head, query, key), so tensor-parallel head splits
 // draw the same mask.
