@@ -331,8 +331,10 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& sou
 
 ModelConfig load_hf_config(const std::string& path) {
     namespace fs = std::filesystem;
+    // A model folder (or a path that should have been one) means its config.json.
     std::string file = path;
-    if (fs::is_directory(path)) file = (fs::path(path) / "config.json").string();
+    const bool is_json = path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0;
+    if (fs::is_directory(path) || !is_json) file = (fs::path(path) / "config.json").string();
     std::ifstream in(file, std::ios::binary);
     LOOM_CHECK(in.good(), "cannot read model config {}: {}", file,
                fs::exists(file) ? "permission denied or unreadable" : "no such file");
