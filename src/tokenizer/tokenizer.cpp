@@ -101,9 +101,11 @@ static size_t padded_length(size_t length, const PaddingParams& p) {
     return length;
 }
 
-Encoding Tokenizer::post_process(Encoding encoding, std::optional<Encoding> pair, bool add_special_tokens) const {
-    if (truncation_) {
-        TruncationParams t = *truncation_;
+Encoding Tokenizer::post_process(Encoding encoding, std::optional<Encoding> pair, bool add_special_tokens,
+                                 const std::optional<TruncationParams>& truncation,
+                                 const std::optional<PaddingParams>& padding) const {
+    if (truncation) {
+        TruncationParams t = *truncation;
         const size_t n_added = post_processor_ ? post_processor_->added_tokens(pair.has_value()) : 0;
         if (add_special_tokens && n_added > 0) {
             if (t.max_length < n_added)
@@ -135,8 +137,8 @@ Encoding Tokenizer::post_process(Encoding encoding, std::optional<Encoding> pair
         for (Encoding& e : encs) merged.merge_with(e, false);
         final_enc = std::move(merged);
     }
-    if (padding_) {
-        const PaddingParams& p = *padding_;
+    if (padding) {
+        const PaddingParams& p = *padding;
         const size_t target = padded_length(p.batch_longest ? final_enc.size() : p.fixed_length, p);
         final_enc.pad(target, p.pad_id, p.pad_type_id, p.pad_token, p.direction);
     }
@@ -148,10 +150,16 @@ Encoding Tokenizer::encode(std::string_view text, bool add_special_tokens) const
 }
 
 Encoding Tokenizer::encode(std::string_view text, std::optional<std::string_view> pair, bool add_special_tokens) const {
+    return encode_with(text, pair, add_special_tokens, truncation_, padding_);
+}
+
+Encoding Tokenizer::encode_with(std::string_view text, std::optional<std::string_view> pair, bool add_special_tokens,
+                                const std::optional<TruncationParams>& truncation,
+                                const std::optional<PaddingParams>& padding) const {
     Encoding enc = encode_single(text, 0);
     std::optional<Encoding> pair_enc;
     if (pair) pair_enc = encode_single(*pair, 1);
-    return post_process(std::move(enc), std::move(pair_enc), add_special_tokens);
+    return post_process(std::move(enc), std::move(pair_enc), add_special_tokens, truncation, padding);
 }
 
 void Tokenizer::pad_batch(std::vector<Encoding>& encodings) const {

@@ -67,6 +67,11 @@ public:
 
     Encoding encode(std::string_view text, bool add_special_tokens = true) const;
     Encoding encode(std::string_view text, std::optional<std::string_view> pair, bool add_special_tokens) const;
+    // The same with explicit truncation/padding instead of the tokenizer's own
+    // (for callers that vary them per input, from many threads).
+    Encoding encode_with(std::string_view text, std::optional<std::string_view> pair, bool add_special_tokens,
+                         const std::optional<TruncationParams>& truncation,
+                         const std::optional<PaddingParams>& padding) const;
     // Encodes on all cores (OpenMP); n_threads <= 0 uses the OpenMP default.
     // With BatchLongest padding, pads every encoding to the longest one.
     std::vector<Encoding> encode_batch(const std::vector<EncodeInput>& inputs, bool add_special_tokens,
@@ -92,7 +97,9 @@ public:
 
 private:
     Encoding encode_single(std::string_view text, uint32_t type_id) const;
-    Encoding post_process(Encoding encoding, std::optional<Encoding> pair, bool add_special_tokens) const;
+    Encoding post_process(Encoding encoding, std::optional<Encoding> pair, bool add_special_tokens,
+                          const std::optional<TruncationParams>& truncation,
+                          const std::optional<PaddingParams>& padding) const;
     void pad_batch(std::vector<Encoding>& encodings) const;
 
     std::unique_ptr<Normalizer> normalizer_;
