@@ -70,12 +70,11 @@ void run_inspect(const InspectOptions& o) {
     fmt::print("{}: {} tensors, {} bytes of tensor data\n", o.file, f.names().size(),
                f.data_bytes());
     for (const auto& [k, v] : f.metadata()) fmt::print("metadata {} = {}\n", k, v);
-    if (!o.filter.empty())
-        fmt::print("{} tensors match '{}'\n", shown.size(), o.filter);
+    if (!o.filter.empty()) fmt::print("{} tensors match '{}'\n", shown.size(), o.filter);
     if (shown.empty()) return;
 
-    std::string head = fmt::format("{:<{}}  {:<5} {:<20} {:>12}", "name", name_w, "dtype",
-                                   "shape", "elements");
+    std::string head =
+        fmt::format("{:<{}}  {:<5} {:<20} {:>12}", "name", name_w, "dtype", "shape", "elements");
     if (o.stats) head += fmt::format(" {:>13} {:>13} {:>13}", "min", "max", "mean");
     fmt::print("{}\n", head);
 
@@ -83,9 +82,9 @@ void run_inspect(const InspectOptions& o) {
     for (const std::string& name : shown) {
         Tensor t = f.get(name);
         total += t.numel();
-        std::string line = fmt::format("{:<{}}  {:<5} {:<20} {:>12}", name, name_w,
-                                       dtype_safetensors_name(t.dtype), t.shape.to_string(),
-                                       t.numel());
+        std::string line =
+            fmt::format("{:<{}}  {:<5} {:<20} {:>12}", name, name_w,
+                        dtype_safetensors_name(t.dtype), t.shape.to_string(), t.numel());
         if (o.stats) line += " " + stats_columns(t);
         fmt::print("{}\n", line);
     }

@@ -41,8 +41,8 @@ Batch load_batch(const std::string& path) {
     for (const std::string& name : f.names()) {
         Tensor t = f.get(name);
         LOOM_CHECK(t.dtype == DType::i64 || t.dtype == DType::i32,
-                   "batch {}: tensor '{}' is {} {}, expected integer ids (I64 or I32)", path,
-                   name, dtype_safetensors_name(t.dtype), t.shape.to_string());
+                   "batch {}: tensor '{}' is {} {}, expected integer ids (I64 or I32)", path, name,
+                   dtype_safetensors_name(t.dtype), t.shape.to_string());
         // Copies detach the batch from the read-only mapping.
         b.tensors.emplace(name, t.dtype == DType::i64 ? t.clone() : t.to(DType::i64));
     }

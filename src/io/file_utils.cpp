@@ -16,7 +16,9 @@ namespace loom {
 
 namespace {
 
-std::string os_reason(int err) { return std::generic_category().message(err); }
+std::string os_reason(int err) {
+    return std::generic_category().message(err);
+}
 
 // fsync of a directory makes a rename in it durable. Some file systems do not
 // support it (EINVAL); that is not an error worth failing a save over.
@@ -90,8 +92,7 @@ void ensure_dir(const std::string& path) {
                        prefix);
             continue;
         }
-        if (prefix == path)
-            LOOM_FAIL("cannot create directory '{}': {}", path, os_reason(err));
+        if (prefix == path) LOOM_FAIL("cannot create directory '{}': {}", path, os_reason(err));
         LOOM_FAIL("cannot create directory '{}': creating '{}' failed: {}", path, prefix,
                   os_reason(err));
     }

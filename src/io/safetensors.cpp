@@ -38,9 +38,9 @@ constexpr uint64_t k_max_header_bytes = 100'000'000;
 
 // safetensors dtypes Loom has no DType for: a file using them is valid, just
 // not loadable here, and the message should say so rather than "unknown".
-constexpr const char* k_foreign_dtypes[] = {"BOOL",   "I8",       "U16",      "I16", "U32",
-                                            "U64",    "F8_E5M2",  "F8_E4M3",  "F8_E8M0",
-                                            "F4",     "F6_E2M3",  "F6_E3M2",  "C64"};
+constexpr const char* k_foreign_dtypes[] = {"BOOL",    "I8",      "U16",     "I16",     "U32",
+                                            "U64",     "F8_E5M2", "F8_E4M3", "F8_E8M0", "F4",
+                                            "F6_E2M3", "F6_E3M2", "C64"};
 
 // A JSON value for an error message, cut short so a hostile header cannot
 // produce a megabyte-long message. NOTE: json::dump recurses once per nesting
@@ -87,8 +87,8 @@ std::string brief(const json& v) {
 
 std::string supported_dtypes() {
     std::string s;
-    for (DType t : {DType::f32, DType::bf16, DType::f16, DType::f64, DType::i64, DType::i32,
-                    DType::u8}) {
+    for (DType t :
+         {DType::f32, DType::bf16, DType::f16, DType::f64, DType::i64, DType::i32, DType::u8}) {
         if (!s.empty()) s += ", ";
         s += dtype_safetensors_name(t);
     }
@@ -124,18 +124,24 @@ struct EntryParser {
         const std::string& s = it->get_ref<const std::string&>();
         if (auto t = dtype_from_safetensors_name(s)) return *t;
         for (const char* f : k_foreign_dtypes)
-            LOOM_CHECK(s != f, "{}: dtype \"{}\" is valid safetensors but Loom cannot load it "
-                       "(supported: {})", where, s, supported_dtypes());
+            LOOM_CHECK(s != f,
+                       "{}: dtype \"{}\" is valid safetensors but Loom cannot load it "
+                       "(supported: {})",
+                       where, s, supported_dtypes());
         LOOM_FAIL("{}: unknown dtype {} (expected one of {})", where, brief(*it),
                   supported_dtypes());
     }
 
     Shape shape(const json& e) const {
         auto it = e.find("shape");
-        LOOM_CHECK(it != e.end(), "{}: missing \"shape\" (expected an array of dimensions, "
-                   "[] for a scalar)", where);
-        LOOM_CHECK(it->is_array(), "{}: \"shape\" must be an array of non-negative integers, "
-                   "found {}", where, brief(*it));
+        LOOM_CHECK(it != e.end(),
+                   "{}: missing \"shape\" (expected an array of dimensions, "
+                   "[] for a scalar)",
+                   where);
+        LOOM_CHECK(it->is_array(),
+                   "{}: \"shape\" must be an array of non-negative integers, "
+                   "found {}",
+                   where, brief(*it));
         LOOM_CHECK(it->size() <= size_t(Shape::k_max_dims),
                    "{}: shape {} has {} dimensions, Loom supports at most {}", where, brief(*it),
                    it->size(), Shape::k_max_dims);
@@ -143,8 +149,8 @@ struct EntryParser {
         int64_t nonzero_product = 1;
         for (const json& d : *it) {
             LOOM_CHECK(d.is_number_unsigned(),
-                       "{}: shape {} must hold non-negative integers, found {}", where,
-                       brief(*it), brief(d));
+                       "{}: shape {} must hold non-negative integers, found {}", where, brief(*it),
+                       brief(d));
             uint64_t v = d.get<uint64_t>();
             LOOM_CHECK(v <= uint64_t(std::numeric_limits<int64_t>::max()),
                        "{}: dimension {} in shape {} is too large", where, v, brief(*it));
@@ -153,8 +159,7 @@ struct EntryParser {
             // dimensions, not only the final count.
             if (v != 0)
                 LOOM_CHECK(!__builtin_mul_overflow(nonzero_product, int64_t(v), &nonzero_product),
-                           "{}: shape {} has more elements than fit in 64 bits", where,
-                           brief(*it));
+                           "{}: shape {} has more elements than fit in 64 bits", where, brief(*it));
             s.push(int64_t(v));
         }
         return s;
@@ -162,8 +167,10 @@ struct EntryParser {
 
     std::pair<uint64_t, uint64_t> offsets(const json& e) const {
         auto it = e.find("data_offsets");
-        LOOM_CHECK(it != e.end(), "{}: missing \"data_offsets\" (expected [begin, end], byte "
-                   "offsets into the data after the header)", where);
+        LOOM_CHECK(it != e.end(),
+                   "{}: missing \"data_offsets\" (expected [begin, end], byte "
+                   "offsets into the data after the header)",
+                   where);
         LOOM_CHECK(it->is_array() && it->size() == 2 && (*it)[0].is_number_unsigned() &&
                        (*it)[1].is_number_unsigned(),
                    "{}: \"data_offsets\" must be [begin, end], two non-negative integers, found {}",
@@ -198,8 +205,10 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
     const size_t size = size_t(st.st_size);
     if (size < 8) {
         ::close(fd);
-        LOOM_FAIL("{}: file is {} bytes, too short for a safetensors file (it starts with an "
-                  "8-byte header length)", path, size);
+        LOOM_FAIL(
+            "{}: file is {} bytes, too short for a safetensors file (it starts with an "
+            "8-byte header length)",
+            path, size);
     }
     void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
     int err = errno;
@@ -215,8 +224,10 @@ SafetensorsFile SafetensorsFile::from_bytes(std::shared_ptr<Storage> bytes,
     LOOM_CHECK(bytes != nullptr, "{}: no data", label);
     const auto* base = static_cast<const unsigned char*>(bytes->data());
     const size_t size = bytes->nbytes();
-    LOOM_CHECK(size >= 8, "{}: file is {} bytes, too short for a safetensors file (it starts "
-               "with an 8-byte header length)", label, size);
+    LOOM_CHECK(size >= 8,
+               "{}: file is {} bytes, too short for a safetensors file (it starts "
+               "with an 8-byte header length)",
+               label, size);
 
     uint64_t n = 0;
     std::memcpy(&n, base, 8);
@@ -226,18 +237,24 @@ SafetensorsFile SafetensorsFile::from_bytes(std::shared_ptr<Storage> bytes,
                                ? " (this is a zip archive, e.g. a PyTorch .bin, not safetensors)"
                            : n > k_max_header_bytes ? " (not a safetensors file?)"
                                                     : " (truncated file?)";
-        LOOM_FAIL("{}: header length {} bytes runs past the end of the file ({} bytes, so at "
-                  "most {} header bytes){}", label, n, size, size - 8, hint);
+        LOOM_FAIL(
+            "{}: header length {} bytes runs past the end of the file ({} bytes, so at "
+            "most {} header bytes){}",
+            label, n, size, size - 8, hint);
     }
-    LOOM_CHECK(n <= k_max_header_bytes, "{}: header length {} bytes exceeds the {} byte limit "
-               "(not a safetensors file?)", label, n, k_max_header_bytes);
+    LOOM_CHECK(n <= k_max_header_bytes,
+               "{}: header length {} bytes exceeds the {} byte limit "
+               "(not a safetensors file?)",
+               label, n, k_max_header_bytes);
 
     // NOTE: nlohmann's lexer takes a NUL byte as the end of input, so
     // "{...}\0<anything>" would parse; the format pads with spaces only.
     const char* h = reinterpret_cast<const char*>(base + 8);
     if (const void* nul = std::memchr(h, 0, size_t(n)))
-        LOOM_FAIL("{}: header is not valid JSON: NUL byte at header offset {} (padding must be "
-                  "spaces)", label, static_cast<const char*>(nul) - h);
+        LOOM_FAIL(
+            "{}: header is not valid JSON: NUL byte at header offset {} (padding must be "
+            "spaces)",
+            label, static_cast<const char*>(nul) - h);
 
     // Parse, remembering duplicate top-level keys: nlohmann keeps only the last
     // value, which would silently hide a tensor.
@@ -260,8 +277,10 @@ SafetensorsFile SafetensorsFile::from_bytes(std::shared_ptr<Storage> bytes,
         LOOM_FAIL("{}: header ({} bytes after the 8-byte length) is not valid JSON: {}", label, n,
                   why);
     }
-    LOOM_CHECK(header.is_object(), "{}: header is a JSON {}, expected an object mapping tensor "
-               "names to {{\"dtype\", \"shape\", \"data_offsets\"}}", label, header.type_name());
+    LOOM_CHECK(header.is_object(),
+               "{}: header is a JSON {}, expected an object mapping tensor "
+               "names to {{\"dtype\", \"shape\", \"data_offsets\"}}",
+               label, header.type_name());
     LOOM_CHECK(duplicate.empty(), "{}: tensor '{}' appears twice in the header", label, duplicate);
 
     SafetensorsFile f;
@@ -280,15 +299,19 @@ SafetensorsFile SafetensorsFile::from_bytes(std::shared_ptr<Storage> bytes,
             LOOM_CHECK(e.is_object(), "{}: __metadata__ must be an object of strings, found {}",
                        label, brief(e));
             for (const auto& [k, v] : e.items()) {
-                LOOM_CHECK(v.is_string(), "{}: __metadata__ key '{}' must map to a string, "
-                           "found {}", label, k, brief(v));
+                LOOM_CHECK(v.is_string(),
+                           "{}: __metadata__ key '{}' must map to a string, "
+                           "found {}",
+                           label, k, brief(v));
                 f.metadata_[k] = v.get<std::string>();
             }
             continue;
         }
         const std::string where = fmt::format("{}: tensor '{}'", label, name);
-        LOOM_CHECK(e.is_object(), "{}: expected {{\"dtype\", \"shape\", \"data_offsets\"}}, "
-                   "found {}", where, brief(e));
+        LOOM_CHECK(e.is_object(),
+                   "{}: expected {{\"dtype\", \"shape\", \"data_offsets\"}}, "
+                   "found {}",
+                   where, brief(e));
         EntryParser p{where, data_bytes};
         Entry entry{p.dtype(e), p.shape(e), 0, 0};
         auto [begin, end] = p.offsets(e);
@@ -300,8 +323,8 @@ SafetensorsFile SafetensorsFile::from_bytes(std::shared_ptr<Storage> bytes,
                    "{}: data_offsets [{}, {}] is {} bytes but {} {} needs {} ({} elements x {} "
                    "bytes)",
                    where, begin, end, end - begin, dtype_safetensors_name(entry.dtype),
-                   entry.shape.to_string(), overflow ? std::string("more than 2^64")
-                                                     : std::to_string(need),
+                   entry.shape.to_string(),
+                   overflow ? std::string("more than 2^64") : std::to_string(need),
                    entry.shape.numel(), dtype_size(entry.dtype));
         entry.begin = size_t(begin);
         entry.end = size_t(end);
@@ -319,10 +342,10 @@ SafetensorsFile SafetensorsFile::from_bytes(std::shared_ptr<Storage> bytes,
     for (const Range& r : ranges) {
         if (r.begin == r.end) continue;  // empty tensors own no bytes
         if (furthest && r.begin < furthest->end)
-            LOOM_FAIL("{}: tensors '{}' data_offsets [{}, {}] and '{}' data_offsets [{}, {}] "
-                      "overlap; each tensor needs its own bytes",
-                      label, *furthest->name, furthest->begin, furthest->end, *r.name, r.begin,
-                      r.end);
+            LOOM_FAIL(
+                "{}: tensors '{}' data_offsets [{}, {}] and '{}' data_offsets [{}, {}] "
+                "overlap; each tensor needs its own bytes",
+                label, *furthest->name, furthest->begin, furthest->end, *r.name, r.begin, r.end);
         if (!furthest || r.end > furthest->end) furthest = &r;
     }
     f.names_.reserve(ranges.size());
@@ -352,9 +375,13 @@ const SafetensorsFile::Entry& SafetensorsFile::entry(const std::string& name) co
               entries_.size(), hint);
 }
 
-DType SafetensorsFile::dtype(const std::string& name) const { return entry(name).dtype; }
+DType SafetensorsFile::dtype(const std::string& name) const {
+    return entry(name).dtype;
+}
 
-const Shape& SafetensorsFile::shape(const std::string& name) const { return entry(name).shape; }
+const Shape& SafetensorsFile::shape(const std::string& name) const {
+    return entry(name).shape;
+}
 
 size_t SafetensorsFile::data_bytes() const {
     return mapping_ ? mapping_->nbytes() - data_start_ : 0;

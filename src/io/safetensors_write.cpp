@@ -24,8 +24,8 @@ void safetensors_write(const std::string& path, const std::map<std::string, Tens
                        path);
             LOOM_CHECK(t.defined(), "{}: tensor '{}' has no storage", path, name);
             LOOM_CHECK(t.storage->device() == Device::cpu,
-                       "{}: tensor '{}' is not on the CPU; copy it to the host before saving",
-                       path, name);
+                       "{}: tensor '{}' is not on the CPU; copy it to the host before saving", path,
+                       name);
             LOOM_CHECK(t.offset_bytes + t.nbytes() <= t.storage->nbytes(),
                        "{}: tensor '{}' ({} bytes at offset {}) exceeds its storage of {} bytes",
                        path, name, t.nbytes(), t.offset_bytes, t.storage->nbytes());

@@ -16,7 +16,7 @@ using test::error_of;
 using test::safetensors_image;
 
 class SafetensorsBadInput : public test::TempDirTest {
-protected:
+  protected:
     // Opens an image written to `name` and returns the error message.
     std::string open_error(const std::string& name, const std::string& image) {
         std::string p = write_bytes(name, image);
@@ -67,8 +67,8 @@ TEST_F(SafetensorsBadInput, DataCutShort) {
 }
 
 TEST_F(SafetensorsBadInput, HeaderLengthPastEndOfFile) {
-    std::string msg = open_error("huge_n.safetensors",
-                                 safetensors_image("{}      ", "", uint64_t(1) << 40));
+    std::string msg =
+        open_error("huge_n.safetensors", safetensors_image("{}      ", "", uint64_t(1) << 40));
     EXPECT_TRUE(contains(msg, path("huge_n.safetensors")));
     EXPECT_TRUE(contains(msg, "header length 1099511627776 bytes runs past the end"));
     EXPECT_TRUE(contains(msg, "not a safetensors file?"));
@@ -88,8 +88,8 @@ TEST_F(SafetensorsBadInput, HeaderLengthAboveLimit) {
 }
 
 TEST_F(SafetensorsBadInput, InvalidJson) {
-    std::string msg = open_error("bad_json.safetensors",
-                                 safetensors_image(R"({"w":{"dtype":"F32",)", ""));
+    std::string msg =
+        open_error("bad_json.safetensors", safetensors_image(R"({"w":{"dtype":"F32",)", ""));
     EXPECT_TRUE(contains(msg, path("bad_json.safetensors")));
     EXPECT_TRUE(contains(msg, "is not valid JSON"));
     EXPECT_TRUE(contains(msg, "parse error"));
@@ -115,8 +115,8 @@ TEST_F(SafetensorsBadInput, EntryNotAnObject) {
 }
 
 TEST_F(SafetensorsBadInput, UnknownDtype) {
-    std::string msg = open_error(
-        "dtype.safetensors", one_entry(R"({"dtype":"F33","shape":[4],"data_offsets":[0,16]})"));
+    std::string msg = open_error("dtype.safetensors",
+                                 one_entry(R"({"dtype":"F33","shape":[4],"data_offsets":[0,16]})"));
     EXPECT_TRUE(contains(msg, path("dtype.safetensors") + ": tensor 'w'"));
     EXPECT_TRUE(contains(msg, "unknown dtype \"F33\""));
     EXPECT_TRUE(contains(msg, "F32, BF16"));
@@ -131,12 +131,13 @@ TEST_F(SafetensorsBadInput, UnknownDtype) {
 }
 
 TEST_F(SafetensorsBadInput, DtypeAndShapeDisagreeWithByteCount) {
-    std::string msg = open_error(
-        "count.safetensors",
-        one_entry(R"({"dtype":"F32","shape":[8,8],"data_offsets":[0,128]})", 256));
+    std::string msg =
+        open_error("count.safetensors",
+                   one_entry(R"({"dtype":"F32","shape":[8,8],"data_offsets":[0,128]})", 256));
     EXPECT_TRUE(contains(msg, path("count.safetensors") + ": tensor 'w'"));
-    EXPECT_TRUE(contains(msg, "data_offsets [0, 128] is 128 bytes but F32 [8, 8] needs 256 "
-                              "(64 elements x 4 bytes)"));
+    EXPECT_TRUE(contains(msg,
+                         "data_offsets [0, 128] is 128 bytes but F32 [8, 8] needs 256 "
+                         "(64 elements x 4 bytes)"));
     // A scalar is one element, not zero.
     msg = open_error("scalar.safetensors",
                      one_entry(R"({"dtype":"F64","shape":[],"data_offsets":[0,0]})"));
@@ -144,9 +145,9 @@ TEST_F(SafetensorsBadInput, DtypeAndShapeDisagreeWithByteCount) {
 }
 
 TEST_F(SafetensorsBadInput, OffsetsOutOfRange) {
-    std::string msg = open_error(
-        "range.safetensors",
-        one_entry(R"({"dtype":"F32","shape":[256],"data_offsets":[0,1024]})", 256));
+    std::string msg =
+        open_error("range.safetensors",
+                   one_entry(R"({"dtype":"F32","shape":[256],"data_offsets":[0,1024]})", 256));
     EXPECT_TRUE(contains(msg, path("range.safetensors") + ": tensor 'w'"));
     EXPECT_TRUE(contains(msg, "data_offsets [0, 1024] run past the end of the data"));
     EXPECT_TRUE(contains(msg, "holds 256 bytes"));
@@ -166,8 +167,9 @@ TEST_F(SafetensorsBadInput, OverlappingOffsets) {
                     R"("b":{"dtype":"F32","shape":[64],"data_offsets":[128,384]}})";
     std::string msg = open_error("overlap.safetensors", safetensors_image(h, std::string(384, 0)));
     EXPECT_TRUE(contains(msg, path("overlap.safetensors")));
-    EXPECT_TRUE(contains(msg, "tensors 'a' data_offsets [0, 256] and 'b' data_offsets [128, 384] "
-                              "overlap"));
+    EXPECT_TRUE(contains(msg,
+                         "tensors 'a' data_offsets [0, 256] and 'b' data_offsets [128, 384] "
+                         "overlap"));
     // Containment, listed out of order, is overlap too.
     h = R"({"inner":{"dtype":"U8","shape":[4],"data_offsets":[10,14]},)"
         R"("outer":{"dtype":"U8","shape":[32],"data_offsets":[0,32]}})";
@@ -178,15 +180,13 @@ TEST_F(SafetensorsBadInput, OverlappingOffsets) {
 }
 
 TEST_F(SafetensorsBadInput, MissingFields) {
-    std::string msg = open_error("no_offsets.safetensors",
-                                 one_entry(R"({"dtype":"F32","shape":[4]})"));
+    std::string msg =
+        open_error("no_offsets.safetensors", one_entry(R"({"dtype":"F32","shape":[4]})"));
     EXPECT_TRUE(contains(msg, path("no_offsets.safetensors") + ": tensor 'w'"));
     EXPECT_TRUE(contains(msg, "missing \"data_offsets\" (expected [begin, end]"));
-    msg = open_error("no_dtype.safetensors",
-                     one_entry(R"({"shape":[4],"data_offsets":[0,16]})"));
+    msg = open_error("no_dtype.safetensors", one_entry(R"({"shape":[4],"data_offsets":[0,16]})"));
     EXPECT_TRUE(contains(msg, "tensor 'w': missing \"dtype\""));
-    msg = open_error("no_shape.safetensors",
-                     one_entry(R"({"dtype":"F32","data_offsets":[0,16]})"));
+    msg = open_error("no_shape.safetensors", one_entry(R"({"dtype":"F32","data_offsets":[0,16]})"));
     EXPECT_TRUE(contains(msg, "tensor 'w': missing \"shape\""));
 }
 
@@ -238,23 +238,22 @@ TEST_F(SafetensorsBadInput, DeeplyNestedValuesDoNotOverflowTheStack) {
     // error message must not recurse that deep.
     const size_t depth = 300'000;
     std::string shape = std::string(depth, '[') + std::string(depth, ']');
-    std::string msg = open_error(
-        "deep.safetensors", one_entry(R"({"dtype":"F32","shape":)" + shape +
-                                      R"(,"data_offsets":[0,16]})"));
+    std::string msg =
+        open_error("deep.safetensors",
+                   one_entry(R"({"dtype":"F32","shape":)" + shape + R"(,"data_offsets":[0,16]})"));
     EXPECT_TRUE(contains(msg, "deep.safetensors: tensor 'w'"));
     EXPECT_TRUE(contains(msg, "found [[[[[...]]]]"));
     EXPECT_LT(msg.size(), 400u);
     // Long strings are cut in messages too.
-    msg = open_error("long.safetensors",
-                     one_entry(R"({"dtype":")" + std::string(100000, 'Q') +
-                               R"(","shape":[4],"data_offsets":[0,16]})"));
+    msg = open_error("long.safetensors", one_entry(R"({"dtype":")" + std::string(100000, 'Q') +
+                                                   R"(","shape":[4],"data_offsets":[0,16]})"));
     EXPECT_TRUE(contains(msg, "unknown dtype \"QQQQ"));
     EXPECT_LT(msg.size(), 400u);
 }
 
 TEST_F(SafetensorsBadInput, BadMetadata) {
-    std::string msg = open_error(
-        "meta.safetensors", safetensors_image(R"({"__metadata__":{"format":1}})", ""));
+    std::string msg =
+        open_error("meta.safetensors", safetensors_image(R"({"__metadata__":{"format":1}})", ""));
     EXPECT_TRUE(contains(msg, path("meta.safetensors")));
     EXPECT_TRUE(contains(msg, "__metadata__ key 'format' must map to a string, found 1"));
     msg = open_error("meta2.safetensors", safetensors_image(R"({"__metadata__":["pt"]})", ""));

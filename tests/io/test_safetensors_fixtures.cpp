@@ -25,7 +25,9 @@ std::vector<std::string> fixture_dirs() {
     return dirs;
 }
 
-nlohmann::json read_json(const std::string& p) { return nlohmann::json::parse(test::read_all(p)); }
+nlohmann::json read_json(const std::string& p) {
+    return nlohmann::json::parse(test::read_all(p));
+}
 
 TEST(SafetensorsFixtures, AllNineFixturesArePresent) {
     EXPECT_EQ(fixture_dirs().size(), 9u);
@@ -87,8 +89,7 @@ TEST(SafetensorsFixtures, ModelMatchesManifest) {
         // after_adamw holds the same keys, shapes and dtypes.
         SafetensorsFile after = SafetensorsFile::open(k_hf + d + "/after_adamw.safetensors");
         ASSERT_EQ(after.names().size(), f.names().size());
-        for (const std::string& name : f.names())
-            after.get(name, f.dtype(name), f.shape(name));
+        for (const std::string& name : f.names()) after.get(name, f.dtype(name), f.shape(name));
 
         // The stored loss equals the manifest's float32 loss.
         SafetensorsFile expected = SafetensorsFile::open(k_hf + d + "/expected.safetensors");
@@ -116,7 +117,8 @@ TEST(SafetensorsFixtures, BatchesMatchManifest) {
         ASSERT_EQ(int64_t(lengths.size()), mask.shape[0]);
         for (int64_t r = 0; r < mask.shape[0]; ++r) {
             int64_t ones = 0;
-            for (int64_t c = 0; c < mask.shape[1]; ++c) ones += mask.data<int64_t>()[r * mask.shape[1] + c];
+            for (int64_t c = 0; c < mask.shape[1]; ++c)
+                ones += mask.data<int64_t>()[r * mask.shape[1] + c];
             EXPECT_EQ(ones, lengths[size_t(r)]) << "row " << r;
         }
     }

@@ -79,9 +79,11 @@ TEST_F(SafetensorsMutations, CorruptImagesThrowOrOpenSafely) {
             }
             case 4: {  // change one digit run inside the header to a random number
                 size_t at = 8 + rng() % header_len;
-                while (at < 8 + header_len && !std::isdigit(static_cast<unsigned char>(m[at]))) ++at;
+                while (at < 8 + header_len && !std::isdigit(static_cast<unsigned char>(m[at])))
+                    ++at;
                 size_t end = at;
-                while (end < 8 + header_len && std::isdigit(static_cast<unsigned char>(m[end]))) ++end;
+                while (end < 8 + header_len && std::isdigit(static_cast<unsigned char>(m[end])))
+                    ++end;
                 if (at < end) m.replace(at, end - at, std::to_string(rng() % 1000));
                 break;
             }

@@ -35,18 +35,19 @@ Tensor patterned(DType dtype, Shape shape, uint8_t seed) {
 }
 
 bool same_bytes(const Tensor& a, const Tensor& b) {
-    return a.nbytes() == b.nbytes() && (a.nbytes() == 0 || std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0);
+    return a.nbytes() == b.nbytes() &&
+           (a.nbytes() == 0 || std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0);
 }
 
 TEST_F(SafetensorsRoundTrip, EveryDtypeScalarAndZeroSizeComeBackBitForBit) {
     std::map<std::string, Tensor> in;
     uint8_t seed = 1;
-    for (DType t : {DType::f32, DType::bf16, DType::f16, DType::i32, DType::i64, DType::f64,
-                    DType::u8}) {
+    for (DType t :
+         {DType::f32, DType::bf16, DType::f16, DType::i32, DType::i64, DType::f64, DType::u8}) {
         std::string n(dtype_name(t));
-        in["t." + n] = patterned(t, {3, 5}, seed++);          // odd sizes: 2- and 1-byte types
-        in["scalar." + n] = patterned(t, {}, seed++);        // shape []
-        in["empty." + n] = patterned(t, {0}, seed++);        // zero elements
+        in["t." + n] = patterned(t, {3, 5}, seed++);   // odd sizes: 2- and 1-byte types
+        in["scalar." + n] = patterned(t, {}, seed++);  // shape []
+        in["empty." + n] = patterned(t, {0}, seed++);  // zero elements
         in["empty3d." + n] = patterned(t, {2, 0, 7}, seed++);
         in["rank5." + n] = patterned(t, {1, 2, 1, 3, 2}, seed++);
     }
@@ -104,7 +105,8 @@ TEST_F(SafetensorsRoundTrip, LayoutIsPaddedSortedAndContiguous) {
     EXPECT_EQ(8 + n + expect_begin, bytes.size()) << "data must end the file, without gaps";
     // The data bytes are the tensors' bytes in name order.
     std::string expect_data;
-    for (const auto& [name, t] : in) expect_data.append(static_cast<const char*>(t.raw()), t.nbytes());
+    for (const auto& [name, t] : in)
+        expect_data.append(static_cast<const char*>(t.raw()), t.nbytes());
     EXPECT_EQ(bytes.substr(8 + n), expect_data);
 
     // The reader's file order is data order.
@@ -173,16 +175,19 @@ TEST_F(SafetensorsRoundTrip, WriterRejectsBadInputWithoutTouchingTheOldFile) {
 
 TEST_F(SafetensorsRoundTrip, GetChecksDtypeAndShapeAndSuggestsNames) {
     const std::string p = path("g.safetensors");
-    safetensors_write(p, {{"encoder.layer.0.attention.self.query.weight",
-                           patterned(DType::f32, {4, 2}, 1)}});
+    safetensors_write(
+        p, {{"encoder.layer.0.attention.self.query.weight", patterned(DType::f32, {4, 2}, 1)}});
     SafetensorsFile f = SafetensorsFile::open(p);
-    std::string msg = error_of(
-        [&] { f.get("encoder.layer.0.attention.self.query.weight", DType::f32, {2, 4}); });
+    std::string msg = error_of([&] {
+        f.get("encoder.layer.0.attention.self.query.weight", DType::f32, {2, 4});
+    });
     EXPECT_TRUE(contains(msg, p));
-    EXPECT_TRUE(contains(msg, "'encoder.layer.0.attention.self.query.weight' is F32 [4, 2], "
-                              "expected F32 [2, 4]"));
-    msg = error_of(
-        [&] { f.get("encoder.layer.0.attention.self.query.weight", DType::bf16, {4, 2}); });
+    EXPECT_TRUE(contains(msg,
+                         "'encoder.layer.0.attention.self.query.weight' is F32 [4, 2], "
+                         "expected F32 [2, 4]"));
+    msg = error_of([&] {
+        f.get("encoder.layer.0.attention.self.query.weight", DType::bf16, {4, 2});
+    });
     EXPECT_TRUE(contains(msg, "expected BF16 [4, 2]"));
 
     msg = error_of([&] { f.get("encoder.layer.0.attention.self.querry.weight"); });
@@ -212,9 +217,8 @@ TEST_F(SafetensorsRoundTrip, UnalignedDataIsCopiedToAlignedMemory) {
 TEST_F(SafetensorsRoundTrip, GapsAndTrailingBytesAndUnknownFieldsAreAccepted) {
     // Only overlap is an error: a gap between tensors and an extra field in an
     // entry (other writers add them) still read correctly.
-    const std::string header =
-        R"({"a":{"dtype":"U8","shape":[2],"data_offsets":[4,6],"extra":1},)"
-        R"("z":{"dtype":"U8","shape":[0],"data_offsets":[8,8]}})";
+    const std::string header = R"({"a":{"dtype":"U8","shape":[2],"data_offsets":[4,6],"extra":1},)"
+                               R"("z":{"dtype":"U8","shape":[0],"data_offsets":[8,8]}})";
     std::string image = test::safetensors_image(header, std::string("\0\0\0\0\x07\x09\0\0", 8));
     SafetensorsFile f = SafetensorsFile::open(write_bytes("gap.safetensors", image));
     Tensor a = f.get("a");
