@@ -10,7 +10,11 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <array>
 #include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
 
 namespace loom {
 
@@ -30,7 +34,22 @@ public:
 
     bool allow_tf32 = false;
 
+    // cuBLASLt's heuristic costs tens of microseconds per call; a training step
+    // repeats the same few dozen GEMM shapes, so the chosen algorithm is kept per
+    // shape (every field that reaches the heuristic: sizes, transposes, leading
+    // dimensions, strides, batch, types, epilogue, alignments, TF32).
+    // A cached nullopt means "cuBLASLt has no algorithm for this" (the caller falls back).
+    using AlgoKey = std::array<int64_t, 20>;
+    const std::optional<cublasLtMatmulAlgo_t>* find_algo(const AlgoKey& key) const {
+        auto it = algos_.find(key);
+        return it == algos_.end() ? nullptr : &it->second;
+    }
+    void remember_algo(const AlgoKey& key, const std::optional<cublasLtMatmulAlgo_t>& algo) {
+        algos_[key] = algo;
+    }
+
 private:
+    std::map<AlgoKey, std::optional<cublasLtMatmulAlgo_t>> algos_;
     cublasLtHandle_t lt_ = nullptr;
     cublasHandle_t blas_ = nullptr;
     void* workspace_ = nullptr;

@@ -8,6 +8,7 @@
 #include "ops/cuda/gemm_cuda.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "backend/cuda/cublas_handle.h"
@@ -129,16 +130,26 @@ bool lt_matmul(const LtGemm& g, CudaContext& ctx) {
     LOOM_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
         pref.d, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c, sizeof align_c));
 
-    cublasLtMatmulHeuristicResult_t result{};
-    int found = 0;
-    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(h.lt(), op.d, la.d, lb.d, lc.d, lc.d,
-                                                       pref.d, 1, &result, &found);
-    if (st == CUBLAS_STATUS_NOT_SUPPORTED || (st == CUBLAS_STATUS_SUCCESS && found == 0))
-        return false;
-    LOOM_CUBLAS_CHECK(st);
+    const CublasHandle::AlgoKey key{g.M,        g.N,          g.K,          g.trans_a,  g.trans_b,
+                                    g.lda,      g.ldb,        g.ldc,        g.stride_a, g.stride_b,
+                                    g.stride_c, g.batch,      int64_t(g.type), int64_t(g.epilogue),
+                                    align_a,    align_b,      align_c,      tf32,
+                                    g.aux_ld,   int64_t(g.beta != 0.0f)};
+    std::optional<cublasLtMatmulAlgo_t> algo;
+    if (const auto* cached = h.find_algo(key)) {
+        algo = *cached;
+    } else {
+        cublasLtMatmulHeuristicResult_t result{};
+        int found = 0;
+        cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(h.lt(), op.d, la.d, lb.d, lc.d, lc.d,
+                                                           pref.d, 1, &result, &found);
+        if (st != CUBLAS_STATUS_NOT_SUPPORTED) LOOM_CUBLAS_CHECK(st);
+        if (st == CUBLAS_STATUS_SUCCESS && found > 0) algo = result.algo;
+        h.remember_algo(key, algo);
+    }
+    if (!algo) return false;
     LOOM_CUBLAS_CHECK(cublasLtMatmul(h.lt(), op.d, &g.alpha, g.B, la.d, g.A, lb.d, &g.beta, g.C,
-                                     lc.d, g.C, lc.d, &result.algo, h.workspace(), ws,
-                                     ctx.stream()));
+                                     lc.d, g.C, lc.d, &*algo, h.workspace(), ws, ctx.stream()));
     return true;
 }
 
