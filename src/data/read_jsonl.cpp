@@ -181,27 +181,25 @@ bool record_from_json(const FileCtx& ctx, const json& obj, int64_t line, const s
 
 namespace {
 
+std::string parse_error_text(const json::parse_error& e) {
+    std::string what = e.what();
+    auto p = what.find("] ");
+    return p == std::string::npos ? what : what.substr(p + 2);
+}
+
 class JsonlSource : public FileSource {
 public:
-    explicit JsonlSource(const FileCtx& ctx) : ctx_(ctx), lines_(ctx.path) {}
+    explicit JsonlSource(const FileCtx& ctx)
+        : ctx_(ctx), lines_(ctx.path), wanted_(wanted_columns(*ctx.options)), scan_(wanted_) {}
 
     bool next(Record& out) override {
         std::string_view line;
         while (lines_.next(line)) {
             if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
             const int64_t ln = lines_.line_number();
-            json obj;
-            try {
-                obj = json::parse(line.begin(), line.end());
-            } catch (const json::parse_error& e) {
-                // nlohmann's text after "] " reads "parse error at line 1, column 9: ...".
-                std::string what = e.what();
-                auto p = what.find("] ");
-                bad_line(ctx_, ln, "malformed JSON: " +
-                                       (p == std::string::npos ? what : what.substr(p + 2)));
-                continue;
-            }
-            if (record_from_json(ctx_, obj, ln, "", out)) {
+            bool ok = ctx_.options->kind == RecordKind::qa ? read_dom(line, ln, out)
+                                                           : read_columns(line, ln, out);
+            if (ok) {
                 out.index = index_++;
                 return true;
             }
@@ -210,8 +208,88 @@ public:
     }
 
 private:
+    static std::vector<std::string> wanted_columns(const ReadOptions& o) {
+        std::vector<std::string> w = {o.text_column};
+        if (o.kind == RecordKind::classification) {
+            w.push_back(o.label_column);
+            if (!o.text_pair_column.empty()) w.push_back(o.text_pair_column);
+        }
+        return w;
+    }
+
+    // QA lines hold nested answers: parse them whole.
+    bool read_dom(std::string_view line, int64_t ln, Record& out) {
+        json obj;
+        try {
+            obj = json::parse(line.begin(), line.end());
+        } catch (const json::parse_error& e) {
+            bad_line(ctx_, ln, "malformed JSON: " + parse_error_text(e));
+            return false;
+        }
+        return record_from_json(ctx_, obj, ln, "", out);
+    }
+
+    bool read_columns(std::string_view line, int64_t ln, Record& out) {
+        const ReadOptions& o = *ctx_.options;
+        if (!scan_.scan(line)) {
+            bad_line(ctx_, ln, "malformed JSON at " + scan_.error());
+            return false;
+        }
+        if (scan_.top_type() != JsonColumn::Type::object) {
+            JsonColumn top;
+            top.type = scan_.top_type();
+            bad_line(ctx_, ln, fmt::format("expected a JSON object, got {}", top.type_name()));
+            return false;
+        }
+        for (size_t i = 0; i < wanted_.size(); ++i)
+            if (scan_.column(i).type == JsonColumn::Type::missing) {
+                // The error path: parse again to list the columns that are there.
+                json obj = json::parse(line.begin(), line.end());
+                missing_column(ctx_, ln, wanted_[i], keys_of(obj));
+            }
+        auto text = [&](size_t i, std::string& dst) {
+            const JsonColumn& c = scan_.column(i);
+            if (c.type != JsonColumn::Type::string) {
+                bad_line(ctx_, ln, fmt::format("column '{}' must be a string, got {}", wanted_[i],
+                                               c.type_name()));
+                return false;
+            }
+            dst = c.str;
+            return true;
+        };
+        out.has_pair = false;
+        out.label = Label{};
+        out.answers.clear();
+        out.is_impossible = false;
+        out.line = ln;
+        out.file_index = ctx_.file_index;
+        if (!text(0, out.text)) return false;
+        if (o.kind != RecordKind::classification) return true;
+        const JsonColumn& l = scan_.column(1);
+        if (l.type == JsonColumn::Type::integer) {
+            out.label.kind = Label::Kind::integer;
+            out.label.id = l.integer;
+            out.label.name = std::to_string(l.integer);
+        } else if (l.type == JsonColumn::Type::string) {
+            out.label.kind = Label::Kind::text;
+            out.label.name = l.str;
+        } else {
+            bad_line(ctx_, ln, fmt::format("label column '{}' must be an integer or a string, "
+                                           "got {} {}",
+                                           o.label_column, l.type_name(), l.str));
+            return false;
+        }
+        if (wanted_.size() > 2) {
+            if (!text(2, out.text_pair)) return false;
+            out.has_pair = true;
+        }
+        return true;
+    }
+
     FileCtx ctx_;
     LineReader lines_;
+    std::vector<std::string> wanted_;
+    JsonLineScanner scan_;
     int64_t index_ = 0;
 };
 
