@@ -1,0 +1,80 @@
+// `loom rank-info` (hidden): prints what MPI and the topology say about this
+// rank, proves the ranks can talk (an all-reduce of the rank numbers), and can
+// fail or linger on request. It exists to test `loom launch` and a cluster
+// set-up (Slurm, MPIJob) before a real job runs:
+//   mpirun -np 2 loom rank-info --tp 2
+//   loom launch --nproc 2 --cmd rank-info job.yaml -- --fail-rank 1
+// Unknown arguments (the job file, train options passed through launch) are
+// printed, not rejected.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <thread>
+
+#include "cli/command.h"
+#include "core/check.h"
+#include "core/runtime.h"
+#include "parallel/comm_mpi.h"
+#include "parallel/topology.h"
+
+namespace loom::cli {
+
+namespace {
+
+struct RankInfoOptions {
+    int tp = 1, pp = 1;
+    std::string order = "tp-dp-pp";
+    int fail_rank = -1;
+    double sleep_s = 0;
+};
+
+void run_rank_info(const RankInfoOptions& o, const std::vector<std::string>& extra) {
+    MpiSession mpi;
+    auto world = comm_mpi_world();
+    const int rank = world->rank(), size = world->size();
+    LOOM_CHECK(size % (o.tp * o.pp) == 0, "rank-info: {} ranks are not divisible by tp {} x pp {}",
+               size, o.tp, o.pp);
+    TopologyConfig cfg;
+    cfg.tp = o.tp;
+    cfg.pp = o.pp;
+    cfg.dp = size / (o.tp * o.pp);
+    cfg.order = o.order;
+    Topology topo(cfg, size, rank);
+    int64_t sum = rank;
+    world->all_reduce(std::span<int64_t>(&sum, 1), ReduceOp::sum)->wait();
+    char host[256] = {0};
+    gethostname(host, sizeof(host) - 1);
+    const char* omp = std::getenv("OMP_NUM_THREADS");
+    std::string args;
+    for (const auto& a : extra) args += " " + a;
+    fmt::print("rank {} of {}: {} | host {} pid {} | OMP_NUM_THREADS={} threads {} | sum of ranks "
+               "{} | args:{}\n",
+               rank, size, topo.to_string(), host, getpid(), omp ? omp : "(unset)",
+               runtime_threads(), sum, args);
+    std::fflush(stdout);
+    if (o.sleep_s > 0)
+        std::this_thread::sleep_for(std::chrono::duration<double>(o.sleep_s));
+    LOOM_CHECK(rank != o.fail_rank, "rank-info: failing on rank {} as asked (--fail-rank)", rank);
+    world->barrier()->wait();
+}
+
+void setup_rank_info(CLI::App& app) {
+    auto o = std::make_shared<RankInfoOptions>();
+    CLI::App* sub = app.add_subcommand("rank-info", "Print MPI rank, size and topology (testing)");
+    sub->group("");  // hidden from --help
+    sub->allow_extras();
+    sub->add_option("--tp", o->tp, "tensor-parallel size for the printed topology");
+    sub->add_option("--pp", o->pp, "pipeline-parallel size for the printed topology");
+    sub->add_option("--order", o->order, "topology order string");
+    sub->add_option("--fail-rank", o->fail_rank, "exit with an error on this rank");
+    sub->add_option("--sleep-s", o->sleep_s, "wait this long before finishing");
+    sub->callback([o, sub] { run_rank_info(*o, sub->remaining()); });
+}
+
+}  // namespace
+
+LOOM_COMMAND(setup_rank_info);
+
+}  // namespace loom::cli
