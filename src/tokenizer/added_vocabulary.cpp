@@ -182,7 +182,7 @@ void AddedVocabulary::refresh(const Model& model, const Normalizer* normalizer) 
     normalized_matcher_.build(norm, std::move(norm_ids));
 }
 
-std::vector<Split> AddedVocabulary::split_with_indices(NormalizedString&& s, const Matcher& m) const {
+void AddedVocabulary::split_with_indices(NormalizedString&& s, const Matcher& m, std::vector<Split>& out) const {
     const std::string& text = s.get();
     struct Piece {
         int64_t id;
@@ -209,15 +209,13 @@ std::vector<Split> AddedVocabulary::split_with_indices(NormalizedString&& s, con
         }
         if (start_offset != text.size()) pieces.push_back({-1, start_offset, text.size()});
     }
-    std::vector<Split> out;
-    out.reserve(pieces.size());
     const auto& al = s.alignments();
     const bool identity_slice =
         text.empty() || (al.front().start == 0 && al.back().end == s.original().size());
     if (identity_slice && pieces.size() == 1 && pieces[0].id < 0 && pieces[0].start == 0 &&
         pieces[0].end == text.size()) {
         out.push_back({std::move(s), std::nullopt});  // nothing found: keep the piece as is
-        return out;
+        return;
     }
     for (const Piece& p : pieces) {
         auto slice = s.slice(p.start, p.end);
@@ -232,16 +230,17 @@ std::vector<Split> AddedVocabulary::split_with_indices(NormalizedString&& s, con
             out.push_back({std::move(*slice), std::nullopt});
         }
     }
-    return out;
 }
 
 PreTokenizedString AddedVocabulary::extract_and_normalize(const Normalizer* normalizer,
                                                           std::string_view sequence) const {
     PreTokenizedString pre{NormalizedString(sequence)};
-    pre.split([&](size_t, NormalizedString&& n) { return split_with_indices(std::move(n), raw_matcher_); });
-    pre.split([&](size_t, NormalizedString&& n) {
+    pre.split([&](size_t, NormalizedString&& n, std::vector<Split>& out) {
+        split_with_indices(std::move(n), raw_matcher_, out);
+    });
+    pre.split([&](size_t, NormalizedString&& n, std::vector<Split>& out) {
         if (normalizer) normalizer->normalize(n);
-        return split_with_indices(std::move(n), normalized_matcher_);
+        split_with_indices(std::move(n), normalized_matcher_, out);
     });
     return pre;
 }

@@ -64,7 +64,7 @@ private:
         std::vector<Hit> find_all(std::string_view s) const;
     };
     void refresh(const Model& model, const Normalizer* normalizer);
-    std::vector<Split> split_with_indices(NormalizedString&& s, const Matcher& m) const;
+    void split_with_indices(NormalizedString&& s, const Matcher& m, std::vector<Split>& out) const;
 
     std::unordered_map<std::string, uint32_t> by_content_;
     std::unordered_map<uint32_t, AddedToken> by_id_;

@@ -21,7 +21,7 @@ constexpr size_t k_cache_max_word_bytes = 256;
 
 struct WordCache {
     uint64_t owner = 0;
-    std::unordered_map<std::string, Bpe::Word, StringHash, std::equal_to<>> map;
+    FlatStringMap<Bpe::Word> map;
 };
 thread_local WordCache tls_cache;
 
@@ -44,7 +44,10 @@ struct Candidate {
 
 Bpe::Bpe(Vocab vocab, const std::vector<std::pair<std::string, std::string>>& merges, BpeOptions options)
     : vocab_(std::move(vocab)), opt_(std::move(options)), cache_key_(next_cache_key.fetch_add(1)) {
-    for (const auto& [tok, id] : vocab_) vocab_r_[id] = tok;
+    for (const auto& [tok, id] : vocab_) {
+        vocab_r_[id] = tok;
+        lookup_.insert(tok, id);
+    }
     const size_t prefix_len = opt_.continuing_subword_prefix ? opt_.continuing_subword_prefix->size() : 0;
     merges_.reserve(merges.size());
     for (size_t i = 0; i < merges.size(); ++i) {
@@ -92,13 +95,12 @@ void Bpe::merge_word(std::string_view w, Word& word) const {
         if (!is_first && opt_.continuing_subword_prefix) s += *opt_.continuing_subword_prefix;
         s += piece;
         if (is_last && opt_.end_of_word_suffix) s += *opt_.end_of_word_suffix;
-        const auto it = vocab_.find(s);
-        if (it != vocab_.end()) {
+        if (const uint32_t* id = lookup_.find(s)) {
             if (unk) {
                 word.push_back(*unk);
                 unk.reset();
             }
-            word.emplace_back(it->second, static_cast<uint32_t>(len));
+            word.emplace_back(*id, static_cast<uint32_t>(len));
             continue;
         }
         if (opt_.byte_fallback) {
@@ -113,12 +115,12 @@ void Bpe::merge_word(std::string_view w, Word& word) const {
                 code[3] = hex[b >> 4];
                 code[4] = hex[b & 15];
                 code[5] = '>';
-                const auto ib = vocab_.find(std::string_view(code, 6));
-                if (ib == vocab_.end()) {
+                const uint32_t* ib = lookup_.find(std::string_view(code, 6));
+                if (!ib) {
                     all = false;
                     break;
                 }
-                ids.push_back(ib->second);
+                ids.push_back(*ib);
             }
             if (all) {
                 for (uint32_t id : ids) word.emplace_back(id, 1);
@@ -197,15 +199,12 @@ void Bpe::tokenize(std::string_view sequence, std::vector<Token>& out) const {
         cache.map.clear();
         cache.owner = cache_key_;
     }
-    const Word* word = nullptr;
+    const Word* word = cache.map.find(sequence);
     Word local;
-    const auto hit = cache.map.find(sequence);
-    if (hit != cache.map.end()) {
-        word = &hit->second;
-    } else {
+    if (!word) {
         merge_word(sequence, local);
         if (sequence.size() < k_cache_max_word_bytes && cache.map.size() < k_cache_capacity) {
-            word = &cache.map.emplace(std::string(sequence), std::move(local)).first->second;
+            word = &cache.map.insert(sequence, std::move(local));
         } else {
             word = &local;
         }

@@ -2,6 +2,7 @@
 #include "tokenizer/encoding.h"
 
 #include <algorithm>
+#include <iterator>
 #include <optional>
 
 #include "tokenizer/error.h"
@@ -111,7 +112,9 @@ void Encoding::truncate(size_t max_len, size_t stride, TruncationDirection direc
     *this = std::move(first);
 }
 
-void Encoding::merge_with(const Encoding& pair, bool growing_offsets) {
+void Encoding::merge_with(const Encoding& pair, bool growing_offsets) { merge_with(Encoding(pair), growing_offsets); }
+
+void Encoding::merge_with(Encoding&& pair, bool growing_offsets) {
     std::vector<Encoding> overflowings;
     for (const Encoding& self_o : overflowing) {
         Encoding n = self_o;
@@ -142,7 +145,8 @@ void Encoding::merge_with(const Encoding& pair, bool growing_offsets) {
     }
     ids.insert(ids.end(), pair.ids.begin(), pair.ids.end());
     type_ids.insert(type_ids.end(), pair.type_ids.begin(), pair.type_ids.end());
-    tokens.insert(tokens.end(), pair.tokens.begin(), pair.tokens.end());
+    tokens.insert(tokens.end(), std::make_move_iterator(pair.tokens.begin()),
+                  std::make_move_iterator(pair.tokens.end()));
     word_ids.insert(word_ids.end(), pair.word_ids.begin(), pair.word_ids.end());
     const size_t shift_chars = growing_offsets && !offsets.empty() ? offsets.back().end : 0;
     const size_t shift_bytes = growing_offsets && !offsets_utf8.empty() ? offsets_utf8.back().end : 0;
@@ -162,7 +166,7 @@ Encoding Encoding::merge(std::vector<Encoding>& encodings, bool growing_offsets)
             out = std::move(e);
             continue;
         }
-        out.merge_with(e, growing_offsets);
+        out.merge_with(std::move(e), growing_offsets);
     }
     return out;
 }

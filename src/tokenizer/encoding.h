@@ -64,6 +64,7 @@ struct Encoding {
     void truncate(size_t max_len, size_t stride, TruncationDirection direction);
     // Appends `pair`, combining both sides' overflowing pieces as HF does.
     void merge_with(const Encoding& pair, bool growing_offsets);
+    void merge_with(Encoding&& pair, bool growing_offsets);
     static Encoding merge(std::vector<Encoding>& encodings, bool growing_offsets);
     void pad(size_t target_length, uint32_t pad_id, uint32_t pad_type_id, const std::string& pad_token,
              PaddingDirection direction);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "tokenizer/encoding.h"
+#include "tokenizer/flat_map.h"
 
 namespace loom::tokenizer {
 
@@ -53,6 +54,7 @@ public:
 private:
     void push_unk(std::string_view word, std::vector<Token>& out) const;
     Vocab vocab_;
+    FlatStringMap<uint32_t> lookup_;  // the same as vocab_, for the hot path
     std::unordered_map<uint32_t, std::string> vocab_r_;
     std::string unk_token_;
     std::string prefix_;
@@ -86,6 +88,7 @@ private:
     void merge_word(std::string_view w, Word& word) const;
     void merge_all(Word& word) const;
     Vocab vocab_;
+    FlatStringMap<uint32_t> lookup_;  // the same as vocab_, for the hot path
     std::unordered_map<uint32_t, std::string> vocab_r_;
     // (left id << 32 | right id) -> (rank, merged id)
     std::unordered_map<uint64_t, std::pair<uint32_t, uint32_t>> merges_;

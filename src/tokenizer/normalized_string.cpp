@@ -166,6 +166,7 @@ void NormalizedString::nfkc() {
 }
 
 void NormalizedString::lowercase() {
+    if (try_map_in_place([](char32_t c, char32_t* out, int& n) { append_lowercase(c, out, n); })) return;
     std::vector<Change> dest;
     dest.reserve(normalized_.size());
     const std::string_view s = normalized_;
@@ -274,13 +275,15 @@ void NormalizedString::replace(const std::vector<Match>& matches, std::string_vi
 
 std::vector<NormalizedString> NormalizedString::split(const std::vector<Match>& matches,
                                                       SplitBehavior behavior) const {
-    // (start, end, remove)
-    struct Piece {
-        size_t start, end;
-        bool remove;
-    };
-    std::vector<Piece> splits;
-    splits.reserve(matches.size());
+    std::vector<NormalizedString> out;
+    NormalizedString copy = *this;
+    std::move(copy).split_into(matches, behavior, [&](NormalizedString&& n) { out.push_back(std::move(n)); });
+    return out;
+}
+
+void compute_split_pieces(const std::vector<Match>& matches, SplitBehavior behavior, std::vector<Match>& splits) {
+    // Match.is_match is reused as "remove this piece".
+    splits.clear();
     switch (behavior) {
         case SplitBehavior::Isolated:
             for (const Match& m : matches) splits.push_back({m.start, m.end, false});
@@ -326,15 +329,11 @@ std::vector<NormalizedString> NormalizedString::split(const std::vector<Match>& 
             break;
         }
     }
-    std::vector<NormalizedString> out;
-    out.reserve(splits.size());
-    for (const Piece& p : splits) {
-        if (p.remove) continue;
-        auto piece = slice(p.start, p.end);
-        if (!piece) throw TokenizerError("internal error: NormalizedString bad split");
-        out.push_back(std::move(*piece));
-    }
-    return out;
+}
+
+bool NormalizedString::is_identity_slice(size_t start, size_t end) const {
+    return start == 0 && end == normalized_.size() && !alignments_.empty() && alignments_.front().start == 0 &&
+           alignments_.back().end == original_.size();
 }
 
 std::vector<Match> find_literal_matches(std::string_view s, std::string_view literal) {

@@ -97,9 +97,18 @@ public:
     void replace(const std::vector<Match>& matches, std::string_view content);
     // Splits by pattern matches with the given behaviour.
     std::vector<NormalizedString> split(const std::vector<Match>& matches, SplitBehavior behavior) const;
+    // The same, appending the non-empty pieces to `out` through emit(NormalizedString&&);
+    // consumes *this (a piece that is the whole string is moved, not copied).
+    template <class Emit>
+    void split_into(const std::vector<Match>& matches, SplitBehavior behavior, Emit emit) &&;
 
 private:
     void lrstrip(bool left, bool right);
+    // True when slice(start, end) would equal *this.
+    bool is_identity_slice(size_t start, size_t end) const;
+    // fn(c, out, n) appends c's replacement chars; true when applied in place.
+    template <class Fn>
+    bool try_map_in_place(Fn fn);
     void apply_if_changed(const std::vector<Change>& dest);
 
     std::string original_;

@@ -1,5 +1,7 @@
 // Post-processors (HF tokenizers processors/*.rs): add special tokens, set
 // type ids and sequence ranges, and for byte-level models trim offsets.
+#include <cstdint>
+
 #include "tokenizer/components.h"
 #include "tokenizer/unicode.h"
 
@@ -111,13 +113,22 @@ void TemplateProcessing::process_encodings(std::vector<Encoding>& encodings, boo
     const std::vector<TemplatePiece>& tmpl = encodings.size() == 2 ? pair : single;
     std::vector<Encoding> out;
     out.reserve(tmpl.size());
-    for (const TemplatePiece& p : tmpl) {
+    // Each sequence is moved at its last use in the template, copied before.
+    size_t last_use[2] = {SIZE_MAX, SIZE_MAX};
+    for (size_t k = 0; k < tmpl.size(); ++k)
+        if (tmpl[k].is_sequence && tmpl[k].sequence < 2) last_use[tmpl[k].sequence] = k;
+    for (size_t k = 0; k < tmpl.size(); ++k) {
+        const TemplatePiece& p = tmpl[k];
         if (p.is_sequence) {
             if (p.sequence >= encodings.size()) continue;
             Encoding& e = encodings[p.sequence];
             e.set_type_ids(p.type_id);
             e.set_sequence_id(p.sequence);
-            out.push_back(e);
+            if (last_use[p.sequence] == k) {
+                out.push_back(std::move(e));
+            } else {
+                out.push_back(e);
+            }
         } else if (add_special_tokens) {
             const TemplateSpecialToken* t = find_special(p.special_id);
             if (t) out.push_back(special_encoding(t->ids, t->tokens, p.type_id));

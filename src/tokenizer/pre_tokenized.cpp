@@ -16,7 +16,7 @@ std::vector<Split> as_splits(std::vector<NormalizedString>&& pieces) {
     return out;
 }
 
-Encoding PreTokenizedString::into_encoding(int64_t word_idx, uint32_t type_id) const {
+Encoding PreTokenizedString::into_encoding(int64_t word_idx, uint32_t type_id) {
     Encoding enc;
     if (splits_.empty()) return enc;
     size_t n = 0;
@@ -42,14 +42,14 @@ Encoding PreTokenizedString::into_encoding(int64_t word_idx, uint32_t type_id) c
         return {s, last + 1};
     };
     for (size_t idx = 0; idx < splits_.size(); ++idx) {
-        const Split& s = splits_[idx];
+        Split& s = splits_[idx];
         const size_t shift = s.normalized.offsets_original().start;
         const int64_t word = word_idx >= 0 ? word_idx : static_cast<int64_t>(idx);
-        for (const Token& t : *s.tokens) {
+        for (Token& t : *s.tokens) {
             Offsets bytes = t.offsets;
             if (auto r = s.normalized.normalized_to_original(t.offsets.start, t.offsets.end))
                 bytes = {shift + r->start, shift + r->end};
-            enc.push_back(t.id, t.value, to_chars(bytes), bytes, word, type_id, 0, 1);
+            enc.push_back(t.id, std::move(t.value), to_chars(bytes), bytes, word, type_id, 0, 1);
         }
     }
     return enc;

@@ -30,7 +30,7 @@ public:
     const std::vector<Split>& splits() const { return splits_; }
     const std::string& original() const { return original_; }
 
-    // Replaces every untokenized piece by fn(index, piece) -> pieces.
+    // Replaces every untokenized piece by what fn(index, piece, out) appends to out.
     template <class Fn>
     void split(Fn fn);
     // Runs fn(NormalizedString&) on every untokenized piece.
@@ -43,7 +43,8 @@ public:
     // Builds the encoding of the tokenized pieces. word_idx >= 0 forces one
     // word index for every token (pre-tokenized input); otherwise the piece
     // index is the word index.
-    Encoding into_encoding(int64_t word_idx, uint32_t type_id) const;
+    // Consumes the tokens.
+    Encoding into_encoding(int64_t word_idx, uint32_t type_id);
 
 private:
     std::string original_;
@@ -53,19 +54,32 @@ private:
 template <class Fn>
 void PreTokenizedString::split(Fn fn) {
     std::vector<Split> out;
-    out.reserve(splits_.size());
+    out.reserve(splits_.size() * 4);
     for (size_t i = 0; i < splits_.size(); ++i) {
         Split& s = splits_[i];
         if (s.tokens) {
             out.push_back(std::move(s));
             continue;
         }
-        std::vector<Split> pieces = fn(i, std::move(s.normalized));
-        for (Split& p : pieces)
-            if (!p.normalized.empty()) out.push_back(std::move(p));
+        const size_t first = out.size();
+        fn(i, std::move(s.normalized), out);
+        // Drop the empty pieces the function produced.
+        size_t w = first;
+        for (size_t r = first; r < out.size(); ++r) {
+            if (out[r].normalized.empty()) continue;
+            if (w != r) out[w] = std::move(out[r]);
+            ++w;
+        }
+        out.resize(w);
     }
     splits_ = std::move(out);
 }
+
+// Emitter appending untokenized pieces to a split list.
+struct AppendSplits {
+    std::vector<Split>& out;
+    void operator()(NormalizedString&& n) const { out.push_back(Split{std::move(n), std::nullopt}); }
+};
 
 // Wraps NormalizedStrings as untokenized splits.
 std::vector<Split> as_splits(std::vector<NormalizedString>&& pieces);

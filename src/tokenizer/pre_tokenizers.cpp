@@ -12,8 +12,9 @@ bool is_bert_punc(char32_t c) { return is_ascii_punctuation(c) || is_punctuation
 
 template <class Pred>
 void split_by_char(PreTokenizedString& s, Pred pred, SplitBehavior behavior) {
-    s.split([&](size_t, NormalizedString&& n) {
-        return as_splits(n.split(find_char_matches(n.get(), pred), behavior));
+    s.split([&](size_t, NormalizedString&& n, std::vector<Split>& out) {
+        const std::vector<Match> m = find_char_matches(n.get(), pred);
+        std::move(n).split_into(m, behavior, AppendSplits{out});
     });
 }
 
@@ -81,10 +82,10 @@ void BertPreTokenizer::pre_tokenize(PreTokenizedString& s) const {
 }
 
 void WhitespacePreTokenizer::pre_tokenize(PreTokenizedString& s) const {
-    s.split([](size_t, NormalizedString&& n) {
+    s.split([](size_t, NormalizedString&& n, std::vector<Split>& out) {
         auto m = word_or_symbol_runs(n.get());
         invert_matches(m);
-        return as_splits(n.split(m, SplitBehavior::Removed));
+        std::move(n).split_into(m, SplitBehavior::Removed, AppendSplits{out});
     });
 }
 
@@ -107,15 +108,15 @@ void CharDelimiterSplitPreTokenizer::pre_tokenize(PreTokenizedString& s) const {
 }
 
 void SplitPreTokenizer::pre_tokenize(PreTokenizedString& s) const {
-    s.split([&](size_t, NormalizedString&& n) {
+    s.split([&](size_t, NormalizedString&& n, std::vector<Split>& out) {
         auto m = pattern.find_matches(n.get());
         if (invert) invert_matches(m);
-        return as_splits(n.split(m, behavior));
+        std::move(n).split_into(m, behavior, AppendSplits{out});
     });
 }
 
 void MetaspacePreTokenizer::pre_tokenize(PreTokenizedString& s) const {
-    s.split([&](size_t, NormalizedString&& n) {
+    s.split([&](size_t, NormalizedString&& n, std::vector<Split>& out) {
         n.replace(find_char_matches(n.get(), [](char32_t c) { return c == U' '; }), replacement);
         const bool starts_with = n.get().compare(0, replacement.size(), replacement) == 0;
         switch (prepend_scheme) {
@@ -128,25 +129,24 @@ void MetaspacePreTokenizer::pre_tokenize(PreTokenizedString& s) const {
             case PrependScheme::Never: break;
         }
         if (!split) {
-            std::vector<Split> one;
-            one.push_back({std::move(n), std::nullopt});
-            return one;
+            out.push_back({std::move(n), std::nullopt});
+            return;
         }
         const char32_t r = replacement_char;
-        return as_splits(
-            n.split(find_char_matches(n.get(), [r](char32_t c) { return c == r; }), SplitBehavior::MergedWithNext));
+        const std::vector<Match> m = find_char_matches(n.get(), [r](char32_t c) { return c == r; });
+        std::move(n).split_into(m, SplitBehavior::MergedWithNext, AppendSplits{out});
     });
 }
 
 void ByteLevelPreTokenizer::pre_tokenize(PreTokenizedString& s) const {
-    s.split([&](size_t, NormalizedString&& n) {
+    s.split([&](size_t, NormalizedString&& n, std::vector<Split>& out) {
         if (add_prefix_space && (n.get().empty() || n.get()[0] != ' ')) n.prepend(" ");
         if (!use_regex) {
-            std::vector<Split> one;
-            one.push_back({std::move(n), std::nullopt});
-            return one;
+            out.push_back({std::move(n), std::nullopt});
+            return;
         }
-        return as_splits(n.split(gpt2_find_matches(n.get()), SplitBehavior::Isolated));
+        const std::vector<Match> m = gpt2_find_matches(n.get());
+        std::move(n).split_into(m, SplitBehavior::Isolated, AppendSplits{out});
     });
     const char32_t* table = byte_level_chars();
     std::vector<Change> dest;

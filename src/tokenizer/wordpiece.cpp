@@ -13,7 +13,10 @@ WordPiece::WordPiece(Vocab vocab, std::string unk_token, std::string continuing_
       unk_token_(std::move(unk_token)),
       prefix_(std::move(continuing_subword_prefix)),
       max_input_chars_per_word_(max_input_chars_per_word) {
-    for (const auto& [tok, id] : vocab_) vocab_r_[id] = tok;
+    for (const auto& [tok, id] : vocab_) {
+        vocab_r_[id] = tok;
+        lookup_.insert(tok, id);
+    }
 }
 
 void WordPiece::push_unk(std::string_view word, std::vector<Token>& out) const {
@@ -39,9 +42,8 @@ void WordPiece::tokenize(std::string_view word, std::vector<Token>& out) const {
             candidate.clear();
             if (start > 0) candidate.append(prefix_);
             candidate.append(word.substr(start, end - start));
-            const auto it = vocab_.find(candidate);
-            if (it != vocab_.end()) {
-                out.push_back(Token{it->second, candidate, {start, end}});
+            if (const uint32_t* id = lookup_.find(candidate)) {
+                out.push_back(Token{*id, candidate, {start, end}});
                 found = true;
                 break;
             }
