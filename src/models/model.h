@@ -43,6 +43,11 @@ struct ModelInputs {
     const int64_t* end_positions = nullptr;    // (B)
 };
 
+// Where the LM heads compute logits. HF computes every position; a training
+// step only needs the labelled ones (about 15% for masked LM), and the loss and
+// gradients are identical either way.
+enum class LogitsScope { all_positions, labelled_positions };
+
 struct LossSum {
     double sum = 0;     // sum of per-example losses
     int64_t count = 0;  // examples counted (0: no labels given)
@@ -70,6 +75,11 @@ public:
     // Accumulates d(loss_scale * loss_sum)/d(params) into the gradient buffer,
     // for the last forward (which must have had labels).
     virtual void backward(double loss_scale) = 0;
+
+    // Masked LM: with labelled_positions, forward computes logits only where
+    // labels != -100 and outputs "labelled_logits" (M, V) in row-major order of
+    // those positions instead of "logits". Other heads ignore it.
+    virtual void set_logits_scope(LogitsScope scope) = 0;
 
     // Named outputs of the last forward (views, valid until the next forward).
     virtual std::map<std::string, Tensor> outputs() const = 0;

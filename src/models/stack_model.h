@@ -24,6 +24,9 @@ class StackModel : public Model {
 public:
     LossSum forward(const ModelInputs& in, const DropoutPlan& dropout) override;
     void backward(double loss_scale) override;
+    void set_logits_scope(LogitsScope scope) override {
+        if (head_) head_->set_logits_scope(scope);
+    }
     std::map<std::string, Tensor> outputs() const override;
     int num_hidden_states() const override;
     Tensor hidden_state(int i) const override;

@@ -38,10 +38,12 @@ public:
     virtual LossSum forward(const float* hidden, const HeadBatch& hb, const DropoutPlan& drop) = 0;
     virtual void backward(float* dhidden, const float* hidden, double loss_scale) = 0;
     virtual void outputs(const ActArena& a, std::map<std::string, Tensor>& out) const = 0;
+    virtual void set_logits_scope(LogitsScope) {}
 };
 
 // Masked LM: transform dense (C -> E), activation, LayerNorm (E), decoder
-// (V, E) tied to the word embeddings, plus a vocabulary bias.
+// (V, E) tied to the word embeddings, plus a vocabulary bias. Supports
+// LogitsScope::labelled_positions (the head runs on the labelled rows only).
 struct MlmHeadSpec {
     std::string dense, norm;    // row prefixes
     std::string decoder;        // decoder weight name (an alias when tied)

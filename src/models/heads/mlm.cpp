@@ -1,7 +1,12 @@
 // Masked-LM head: dense -> activation -> LayerNorm -> tied decoder + bias.
 //
-// Logits are computed at every position (HF's output). Positions labelled
-// -100 contribute nothing to the loss or the gradient.
+// LogitsScope::all_positions computes logits at every position (HF's output).
+// labelled_positions gathers the rows whose label is not -100 first and runs
+// the whole head on those M rows only: the decoder GEMM (V x E per row, the
+// largest in BERT) shrinks by N / M (~7x at 15% masking) with the same loss
+// and gradients; unlabelled rows get zero gradient either way.
+#include <cstring>
+
 #include "core/check.h"
 #include "models/heads/head.h"
 #include "ops/softmax_xent.h"
@@ -44,48 +49,83 @@ public:
         decoder_.bind(t);
     }
 
+    void set_logits_scope(LogitsScope s) override { scope_ = s; }
+
     void plan(ActArena& a, int64_t B, int64_t T) override {
         B_ = B;
         T_ = T;
-        const int64_t N = B * T;
-        t1_ = a.take(N * spec_.E);
-        t2_ = a.take(N * spec_.E);
-        t3_ = a.take(N * spec_.E);
+        const int64_t N = B * T, E = spec_.E;
+        xg_ = a.take(N * spec_.C);
+        dxg_ = a.take(N * spec_.C);
+        t1_ = a.take(N * E);
+        t2_ = a.take(N * E);
+        t3_ = a.take(N * E);
         norm_acts_.plan(a, N);
         logits_ = a.take(N * spec_.V);
         dlogits_ = a.take(N * spec_.V);
-        d3_ = a.take(N * spec_.E);
-        d2_ = a.take(N * spec_.E);
+        d3_ = a.take(N * E);
+        d2_ = a.take(N * E);
+        rows_.resize(size_t(N));
+        targets_.resize(size_t(N));
     }
 
     LossSum forward(const float* hidden, const HeadBatch& hb, const DropoutPlan&) override {
-        const int64_t N = B_ * T_;
-        dense_.forward(t1_, hidden, N);
-        activation_forward(t2_, t1_, N * spec_.E, spec_.act);
-        norm_.forward(t3_, norm_acts_, t2_, N);
-        decoder_.forward(logits_, t3_, N);
+        const int64_t N = B_ * T_, C = spec_.C;
         labels_ = hb.labels;
+        sparse_ = scope_ == LogitsScope::labelled_positions && labels_ != nullptr;
+        x_ = hidden;
+        M_ = N;
+        const int64_t* targets = labels_;
+        if (sparse_) {
+            M_ = 0;
+            for (int64_t i = 0; i < N; ++i) {
+                if (labels_[i] == k_ignore_index) continue;
+                rows_[size_t(M_)] = i;
+                targets_[size_t(M_)] = labels_[i];
+                std::memcpy(xg_ + M_ * C, hidden + i * C, size_t(C) * sizeof(float));
+                ++M_;
+            }
+            x_ = xg_;
+            targets = targets_.data();
+        }
         LossSum l;
+        if (M_ == 0) return l;
+        dense_.forward(t1_, x_, M_);
+        activation_forward(t2_, t1_, M_ * spec_.E, spec_.act);
+        norm_.forward(t3_, norm_acts_, t2_, M_);
+        decoder_.forward(logits_, t3_, M_);
         if (labels_) {
-            const XentSum x = softmax_xent_forward<float>(nullptr, logits_, labels_, N, spec_.V);
+            const XentSum x = softmax_xent_forward<float>(nullptr, logits_, targets, M_, spec_.V);
             l.sum = x.loss_sum;
             l.count = x.count;
         }
         return l;
     }
 
-    void backward(float* dhidden, const float* hidden, double scale) override {
+    void backward(float* dhidden, const float*, double scale) override {
         LOOM_CHECK(labels_ != nullptr, "masked-LM backward needs 'labels' in the batch");
-        const int64_t N = B_ * T_;
-        softmax_xent_backward(dlogits_, logits_, labels_, N, spec_.V, scale);
-        decoder_.backward(d3_, dlogits_, t3_, N);
-        norm_.backward(d2_, d3_, t2_, norm_acts_, N);
-        activation_backward(d2_, t1_, d2_, N * spec_.E, spec_.act);
-        dense_.backward(dhidden, d2_, hidden, N);
+        const int64_t N = B_ * T_, C = spec_.C;
+        float* dx = sparse_ ? dxg_ : dhidden;
+        if (M_ > 0) {
+            softmax_xent_backward(dlogits_, logits_, sparse_ ? targets_.data() : labels_, M_,
+                                  spec_.V, scale);
+            decoder_.backward(d3_, dlogits_, t3_, M_);
+            norm_.backward(d2_, d3_, t2_, norm_acts_, M_);
+            activation_backward(d2_, t1_, d2_, M_ * spec_.E, spec_.act);
+            dense_.backward(dx, d2_, x_, M_);
+        }
+        if (sparse_) {
+            std::memset(dhidden, 0, size_t(N * C) * sizeof(float));
+            for (int64_t m = 0; m < M_; ++m)
+                std::memcpy(dhidden + rows_[size_t(m)] * C, dxg_ + m * C, size_t(C) * sizeof(float));
+        }
     }
 
     void outputs(const ActArena& a, std::map<std::string, Tensor>& out) const override {
-        out["logits"] = a.view(logits_, Shape{B_, T_, spec_.V}, "logits");
+        if (sparse_)
+            out["labelled_logits"] = a.view(logits_, Shape{M_, spec_.V}, "labelled_logits");
+        else
+            out["logits"] = a.view(logits_, Shape{B_, T_, spec_.V}, "logits");
     }
 
 private:
@@ -93,15 +133,22 @@ private:
     Linear dense_, decoder_;
     LayerNorm norm_;
     LayerNorm::Acts norm_acts_;
-    int64_t B_ = 0, T_ = 0;
+    LogitsScope scope_ = LogitsScope::all_positions;
+    bool sparse_ = false;
+    int64_t B_ = 0, T_ = 0, M_ = 0;  // M: rows the head ran on (N, or the labelled ones)
     const int64_t* labels_ = nullptr;
-    float* t1_ = nullptr;       // (N, E) dense output
-    float* t2_ = nullptr;       // (N, E) after the activation
-    float* t3_ = nullptr;       // (N, E) after LayerNorm (decoder input)
-    float* logits_ = nullptr;   // (N, V)
-    float* dlogits_ = nullptr;  // (N, V)
-    float* d3_ = nullptr;       // (N, E)
-    float* d2_ = nullptr;       // (N, E)
+    const float* x_ = nullptr;       // head input: hidden (N, C) or xg
+    std::vector<int64_t> rows_;      // (M) labelled positions, sparse mode
+    std::vector<int64_t> targets_;   // (M) their labels
+    float* xg_ = nullptr;       // (M, C) gathered hidden rows
+    float* dxg_ = nullptr;      // (M, C)
+    float* t1_ = nullptr;       // (M, E) dense output
+    float* t2_ = nullptr;       // (M, E) after the activation
+    float* t3_ = nullptr;       // (M, E) after LayerNorm (decoder input)
+    float* logits_ = nullptr;   // (M, V)
+    float* dlogits_ = nullptr;  // (M, V)
+    float* d3_ = nullptr;       // (M, E)
+    float* d2_ = nullptr;       // (M, E)
 };
 
 }  // namespace

@@ -1,0 +1,126 @@
+// One training step (forward, backward, AdamW) of a BERT-base-shaped model
+// with random weights, timed per phase: the Loom side of
+// bench/torch_bert_step.py (same shapes, no dropout, batch 8 x 128 by default).
+//
+//   bench_model_step [--task mlm|cls] [--batch 8] [--seq 128] [--layers 12]
+//                    [--steps 5] [--warmup 2] [--hidden 768] [--vocab 30522]
+//                    [--all-logits 0|1]
+//
+// Masked LM computes logits only at labelled positions unless --all-logits 1
+// (what PyTorch/HF do; same loss and gradients).
+// Prints one JSON line like the PyTorch peer, plus a per-phase breakdown.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/runtime.h"
+#include "io/hf_config.h"
+#include "models/model.h"
+#include "optim/adamw.h"
+
+using namespace loom;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double ms(Clock::time_point a, Clock::time_point b) {
+    return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    runtime_init();
+    std::string task = "mlm";
+    int64_t B = 8, T = 128, L = 12, C = 768, V = 30522, steps = 5, warmup = 2, all_logits = 0;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        const std::string k = argv[i], v = argv[i + 1];
+        if (k == "--task") task = v;
+        else if (k == "--batch") B = std::stoll(v);
+        else if (k == "--seq") T = std::stoll(v);
+        else if (k == "--layers") L = std::stoll(v);
+        else if (k == "--hidden") C = std::stoll(v);
+        else if (k == "--vocab") V = std::stoll(v);
+        else if (k == "--steps") steps = std::stoll(v);
+        else if (k == "--warmup") warmup = std::stoll(v);
+        else if (k == "--all-logits") all_logits = std::stoll(v);
+        else {
+            fmt::print(stderr, "unknown option {}\n", k);
+            return 2;
+        }
+    }
+    const bool mlm = task == "mlm";
+    const std::string json = fmt::format(
+        R"({{"architectures": ["{}"], "model_type": "bert", "vocab_size": {}, "hidden_size": {},
+            "num_hidden_layers": {}, "num_attention_heads": {}, "intermediate_size": {},
+            "max_position_embeddings": 512, "hidden_dropout_prob": 0.0,
+            "attention_probs_dropout_prob": 0.0, "num_labels": 3}})",
+        mlm ? "BertForMaskedLM" : "BertForSequenceClassification", V, C, L, C / 64, 4 * C);
+    const ModelConfig config = parse_hf_config(json, "bench");
+    auto model = build_model(config);
+    model->init(0);
+    if (!all_logits) model->set_logits_scope(LogitsScope::labelled_positions);
+
+    std::vector<int64_t> ids(size_t(B * T)), types(size_t(B * T), 0), mask(size_t(B * T), 1);
+    std::vector<int64_t> labels(size_t(mlm ? B * T : B), -100);
+    uint64_t s = 12345;
+    auto rnd = [&] { return (s = s * 6364136223846793005ull + 1442695040888963407ull) >> 33; };
+    for (auto& id : ids) id = 5 + int64_t(rnd() % uint64_t(V - 5));
+    if (mlm) {
+        for (size_t i = 0; i < labels.size(); ++i)
+            if (rnd() % 100 < 15) labels[i] = ids[i];
+    } else {
+        for (auto& l : labels) l = int64_t(rnd() % 3);
+    }
+    ModelInputs in;
+    in.B = B;
+    in.T = T;
+    in.input_ids = ids.data();
+    in.attention_mask = mask.data();
+    in.token_type_ids = types.data();
+    in.labels = labels.data();
+
+    AdamW opt(model->params(), AdamWParams{1e-4, 0.9, 0.999, 1e-8, 0.01});
+    DropoutPlan drop;
+    drop.training = true;
+    std::vector<double> tf, tb, to, tt;
+    double loss = 0;
+    for (int64_t step = 0; step < warmup + steps; ++step) {
+        const auto t0 = Clock::now();
+        model->zero_grad();
+        const LossSum l = model->forward(in, drop);
+        const auto t1 = Clock::now();
+        model->backward(1.0 / double(l.count));
+        const auto t2 = Clock::now();
+        opt.step();
+        const auto t3 = Clock::now();
+        loss = l.mean();
+        if (step >= warmup) {
+            tf.push_back(ms(t0, t1));
+            tb.push_back(ms(t1, t2));
+            to.push_back(ms(t2, t3));
+            tt.push_back(ms(t0, t3));
+        }
+    }
+    auto median = [](std::vector<double> v) {
+        std::sort(v.begin(), v.end());
+        return v[v.size() / 2];
+    };
+    const double step_ms = median(tt);
+    const int64_t I = 4 * C;
+    double per_tok = double(L) * (2.0 * double(4 * C * C + 2 * C * I) + 4.0 * double(T * C));
+    if (mlm) per_tok += 2.0 * double(C * C + C * V);
+    const double flops = 3.0 * per_tok * double(B * T);
+    fmt::print("forward {:.1f} ms, backward {:.1f} ms, adamw {:.1f} ms (loss {:.4f}, {} threads)\n",
+               median(tf), median(tb), median(to), loss, runtime_threads());
+    fmt::print(R"({{"peer": "loom", "task": "{}", "dtype": "fp32", "threads": {}, "ms_per_step": {:.1f}, "tokens_per_s": {:.1f}, "gflops": {:.1f}}})"
+               "\n",
+               task, runtime_threads(), step_ms, double(B * T) / (step_ms / 1000),
+               flops / (step_ms / 1000) / 1e9);
+    return 0;
+}
