@@ -4,6 +4,25 @@
 // featurizer (featurize_*), then a Loader batches, pads and (for masked LM)
 // masks them. QA features keep what answer extraction needs: which example
 // they came from and each token's span in the context.
+//
+// What each task makes (the Hugging Face example scripts' preprocessing):
+//   sequence-classification  run_glue: text (+ text_pair) with special tokens,
+//                            LongestFirst truncation to max_seq_length; label
+//                            -> index (label_names, or the integer itself).
+//   masked-lm                run_mlm: each non-blank text with special tokens,
+//                            truncated (line_by_line), or with `packing` all
+//                            texts concatenated and cut into max_seq_length
+//                            blocks (group_texts; the tail is dropped).
+//                            Masks are drawn per epoch by the Loader.
+//   causal-lm                run_clm: texts without truncation, concatenated
+//                            and cut into blocks (`packing`, the default in the
+//                            job), or one truncated row per non-empty text.
+//   question-answering       run_qa prepare_train_features: (question, context)
+//                            windows, only_second truncation with doc_stride
+//                            overlap; answer start/end token or (0, 0).
+// NOTE: group_texts here concatenates the whole data set, where HF's
+// datasets.map concatenates chunks of 1000 records (so HF drops up to one tail
+// per chunk, Loom only the final one).
 #pragma once
 
 #include <cstdint>
@@ -16,7 +35,10 @@
 
 namespace loom {
 
+namespace tokenizer {
 class Tokenizer;
+}
+using tokenizer::Tokenizer;
 
 struct Feature {
     std::vector<int32_t> ids;       // (T_i) token ids, special tokens included, no padding
@@ -33,6 +55,8 @@ struct FeatureStats {
     int64_t records = 0;
     int64_t truncated = 0;  // records longer than max_seq_length (cut, and counted)
     int64_t tokens = 0;     // real tokens over all features
+    int64_t skipped = 0;    // records that made no feature (blank LM text)
+    int64_t dropped_tokens = 0;  // packing: the tail shorter than one block
 };
 
 struct FeatureSet {
@@ -47,12 +71,19 @@ struct FeaturizeOptions {
     Task task = Task::masked_lm;
     int64_t max_seq_length = 128;
     int64_t doc_stride = 128;
-    bool packing = false;                   // causal LM: concatenate and cut into blocks
+    bool packing = false;                   // LM: concatenate and cut into blocks (group_texts)
     std::vector<std::string> label_names;   // classification: fixed label order (from config id2label)
+    // The reader's files (RecordReader::files()), so errors name "file:line";
+    // empty: errors name the record's file index and line.
+    std::vector<std::string> files;
+    int n_threads = 0;  // <= 0: all cores (OpenMP default)
 };
 
 // Tokenizes records on all cores. Classification labels are mapped through
-// label_names (an unknown label is an error naming the record's origin).
+// label_names (an unknown label is an error naming the record's origin); with
+// no label_names, text labels get the sorted set of names found (run_glue's
+// label_list) and integer labels are used as they are. The result's
+// label_names is the order used.
 FeatureSet featurize(const std::vector<Record>& records, const Tokenizer& tok,
                      const FeaturizeOptions& opts);
 

@@ -1,0 +1,100 @@
+// Collation of padded batches for every task (collate.h), and the
+// TokenBatch -> ModelInputs views. Masking itself is in collate_mlm.cpp.
+#include <algorithm>
+
+#include "core/check.h"
+#include "data/collate.h"
+
+namespace loom {
+
+ModelInputs TokenBatch::inputs() const {
+    ModelInputs in;
+    in.B = B;
+    in.T = T;
+    in.input_ids = input_ids.data();
+    in.attention_mask = attention_mask.data();
+    in.token_type_ids = token_type_ids.data();
+    in.labels = labels.empty() ? nullptr : labels.data();
+    in.start_positions = start_positions.empty() ? nullptr : start_positions.data();
+    in.end_positions = end_positions.empty() ? nullptr : end_positions.data();
+    return in;
+}
+
+namespace detail {
+
+int64_t padded_length(int64_t longest, int64_t pad_to_multiple_of) {
+    if (pad_to_multiple_of > 1 && longest % pad_to_multiple_of != 0)
+        longest += pad_to_multiple_of - longest % pad_to_multiple_of;
+    return longest;
+}
+
+int64_t row_label_count(Task task, const Feature& f, int64_t feature_index, int64_t epoch,
+                        const MlmMasker* masker) {
+    switch (task) {
+        case Task::sequence_classification: return f.label != -100 ? 1 : 0;
+        case Task::question_answering: return 2;
+        case Task::causal_lm: return f.ids.empty() ? 0 : int64_t(f.ids.size()) - 1;
+        case Task::masked_lm: return masker->count_row(f, feature_index, epoch);
+    }
+    return 0;
+}
+
+void collate_rows(TokenBatch& out, const FeatureSet& data, const LoaderOptions& opts,
+                  const MlmMasker* masker, const int64_t* feature_index, int64_t B, int64_t T,
+                  int64_t epoch) {
+    const Task task = data.task;
+    out.B = B;
+    out.T = T;
+    const size_t BT = size_t(B * T);
+    out.input_ids.assign(BT, opts.pad_id);
+    out.attention_mask.assign(BT, 0);
+    out.token_type_ids.assign(BT, 0);
+    out.labels.clear();
+    out.start_positions.clear();
+    out.end_positions.clear();
+    out.feature_index.assign(feature_index, feature_index + B);
+    out.label_count = 0;
+    const bool token_labels = task == Task::masked_lm || task == Task::causal_lm;
+    if (token_labels) out.labels.assign(BT, -100);
+    if (task == Task::sequence_classification) out.labels.assign(size_t(B), -100);
+    if (task == Task::question_answering) {
+        out.start_positions.assign(size_t(B), 0);
+        out.end_positions.assign(size_t(B), 0);
+    }
+
+    for (int64_t b = 0; b < B; ++b) {
+        const int64_t fi = feature_index[b];
+        const Feature& f = data.features[size_t(fi)];
+        const int64_t n = int64_t(f.ids.size());
+        LOOM_ASSERT(n <= T, "feature {} has {} tokens, more than the batch length {}", fi, n, T);
+        int64_t* ids = out.input_ids.data() + b * T;
+        int64_t* mask = out.attention_mask.data() + b * T;
+        int64_t* types = out.token_type_ids.data() + b * T;
+        std::fill(mask, mask + n, 1);
+        for (int64_t t = 0; t < n; ++t) types[t] = f.type_ids[size_t(t)];
+        switch (task) {
+            case Task::masked_lm:
+                out.label_count += masker->mask_row(ids, out.labels.data() + b * T, f, fi, epoch);
+                break;
+            case Task::causal_lm:
+                for (int64_t t = 0; t < n; ++t) ids[t] = out.labels[size_t(b * T + t)] = f.ids[size_t(t)];
+                out.label_count += row_label_count(task, f, fi, epoch, masker);
+                break;
+            case Task::sequence_classification:
+                for (int64_t t = 0; t < n; ++t) ids[t] = f.ids[size_t(t)];
+                out.labels[size_t(b)] = f.label;
+                out.label_count += row_label_count(task, f, fi, epoch, masker);
+                break;
+            case Task::question_answering:
+                for (int64_t t = 0; t < n; ++t) ids[t] = f.ids[size_t(t)];
+                out.start_positions[size_t(b)] = f.start_position;
+                out.end_positions[size_t(b)] = f.end_position;
+                out.label_count += row_label_count(task, f, fi, epoch, masker);
+                break;
+        }
+    }
+}
+
+}  // namespace detail
+
+}  // namespace loom
