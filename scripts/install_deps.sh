@@ -11,6 +11,7 @@ packages=(
   libopenmpi-dev openmpi-bin
   libgtest-dev libgmock-dev libbenchmark-dev
   fortunes fortunes-min
+  clang libclang-rt-14-dev
 )
 # The peer benchmarks (bench/*.py) compare against Debian's PyTorch.
 if [[ "${LOOM_WITH_TORCH:-0}" == 1 ]]; then

@@ -2,7 +2,11 @@
 // post_process, encode_batch, decode) over the loaded components.
 #include "tokenizer/tokenizer.h"
 
+#ifdef _OPENMP
 #include <omp.h>
+#else
+static int omp_get_max_threads() { return 1; }
+#endif
 
 #include <algorithm>
 #include <exception>
