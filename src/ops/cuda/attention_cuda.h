@@ -6,8 +6,10 @@
 // all-masked-row rule (uniform weights), and the attention-dropout key
 // (global sample, global head, query, key) are the CPU's. `att` saves the
 // probabilities before dropout; the dropout mask is recomputed in backward.
-// AttnMask::key_padding must point to device memory. Workspace for the permuted
-// operands comes from ctx.scratch().
+// For bf16/f16 the scores stay fp32 between the GEMM and the softmax; att and
+// the probabilities multiplied into v are stored in T, as the CPU stores them in
+// its T. AttnMask::key_padding must point to device memory. Workspace for the
+// permuted operands (and fp32 scores) comes from ctx.scratch().
 #pragma once
 
 #include <cstdint>

@@ -29,8 +29,10 @@ struct LtGemm {
     int64_t ldc = 0, stride_c = 0;
     int64_t batch = 1;
     float alpha = 1.0f, beta = 0.0f;
-    cudaDataType_t type = CUDA_R_32F;
+    cudaDataType_t type = CUDA_R_32F;    // A and B
     size_t elem_bytes = 4;
+    cudaDataType_t c_type = CUDA_R_32F;  // C (= D)
+    size_t c_elem_bytes = 4;
     cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
     const void* bias = nullptr;
     void* aux = nullptr;
@@ -110,7 +112,7 @@ bool lt_matmul(const LtGemm& g, CudaContext& ctx) {
                 g.stride_b);
     make_layout(lb, g.type, g.trans_a ? g.M : g.K, g.trans_a ? g.K : g.M, g.lda, g.batch,
                 g.stride_a);
-    make_layout(lc, g.type, g.N, g.M, g.ldc, g.batch, g.stride_c);
+    make_layout(lc, g.c_type, g.N, g.M, g.ldc, g.batch, g.stride_c);
 
     Preference pref;
     LOOM_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref.d));
@@ -120,7 +122,8 @@ bool lt_matmul(const LtGemm& g, CudaContext& ctx) {
     const int64_t eb = int64_t(g.elem_bytes);
     uint32_t align_a = alignment_of(g.B, g.ldb * eb, g.stride_b * eb);
     uint32_t align_b = alignment_of(g.A, g.lda * eb, g.stride_a * eb);
-    uint32_t align_c = alignment_of(g.C, g.ldc * eb, g.stride_c * eb);
+    const int64_t ceb = int64_t(g.c_elem_bytes);
+    uint32_t align_c = alignment_of(g.C, g.ldc * ceb, g.stride_c * ceb);
     LOOM_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
         pref.d, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof align_a));
     LOOM_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
@@ -132,7 +135,7 @@ bool lt_matmul(const LtGemm& g, CudaContext& ctx) {
 
     const CublasHandle::AlgoKey key{g.M,        g.N,          g.K,          g.trans_a,  g.trans_b,
                                     g.lda,      g.ldb,        g.ldc,        g.stride_a, g.stride_b,
-                                    g.stride_c, g.batch,      int64_t(g.type), int64_t(g.epilogue),
+                                    g.stride_c, g.batch,      int64_t(g.type) | (int64_t(g.c_type) << 16), int64_t(g.epilogue),
                                     align_a,    align_b,      align_c,      tf32,
                                     g.aux_ld,   int64_t(g.beta != 0.0f)};
     std::optional<cublasLtMatmulAlgo_t> algo;
@@ -161,7 +164,7 @@ void check_dims(const char* who, int64_t M, int64_t N, int64_t K) {
 
 template <typename T>
 LtGemm make_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const T* A,
-                 int64_t lda, const T* B, int64_t ldb, float beta, T* C, int64_t ldc) {
+                 int64_t lda, const T* B, int64_t ldb, float beta, void* C, int64_t ldc) {
     LtGemm g;
     g.trans_a = ta;
     g.trans_b = tb;
@@ -178,6 +181,8 @@ LtGemm make_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
     g.ldc = ldc;
     g.type = gpu::TypeInfo<T>::data_type;
     g.elem_bytes = sizeof(T);
+    g.c_type = g.type;
+    g.c_elem_bytes = sizeof(T);
     return g;
 }
 
@@ -200,18 +205,16 @@ std::string describe(const LtGemm& g) {
 
 }  // namespace
 
-template <typename T>
-void gemm_batched_cuda(int64_t batch, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+namespace {
+
+// The batched GEMM for A, B in T and C in TC (T or float).
+template <typename T, typename TC>
+void gemm_batched_impl(int64_t batch, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
                        float alpha, const T* A, int64_t lda, int64_t stride_a, const T* B,
-                       int64_t ldb, int64_t stride_b, float beta, T* C, int64_t ldc,
+                       int64_t ldb, int64_t stride_b, float beta, TC* C, int64_t ldc,
                        int64_t stride_c, CudaContext& ctx) {
     check_dims("gemm_cuda", M, N, K);
     if (batch <= 0 || M == 0 || N == 0) return;
-    LtGemm g = make_gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-    g.batch = batch;
-    g.stride_a = stride_a;
-    g.stride_b = stride_b;
-    g.stride_c = stride_c;
     if (K == 0) {
         // cuBLASLt rejects K = 0; the product is empty, so C = beta * C.
         scale_matrix_kernel<<<dim3(unsigned(M), unsigned(batch)), 256, 0, ctx.stream()>>>(
@@ -219,9 +222,37 @@ void gemm_batched_cuda(int64_t batch, bool trans_a, bool trans_b, int64_t M, int
         LOOM_CUDA_CHECK_LAUNCH();
         return;
     }
+    LtGemm g = make_gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    g.c_type = gpu::TypeInfo<TC>::data_type;
+    g.c_elem_bytes = sizeof(TC);
+    g.batch = batch;
+    g.stride_a = stride_a;
+    g.stride_b = stride_b;
+    g.stride_c = stride_c;
     LOOM_CUDA_REQUIRE(lt_matmul(g, ctx),
                       "gemm_cuda: cuBLASLt has no algorithm for " + describe(g) + " (" +
-                          gpu::TypeInfo<T>::name + ")");
+                          gpu::TypeInfo<T>::name + " x " + gpu::TypeInfo<T>::name + " -> " +
+                          gpu::TypeInfo<TC>::name + ")");
+}
+
+}  // namespace
+
+template <typename T>
+void gemm_batched_cuda(int64_t batch, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                       float alpha, const T* A, int64_t lda, int64_t stride_a, const T* B,
+                       int64_t ldb, int64_t stride_b, float beta, T* C, int64_t ldc,
+                       int64_t stride_c, CudaContext& ctx) {
+    gemm_batched_impl<T, T>(batch, trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B, ldb,
+                            stride_b, beta, C, ldc, stride_c, ctx);
+}
+
+template <typename T>
+void gemm_batched_f32out_cuda(int64_t batch, bool trans_a, bool trans_b, int64_t M, int64_t N,
+                              int64_t K, float alpha, const T* A, int64_t lda, int64_t stride_a,
+                              const T* B, int64_t ldb, int64_t stride_b, float beta, float* C,
+                              int64_t ldc, int64_t stride_c, CudaContext& ctx) {
+    gemm_batched_impl<T, float>(batch, trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B, ldb,
+                                stride_b, beta, C, ldc, stride_c, ctx);
 }
 
 template <typename T>
@@ -262,7 +293,11 @@ bool gemm_bias_epilogue_cuda(bool trans_a, bool trans_b, int64_t M, int64_t N, i
                                        float, T*, int64_t, int64_t, CudaContext&);               \
     template bool gemm_bias_epilogue_cuda<T>(bool, bool, int64_t, int64_t, int64_t, const T*,    \
                                              int64_t, const T*, int64_t, T*, int64_t, const T*,  \
-                                             T*, CudaContext&);
+                                             T*, CudaContext&);                                  \
+    template void gemm_batched_f32out_cuda<T>(int64_t, bool, bool, int64_t, int64_t, int64_t,    \
+                                              float, const T*, int64_t, int64_t, const T*,        \
+                                              int64_t, int64_t, float, float*, int64_t, int64_t,  \
+                                              CudaContext&);
 LOOM_INSTANTIATE(float)
 LOOM_INSTANTIATE(__nv_bfloat16)
 LOOM_INSTANTIATE(__half)

@@ -26,6 +26,14 @@ void gemm_batched_cuda(int64_t batch, bool trans_a, bool trans_b, int64_t M, int
                        int64_t ldb, int64_t stride_b, float beta, T* C, int64_t ldc,
                        int64_t stride_c, CudaContext& ctx);
 
+// As gemm_batched_cuda with an fp32 C: T operands, fp32 accumulation kept in
+// the output (attention scores go into the softmax unrounded).
+template <typename T>
+void gemm_batched_f32out_cuda(int64_t batch, bool trans_a, bool trans_b, int64_t M, int64_t N,
+                              int64_t K, float alpha, const T* A, int64_t lda, int64_t stride_a,
+                              const T* B, int64_t ldb, int64_t stride_b, float beta, float* C,
+                              int64_t ldc, int64_t stride_c, CudaContext& ctx);
+
 // Epilogue-fused form: C = op(A) op(B) + bias (bias (N) broadcast over rows),
 // and when `gelu_pre` is given, gelu_pre = that sum and C = gelu_tanh(gelu_pre)
 // (cuBLASLt's GELU is the tanh form, i.e. HF's gelu_new). beta is 0.
