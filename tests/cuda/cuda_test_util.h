@@ -93,6 +93,9 @@ public:
         if (n) {
             LOOM_CUDA_CHECK(cudaMalloc(&p_, n * sizeof(T)));
             LOOM_CUDA_CHECK(cudaMemset(p_, 0, n * sizeof(T)));
+            // NOTE: ops run on a non-blocking stream, which does not wait for the
+            // legacy default stream this memset (and upload's memcpy) run on.
+            LOOM_CUDA_CHECK(cudaDeviceSynchronize());
         }
     }
     T* get() const { return p_; }
@@ -111,6 +114,7 @@ std::unique_ptr<DeviceBuffer<T>> upload(const std::vector<float>& v) {
     auto d = std::make_unique<DeviceBuffer<T>>(v.size());
     if (!v.empty())
         LOOM_CUDA_CHECK(cudaMemcpy(d->get(), h.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+    LOOM_CUDA_CHECK(cudaDeviceSynchronize());  // a pageable h2d copy may still be in flight
     return d;
 }
 template <typename I>
@@ -118,9 +122,10 @@ std::unique_ptr<DeviceBuffer<I>> upload_raw(const std::vector<I>& v) {
     auto d = std::make_unique<DeviceBuffer<I>>(v.size());
     if (!v.empty())
         LOOM_CUDA_CHECK(cudaMemcpy(d->get(), v.data(), v.size() * sizeof(I), cudaMemcpyHostToDevice));
+    LOOM_CUDA_CHECK(cudaDeviceSynchronize());
     return d;
 }
-// Downloads as float (waits for all device work).
+// Downloads as float (waits for all device work, every stream).
 template <typename T>
 std::vector<float> download(const DeviceBuffer<T>& d) {
     LOOM_CUDA_CHECK(cudaDeviceSynchronize());

@@ -68,6 +68,11 @@ TYPED_TEST(CudaMatmul, GemmBatchedMatchesLoop) {
     gemm_batched_cuda<T>(batch, false, true, M, N, K, 1.0f, dA->get(), K, sa, dB->get(), K, sb,
                          0.0f, dC->get(), N, sc, this->ctx());
     EXPECT_TRUE(all_close("batched", download(*dC), want, gemm_tol<T>(K)));
+    // fp32 output from T operands: only the CPU/GPU summation order differs.
+    DeviceBuffer<float> dC32(want.size());
+    gemm_batched_f32out_cuda<T>(batch, false, true, M, N, K, 1.0f, dA->get(), K, sa, dB->get(), K,
+                                sb, 0.0f, dC32.get(), N, sc, this->ctx());
+    EXPECT_TRUE(all_close("batched f32 out", download(dC32), want, gemm_tol<float>(K)));
 }
 
 TYPED_TEST(CudaMatmul, LinearForwardBackwardBothLayouts) {

@@ -79,6 +79,7 @@ TEST_F(CudaSoftmaxXentErrors, AsyncSumStaysOnDevice) {
     DeviceBuffer<XentSum> result(1);
     softmax_xent_forward_cuda_async<float>(nullptr, logits->get(), targets->get(), N, V,
                                            result.get(), ctx());
+    ctx().synchronize();  // the copy below runs on the legacy stream, which does not wait
     XentSum got{};
     LOOM_CUDA_CHECK(cudaMemcpy(&got, result.get(), sizeof got, cudaMemcpyDeviceToHost));
     EXPECT_EQ(got.count, N);
