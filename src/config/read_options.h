@@ -1,0 +1,38 @@
+// DataArgs -> ReadOptions: what the record readers need from a job. Inline
+// (header-only) so config does not link the data library and data does not
+// depend on config.
+#pragma once
+
+#include "config/job.h"
+#include "data/record.h"
+
+namespace loom {
+
+inline RecordKind record_kind_for(Task task) {
+    switch (task) {
+        case Task::sequence_classification: return RecordKind::classification;
+        case Task::question_answering: return RecordKind::qa;
+        case Task::masked_lm:
+        case Task::causal_lm: return RecordKind::text;
+    }
+    return RecordKind::text;
+}
+
+inline ReadOptions read_options_for(const Job& job) {
+    const DataArgs& d = job.data;
+    ReadOptions o;
+    o.kind = record_kind_for(job.task);
+    o.text_column = d.text_column;
+    o.text_pair_column = d.text_pair_column;
+    o.label_column = d.label_column;
+    o.label_map = d.label_map;
+    o.question_column = d.question_column;
+    o.context_column = d.context_column;
+    o.answers_column = d.answers_column;
+    o.id_column = d.id_column;
+    o.sample_by = d.sample_by;
+    o.skip_bad_lines = d.skip_bad_lines;
+    return o;
+}
+
+}  // namespace loom
