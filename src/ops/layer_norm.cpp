@@ -53,14 +53,19 @@ void layer_norm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* 
                          const T* weight, const T* mean, const T* rstd, int64_t N, int64_t C,
                          bool accumulate_dinp) {
     const int64_t n_groups = (N + k_group - 1) / k_group;
-    // (n_groups, 2, C): per group, the dweight then the dbias partial sums
-    std::vector<T> partial(size_t(n_groups * 2 * C));
+    // (n_groups, 2, C): per group, the dweight then the dbias partial sums. Kept
+    // per calling thread and reused: fresh pages cost more than this kernel.
+    // NOTE: OpenMP workers must use `part`: inside the region the name `partial`
+    // would denote each worker's own (empty) thread_local vector.
+    thread_local std::vector<T> partial;
+    if (partial.size() < size_t(n_groups * 2 * C)) partial.resize(size_t(n_groups * 2 * C));
+    T* const part = partial.data();
     const bool par = N * C > (1 << 14) && !omp_in_parallel();
 #pragma omp parallel if (par)
     {
 #pragma omp for schedule(static)
         for (int64_t g = 0; g < n_groups; ++g) {
-            T* pw = partial.data() + g * 2 * C;
+            T* pw = part + g * 2 * C;
             T* pb = pw + C;
             std::fill(pw, pw + 2 * C, T(0));
             for (int64_t n = g * k_group; n < std::min(N, (g + 1) * k_group); ++n) {
@@ -103,7 +108,7 @@ void layer_norm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* 
             const int64_t len = std::min(k_cols, C - c0);
             T sw[k_cols] = {}, sb[k_cols] = {};
             for (int64_t g = 0; g < n_groups; ++g) {
-                const T* pw = partial.data() + g * 2 * C + c0;
+                const T* pw = part + g * 2 * C + c0;
                 const T* pb = pw + C;
 #pragma omp simd
                 for (int64_t i = 0; i < len; ++i) {

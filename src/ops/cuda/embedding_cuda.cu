@@ -35,14 +35,15 @@ __global__ void embedding_forward_kernel(T* out, const int64_t* ids, const T* ta
 }
 
 // keys[n] = ids[n] (or V for a bad id, sorted last and skipped); positions[n] = n.
-__global__ void embedding_keys_kernel(int32_t* keys, int32_t* positions, const int64_t* ids,
+// Unsigned keys: the sort then orders bits [0, end_bit) with no sign handling.
+__global__ void embedding_keys_kernel(uint32_t* keys, int32_t* positions, const int64_t* ids,
                                       int64_t N, int64_t V, DeviceErrorRecord* err) {
     for (int64_t n = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; n < N;
          n += int64_t(gridDim.x) * blockDim.x) {
         const int64_t id = ids[n];
         const bool bad = id < 0 || id >= V;
         if (bad) report_bad_id(err, n, id, V);
-        keys[n] = int32_t(bad ? V : id);
+        keys[n] = uint32_t(bad ? V : id);
         positions[n] = int32_t(n);
     }
 }
@@ -50,13 +51,13 @@ __global__ void embedding_keys_kernel(int32_t* keys, int32_t* positions, const i
 // grid (N, column chunks): block s handles the run of equal keys starting at sorted
 // position s (blocks not at a run start exit), adding dout rows in position order.
 template <typename T>
-__global__ void embedding_backward_kernel(T* dtable, const int32_t* keys, const int32_t* positions,
+__global__ void embedding_backward_kernel(T* dtable, const uint32_t* keys, const int32_t* positions,
                                           const T* dout, int64_t N, int64_t V, int64_t C,
                                           int64_t padding_idx) {
     const int64_t s = blockIdx.x;
-    const int32_t key = keys[s];
+    const uint32_t key = keys[s];
     if (s > 0 && keys[s - 1] == key) return;
-    if (key >= V || key == padding_idx) return;
+    if (int64_t(key) >= V || int64_t(key) == padding_idx) return;
     const int64_t c = int64_t(blockIdx.y) * blockDim.x + threadIdx.x;
     if (c >= C) return;
     float acc = gpu::to_f32(dtable[int64_t(key) * C + c]);
@@ -93,16 +94,16 @@ void embedding_backward_cuda(T* dtable, const int64_t* ids, const T* dout, int64
                           std::to_string(V) + " exceed the 32-bit sort keys");
     const int end_bit = bits_for(V);  // keys are in [0, V]
     size_t temp_bytes = 0;
-    LOOM_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, (const int32_t*)nullptr,
-                                                    (int32_t*)nullptr, (const int32_t*)nullptr,
+    LOOM_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, (const uint32_t*)nullptr,
+                                                    (uint32_t*)nullptr, (const int32_t*)nullptr,
                                                     (int32_t*)nullptr, int(N), 0, end_bit,
                                                     ctx.stream()));
     ScratchCarver plan(nullptr);
     for (int i = 0; i < 4; ++i) plan.take<int32_t>(N);
     plan.take<char>(int64_t(temp_bytes));
     ScratchCarver carve(ctx.scratch(plan.used()));
-    int32_t* keys_in = carve.take<int32_t>(N);
-    int32_t* keys = carve.take<int32_t>(N);
+    uint32_t* keys_in = carve.take<uint32_t>(N);
+    uint32_t* keys = carve.take<uint32_t>(N);
     int32_t* pos_in = carve.take<int32_t>(N);
     int32_t* positions = carve.take<int32_t>(N);
     void* temp = carve.take<char>(int64_t(temp_bytes));
