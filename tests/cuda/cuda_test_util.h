@@ -16,11 +16,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <random>
 #include <sstream>
 #include <string>
-#include <cstring>
 #include <type_traits>
 #include <vector>
 
@@ -79,7 +79,7 @@ Tol tol_for(double f32_abs = 1e-5, double f32_rel = 1e-4) {
 // ---- device buffers -----------------------------------------------------------
 template <typename T>
 class DeviceBuffer {
-public:
+  public:
     explicit DeviceBuffer(size_t n = 0) { resize(n); }
     ~DeviceBuffer() {
         if (p_) (void)cudaFree(p_);
@@ -101,7 +101,7 @@ public:
     T* get() const { return p_; }
     size_t size() const { return n_; }
 
-private:
+  private:
     T* p_ = nullptr;
     size_t n_ = 0;
 };
@@ -113,7 +113,8 @@ std::unique_ptr<DeviceBuffer<T>> upload(const std::vector<float>& v) {
     for (size_t i = 0; i < v.size(); ++i) h[i] = Host<T>::to(v[i]);
     auto d = std::make_unique<DeviceBuffer<T>>(v.size());
     if (!v.empty())
-        LOOM_CUDA_CHECK(cudaMemcpy(d->get(), h.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+        LOOM_CUDA_CHECK(
+            cudaMemcpy(d->get(), h.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
     LOOM_CUDA_CHECK(cudaDeviceSynchronize());  // a pageable h2d copy may still be in flight
     return d;
 }
@@ -121,7 +122,8 @@ template <typename I>
 std::unique_ptr<DeviceBuffer<I>> upload_raw(const std::vector<I>& v) {
     auto d = std::make_unique<DeviceBuffer<I>>(v.size());
     if (!v.empty())
-        LOOM_CUDA_CHECK(cudaMemcpy(d->get(), v.data(), v.size() * sizeof(I), cudaMemcpyHostToDevice));
+        LOOM_CUDA_CHECK(
+            cudaMemcpy(d->get(), v.data(), v.size() * sizeof(I), cudaMemcpyHostToDevice));
     LOOM_CUDA_CHECK(cudaDeviceSynchronize());
     return d;
 }
@@ -131,7 +133,8 @@ std::vector<float> download(const DeviceBuffer<T>& d) {
     LOOM_CUDA_CHECK(cudaDeviceSynchronize());
     std::vector<T> h(d.size());
     if (d.size())
-        LOOM_CUDA_CHECK(cudaMemcpy(h.data(), d.get(), d.size() * sizeof(T), cudaMemcpyDeviceToHost));
+        LOOM_CUDA_CHECK(
+            cudaMemcpy(h.data(), d.get(), d.size() * sizeof(T), cudaMemcpyDeviceToHost));
     std::vector<float> out(h.size());
     for (size_t i = 0; i < h.size(); ++i) out[i] = Host<T>::from(h[i]);
     return out;
@@ -198,7 +201,7 @@ inline ::testing::AssertionResult bit_equal(const std::string& what, const std::
 // ---- fixture ------------------------------------------------------------------
 // Skips with the reason when there is no usable GPU; otherwise owns a context.
 class CudaOpTest : public ::testing::Test {
-protected:
+  protected:
     void SetUp() override {
         const std::string why = cuda_unavailable_reason();
         if (!why.empty()) GTEST_SKIP() << "no usable CUDA device: " << why;
@@ -212,7 +215,7 @@ protected:
     }
     CudaContext& ctx() { return *ctx_; }
 
-private:
+  private:
     std::unique_ptr<CudaContext> ctx_;
 };
 

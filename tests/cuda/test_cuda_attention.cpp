@@ -14,9 +14,9 @@ TYPED_TEST_SUITE(CudaAttention, DeviceTypes, TypeNames);
 
 struct AttnCase {
     int64_t B, T, NH, HS;
-    bool packed;      // q, k, v interleaved in one (B, T, 3C) buffer
+    bool packed;  // q, k, v interleaved in one (B, T, 3C) buffer
     bool causal;
-    bool padding;     // last positions of each sample padded; sample 1 fully padded
+    bool padding;  // last positions of each sample padded; sample 1 fully padded
     float drop_p;
     int64_t head_offset, NH_total, sample_offset;
 };
@@ -33,8 +33,9 @@ constexpr AttnCase k_cases[] = {
 };
 
 std::string describe(const AttnCase& c) {
-    return "B=" + std::to_string(c.B) + " T=" + std::to_string(c.T) + " NH=" + std::to_string(c.NH) +
-           " HS=" + std::to_string(c.HS) + (c.packed ? " packed" : "") + (c.causal ? " causal" : "") +
+    return "B=" + std::to_string(c.B) + " T=" + std::to_string(c.T) +
+           " NH=" + std::to_string(c.NH) + " HS=" + std::to_string(c.HS) +
+           (c.packed ? " packed" : "") + (c.causal ? " causal" : "") +
            (c.padding ? " padding" : "") + " p=" + std::to_string(c.drop_p);
 }
 

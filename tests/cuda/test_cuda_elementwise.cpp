@@ -37,8 +37,8 @@ TYPED_TEST(CudaElementwise, ResidualAddScale) {
 
 TYPED_TEST(CudaElementwise, ActivationsForwardBackward) {
     using T = TypeParam;
-    for (Activation act : {Activation::gelu_erf, Activation::gelu_tanh, Activation::relu,
-                           Activation::tanh}) {
+    for (Activation act :
+         {Activation::gelu_erf, Activation::gelu_tanh, Activation::relu, Activation::tanh}) {
         for (int64_t n : k_sizes) {
             const std::string tag = std::string(activation_name(act)) + " n=" + std::to_string(n);
             auto x = round_all<T>(random_vec(size_t(n), 11, -4.0f, 4.0f));
@@ -54,7 +54,8 @@ TYPED_TEST(CudaElementwise, ActivationsForwardBackward) {
             EXPECT_TRUE(all_close(tag + " bwd", download(din), dx, tol_for<T>(1e-6, 1e-5)));
             // In-place backward (dinp aliases dout).
             activation_backward_cuda<T>(dg->get(), dxv->get(), dg->get(), n, act, this->ctx());
-            EXPECT_TRUE(all_close(tag + " bwd in place", download(*dg), dx, tol_for<T>(1e-6, 1e-5)));
+            EXPECT_TRUE(
+                all_close(tag + " bwd in place", download(*dg), dx, tol_for<T>(1e-6, 1e-5)));
         }
     }
 }
@@ -68,7 +69,8 @@ TYPED_TEST(CudaElementwise, BiasActivationMatchesSeparateOps) {
         auto g = round_all<T>(random_vec(size_t(N * OC), 23));
         // CPU: pre = x + bias (rounded like the device's stored pre), y = act(pre)
         std::vector<float> pre(x.size()), y(x.size()), dpre(x.size()), dbias(size_t(OC), 0.0f);
-        for (int64_t i = 0; i < N * OC; ++i) pre[size_t(i)] = round_to<T>(x[size_t(i)] + bias[size_t(i % OC)]);
+        for (int64_t i = 0; i < N * OC; ++i)
+            pre[size_t(i)] = round_to<T>(x[size_t(i)] + bias[size_t(i % OC)]);
         activation_forward<float>(y.data(), pre.data(), N * OC, act);
         activation_backward<float>(dpre.data(), pre.data(), g.data(), N * OC, act);
         for (int64_t i = 0; i < N * OC; ++i) dbias[size_t(i % OC)] += round_to<T>(dpre[size_t(i)]);

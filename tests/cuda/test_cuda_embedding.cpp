@@ -14,14 +14,14 @@ struct EmbCase {
     int64_t N, V, C, padding_idx;
 };
 // Few ids over many rows: long runs of repeated ids (the padding token case).
-constexpr EmbCase k_cases[] = {{1, 1, 1, -1}, {7, 3, 5, 0}, {512, 30522, 64, 0},
-                               {2048, 4, 33, 1}, {300, 1000, 768, -1}};
+constexpr EmbCase k_cases[] = {
+    {1, 1, 1, -1}, {7, 3, 5, 0}, {512, 30522, 64, 0}, {2048, 4, 33, 1}, {300, 1000, 768, -1}};
 
 TYPED_TEST(CudaEmbedding, ForwardBackwardMatchCpu) {
     using T = TypeParam;
     for (const EmbCase& c : k_cases) {
-        const std::string tag = "N=" + std::to_string(c.N) + " V=" + std::to_string(c.V) +
-                                " C=" + std::to_string(c.C);
+        const std::string tag =
+            "N=" + std::to_string(c.N) + " V=" + std::to_string(c.V) + " C=" + std::to_string(c.C);
         auto table = round_all<T>(random_vec(size_t(c.V * c.C), 1));
         auto ids = random_ids(size_t(c.N), c.V, 2);
         auto base = round_all<T>(random_vec(size_t(c.N * c.C), 3));  // accumulate target

@@ -14,7 +14,7 @@ struct LnCase {
     int64_t N, C;
     float offset;  // added to every input: a large mean tests the two-pass variance
 };
-constexpr LnCase k_cases[] = {{1, 1, 0.0f}, {3, 5, 0.0f},    {64, 768, 0.0f},
+constexpr LnCase k_cases[] = {{1, 1, 0.0f},    {3, 5, 0.0f},    {64, 768, 0.0f},
                               {17, 33, 10.0f}, {5, 1031, 0.0f}, {257, 64, -3.0f}};
 
 TYPED_TEST(CudaLayerNorm, ForwardBackwardMatchCpu) {
@@ -28,7 +28,7 @@ TYPED_TEST(CudaLayerNorm, ForwardBackwardMatchCpu) {
         auto w = round_all<T>(random_vec(size_t(c.C), 2, 0.5f, 1.5f));
         auto b = round_all<T>(random_vec(size_t(c.C), 3));
         auto dy = round_all<T>(random_vec(NC, 4));
-        auto dx0 = round_all<T>(random_vec(NC, 5));        // for the accumulate path
+        auto dx0 = round_all<T>(random_vec(NC, 5));           // for the accumulate path
         auto dw0 = round_all<T>(random_vec(size_t(c.C), 6));  // params accumulate
         auto db0 = round_all<T>(random_vec(size_t(c.C), 7));
         const double eps = 1e-5;
@@ -67,7 +67,8 @@ TYPED_TEST(CudaLayerNorm, ForwardBackwardMatchCpu) {
         layer_norm_backward_cuda<T>(dx_over.get(), nullptr, nullptr, ddy->get(), dxd->get(),
                                     dwd->get(), dmean.get(), drstd.get(), c.N, c.C, false,
                                     this->ctx());
-        EXPECT_TRUE(all_close(tag + " dinp (=)", download(dx_over), dx_cpu, tol_for<T>(5e-5, 1e-4)));
+        EXPECT_TRUE(
+            all_close(tag + " dinp (=)", download(dx_over), dx_cpu, tol_for<T>(5e-5, 1e-4)));
     }
 }
 
@@ -79,7 +80,8 @@ TEST(CudaLayerNormDeterminism, SameBitsEveryRun) {
     auto x = upload<float>(random_vec(size_t(N * C), 1));
     auto w = upload<float>(random_vec(size_t(C), 2));
     auto dy = upload<float>(random_vec(size_t(N * C), 3));
-    DeviceBuffer<float> y(size_t(N * C)), mean(static_cast<size_t>(N)), rstd(static_cast<size_t>(N)), dx(size_t(N * C));
+    DeviceBuffer<float> y(size_t(N * C)), mean(static_cast<size_t>(N)),
+        rstd(static_cast<size_t>(N)), dx(size_t(N * C));
     layer_norm_forward_cuda<float>(y.get(), mean.get(), rstd.get(), x->get(), w->get(), nullptr, N,
                                    C, 1e-5, ctx);
     std::vector<float> first;

@@ -28,13 +28,12 @@ TYPED_TEST(CudaMatmul, GemmAllTransposesAndStrides) {
     struct Case {
         int64_t M, N, K;
     };
-    for (Case c : {Case{1, 1, 1}, Case{5, 3, 7}, Case{64, 96, 128}, Case{33, 17, 0},
-                   Case{129, 65, 31}}) {
+    for (Case c :
+         {Case{1, 1, 1}, Case{5, 3, 7}, Case{64, 96, 128}, Case{33, 17, 0}, Case{129, 65, 31}}) {
         for (int ta = 0; ta < 2; ++ta) {
             for (int tb = 0; tb < 2; ++tb) {
                 // Padded leading dimensions (+3) exercise strides and misalignment.
-                const int64_t lda = (ta ? c.M : c.K) + 3, ldb = (tb ? c.K : c.N) + 3,
-                              ldc = c.N + 3;
+                const int64_t lda = (ta ? c.M : c.K) + 3, ldb = (tb ? c.K : c.N) + 3, ldc = c.N + 3;
                 const int64_t rows_a = ta ? c.K : c.M, rows_b = tb ? c.N : c.K;
                 auto A = round_all<T>(random_vec(size_t(rows_a * lda), 1));
                 auto B = round_all<T>(random_vec(size_t(rows_b * ldb), 2));
@@ -80,8 +79,8 @@ TYPED_TEST(CudaMatmul, LinearForwardBackwardBothLayouts) {
     struct Case {
         int64_t N, C, OC;
     };
-    for (Case c : {Case{1, 1, 1}, Case{7, 5, 3}, Case{64, 128, 96}, Case{33, 768, 2},
-                   Case{100, 64, 257}}) {
+    for (Case c :
+         {Case{1, 1, 1}, Case{7, 5, 3}, Case{64, 128, 96}, Case{33, 768, 2}, Case{100, 64, 257}}) {
         for (WeightLayout layout : {WeightLayout::out_in, WeightLayout::in_out}) {
             const std::string tag = "N=" + std::to_string(c.N) + " C=" + std::to_string(c.C) +
                                     " OC=" + std::to_string(c.OC) +

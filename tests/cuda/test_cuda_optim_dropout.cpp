@@ -69,7 +69,8 @@ TYPED_TEST(CudaDropout, SameMaskAsCpu) {
     };
     for (Case c : {Case{1, 1, 0, 0.5f}, Case{3, 17, 0, 0.1f}, Case{4, 4096, 12, 0.1f},
                    Case{2, 1001, 5, 0.9f}, Case{2, 64, 0, 0.0f}}) {
-        const std::string tag = "B=" + std::to_string(c.B) + " per=" + std::to_string(c.per_sample) +
+        const std::string tag = "B=" + std::to_string(c.B) +
+                                " per=" + std::to_string(c.per_sample) +
                                 " p=" + std::to_string(c.p);
         DropoutSpec d;
         d.p = c.p;

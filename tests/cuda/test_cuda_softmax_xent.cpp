@@ -15,8 +15,8 @@ struct XentCase {
     int64_t N, V;
     int ignore_every;  // every k-th target is -100 (0: none)
 };
-constexpr XentCase k_cases[] = {{1, 1, 0}, {1, 5, 0}, {7, 13, 3}, {64, 1000, 5}, {3, 50257, 2},
-                                {33, 30522, 0}, {4, 7, 1} /* every row ignored */};
+constexpr XentCase k_cases[] = {{1, 1, 0},     {1, 5, 0},      {7, 13, 3}, {64, 1000, 5},
+                                {3, 50257, 2}, {33, 30522, 0}, {4, 7, 1} /* every row ignored */};
 
 TYPED_TEST(CudaSoftmaxXent, ForwardBackwardMatchCpu) {
     using T = TypeParam;
@@ -28,8 +28,8 @@ TYPED_TEST(CudaSoftmaxXent, ForwardBackwardMatchCpu) {
             for (size_t i = 0; i < targets.size(); i += size_t(c.ignore_every))
                 targets[i] = k_ignore_index;
         std::vector<float> losses(size_t(c.N)), dlogits(size_t(c.N * c.V));
-        const XentSum want = softmax_xent_forward<float>(losses.data(), logits.data(),
-                                                         targets.data(), c.N, c.V);
+        const XentSum want =
+            softmax_xent_forward<float>(losses.data(), logits.data(), targets.data(), c.N, c.V);
         const double scale = want.count ? 1.0 / double(want.count) : 0.0;
         softmax_xent_backward<float>(dlogits.data(), logits.data(), targets.data(), c.N, c.V,
                                      scale);
@@ -44,13 +44,12 @@ TYPED_TEST(CudaSoftmaxXent, ForwardBackwardMatchCpu) {
         EXPECT_TRUE(all_close(tag + " losses", download(dlosses), losses, tol_for<T>(1e-5, 1e-5)));
         softmax_xent_backward_cuda<T>(dgrad.get(), dl->get(), dt->get(), c.N, c.V, scale,
                                       this->ctx());
-        EXPECT_TRUE(all_close(tag + " dlogits", download(dgrad), dlogits,
-                              tol_for<T>(1e-7, 1e-4)));
+        EXPECT_TRUE(all_close(tag + " dlogits", download(dgrad), dlogits, tol_for<T>(1e-7, 1e-4)));
         // In place (dlogits aliases logits), as the fused classifier uses it.
         softmax_xent_backward_cuda<T>(dl->get(), dl->get(), dt->get(), c.N, c.V, scale,
                                       this->ctx());
-        EXPECT_TRUE(all_close(tag + " dlogits in place", download(*dl), dlogits,
-                              tol_for<T>(1e-7, 1e-4)));
+        EXPECT_TRUE(
+            all_close(tag + " dlogits in place", download(*dl), dlogits, tol_for<T>(1e-7, 1e-4)));
     }
 }
 

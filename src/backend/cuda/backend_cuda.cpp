@@ -47,21 +47,32 @@ CudaDeviceInfo cuda_device_info(int device) {
     return info;
 }
 
-CudaStream::CudaStream() { LOOM_CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking)); }
+CudaStream::CudaStream() {
+    LOOM_CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking));
+}
 CudaStream::~CudaStream() {
     if (s_) (void)cudaStreamDestroy(s_);
 }
-void CudaStream::synchronize() const { LOOM_CUDA_CHECK(cudaStreamSynchronize(s_)); }
+void CudaStream::synchronize() const {
+    LOOM_CUDA_CHECK(cudaStreamSynchronize(s_));
+}
 
 CudaEvent::CudaEvent(bool timing) {
-    LOOM_CUDA_CHECK(cudaEventCreateWithFlags(&e_, timing ? cudaEventDefault : cudaEventDisableTiming));
+    LOOM_CUDA_CHECK(
+        cudaEventCreateWithFlags(&e_, timing ? cudaEventDefault : cudaEventDisableTiming));
 }
 CudaEvent::~CudaEvent() {
     if (e_) (void)cudaEventDestroy(e_);
 }
-void CudaEvent::record(cudaStream_t s) { LOOM_CUDA_CHECK(cudaEventRecord(e_, s)); }
-void CudaEvent::wait_on(cudaStream_t s) const { LOOM_CUDA_CHECK(cudaStreamWaitEvent(s, e_, 0)); }
-void CudaEvent::synchronize() const { LOOM_CUDA_CHECK(cudaEventSynchronize(e_)); }
+void CudaEvent::record(cudaStream_t s) {
+    LOOM_CUDA_CHECK(cudaEventRecord(e_, s));
+}
+void CudaEvent::wait_on(cudaStream_t s) const {
+    LOOM_CUDA_CHECK(cudaStreamWaitEvent(s, e_, 0));
+}
+void CudaEvent::synchronize() const {
+    LOOM_CUDA_CHECK(cudaEventSynchronize(e_));
+}
 float CudaEvent::elapsed_ms_since(const CudaEvent& start) const {
     float ms = 0;
     LOOM_CUDA_CHECK(cudaEventElapsedTime(&ms, start.e_, e_));
@@ -70,8 +81,8 @@ float CudaEvent::elapsed_ms_since(const CudaEvent& start) const {
 
 BackendCuda::BackendCuda(int device) : device_(device) {
     int n = cuda_device_count();
-    LOOM_CHECK(device >= 0 && device < n, "CUDA device {} requested but {} visible ({})", device,
-               n, n == 0 ? cuda_unavailable_reason() : "check CUDA_VISIBLE_DEVICES");
+    LOOM_CHECK(device >= 0 && device < n, "CUDA device {} requested but {} visible ({})", device, n,
+               n == 0 ? cuda_unavailable_reason() : "check CUDA_VISIBLE_DEVICES");
 }
 
 std::string BackendCuda::name() const {
@@ -94,7 +105,8 @@ std::shared_ptr<Storage> BackendCuda::alloc(size_t nbytes, bool zero) const {
         LOOM_CUDA_CHECK(cudaMemset(p, 0, rounded));
         LOOM_CUDA_CHECK(cudaStreamSynchronize(nullptr));
     }
-    return Storage::wrap(p, nbytes, [p] { (void)cudaFree(p); }, Device::cuda);
+    return Storage::wrap(
+        p, nbytes, [p] { (void)cudaFree(p); }, Device::cuda);
 }
 
 Tensor BackendCuda::empty(DType dtype, Shape shape, std::string name) const {
@@ -103,7 +115,8 @@ Tensor BackendCuda::empty(DType dtype, Shape shape, std::string name) const {
 }
 
 static cudaMemcpyKind copy_kind(Device dst, Device src) {
-    if (dst == Device::cuda) return src == Device::cuda ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice;
+    if (dst == Device::cuda)
+        return src == Device::cuda ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice;
     return src == Device::cuda ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost;
 }
 

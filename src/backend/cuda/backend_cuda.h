@@ -34,7 +34,7 @@ CudaDeviceInfo cuda_device_info(int device);
 
 // RAII stream and event (non-blocking stream, timing-free event by default).
 class CudaStream {
-public:
+  public:
     CudaStream();
     ~CudaStream();
     CudaStream(const CudaStream&) = delete;
@@ -42,12 +42,12 @@ public:
     cudaStream_t get() const { return s_; }
     void synchronize() const;
 
-private:
+  private:
     cudaStream_t s_ = nullptr;
 };
 
 class CudaEvent {
-public:
+  public:
     explicit CudaEvent(bool timing = false);
     ~CudaEvent();
     CudaEvent(const CudaEvent&) = delete;
@@ -61,12 +61,12 @@ public:
     // Milliseconds between `start` and this event (both created with timing).
     float elapsed_ms_since(const CudaEvent& start) const;
 
-private:
+  private:
     cudaEvent_t e_ = nullptr;
 };
 
 class BackendCuda {
-public:
+  public:
     explicit BackendCuda(int device = 0);
     int device() const { return device_; }
     std::string name() const;  // "cuda:0 (NVIDIA H100 ...)"
@@ -87,7 +87,7 @@ public:
     Tensor to_device(const Tensor& cpu, cudaStream_t stream) const;
     Tensor to_host(const Tensor& gpu, cudaStream_t stream) const;
 
-private:
+  private:
     int device_ = 0;
 };
 

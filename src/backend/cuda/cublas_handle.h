@@ -19,7 +19,7 @@
 namespace loom {
 
 class CublasHandle {
-public:
+  public:
     static constexpr size_t k_workspace_bytes = size_t(32) << 20;
 
     explicit CublasHandle(cudaStream_t stream);
@@ -48,7 +48,7 @@ public:
         algos_[key] = algo;
     }
 
-private:
+  private:
     std::map<AlgoKey, std::optional<cublasLtMatmulAlgo_t>> algos_;
     cublasLtHandle_t lt_ = nullptr;
     cublasHandle_t blas_ = nullptr;

@@ -29,25 +29,25 @@ namespace loom {
 
 }  // namespace loom
 
-#define LOOM_CUDA_CHECK(call)                                                       \
-    do {                                                                            \
-        cudaError_t loom_err_ = (call);                                             \
+#define LOOM_CUDA_CHECK(call)                                                                  \
+    do {                                                                                       \
+        cudaError_t loom_err_ = (call);                                                        \
         if (loom_err_ != cudaSuccess) ::loom::cuda_fail(__FILE__, __LINE__, #call, loom_err_); \
     } while (0)
 
-#define LOOM_CUBLAS_CHECK(call)                                                      \
-    do {                                                                             \
-        cublasStatus_t loom_st_ = (call);                                            \
-        if (loom_st_ != CUBLAS_STATUS_SUCCESS)                                       \
-            ::loom::cublas_fail(__FILE__, __LINE__, #call, loom_st_);                \
+#define LOOM_CUBLAS_CHECK(call)                                       \
+    do {                                                              \
+        cublasStatus_t loom_st_ = (call);                             \
+        if (loom_st_ != CUBLAS_STATUS_SUCCESS)                        \
+            ::loom::cublas_fail(__FILE__, __LINE__, #call, loom_st_); \
     } while (0)
 
 #if defined(LOOM_HAVE_NCCL)
-#define LOOM_NCCL_CHECK(call)                                                       \
-    do {                                                                            \
-        ncclResult_t loom_res_ = (call);                                            \
-        if (loom_res_ != ncclSuccess && loom_res_ != ncclInProgress)                \
-            ::loom::nccl_fail(__FILE__, __LINE__, #call, loom_res_);                \
+#define LOOM_NCCL_CHECK(call)                                        \
+    do {                                                             \
+        ncclResult_t loom_res_ = (call);                             \
+        if (loom_res_ != ncclSuccess && loom_res_ != ncclInProgress) \
+            ::loom::nccl_fail(__FILE__, __LINE__, #call, loom_res_); \
     } while (0)
 #endif
 
@@ -55,8 +55,9 @@ namespace loom {
 // kernel faults surface at the next synchronising call).
 #define LOOM_CUDA_CHECK_LAUNCH() LOOM_CUDA_CHECK(cudaGetLastError())
 
-// LOOM_CUDA_REQUIRE(n > 0, "layer_norm_forward_cuda: N must be positive, got " + std::to_string(n));
-#define LOOM_CUDA_REQUIRE(cond, msg)                                                \
-    do {                                                                            \
-        if (!(cond)) ::loom::cuda_require_fail(__FILE__, __LINE__, (msg));          \
+// LOOM_CUDA_REQUIRE(n > 0, "layer_norm_forward_cuda: N must be positive, got " +
+// std::to_string(n));
+#define LOOM_CUDA_REQUIRE(cond, msg)                                       \
+    do {                                                                   \
+        if (!(cond)) ::loom::cuda_require_fail(__FILE__, __LINE__, (msg)); \
     } while (0)

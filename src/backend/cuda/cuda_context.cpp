@@ -51,7 +51,9 @@ void* CudaContext::scratch(size_t nbytes) {
     return scratch_;
 }
 
-void CudaContext::synchronize() { LOOM_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+void CudaContext::synchronize() {
+    LOOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
 
 void CudaContext::check_device_errors() {
     DeviceErrorRecord rec{};
@@ -63,9 +65,10 @@ void CudaContext::check_device_errors() {
         case k_device_embedding_id_out_of_range:
             LOOM_FAIL("embedding (CUDA): id {} at row {} is outside [0, {})", rec.b, rec.a, rec.c);
         case k_device_xent_target_out_of_range:
-            LOOM_FAIL("softmax_xent (CUDA): target {} at row {} is outside [0, {}) and is not "
-                      "the ignore index -100",
-                      rec.b, rec.a, rec.c);
+            LOOM_FAIL(
+                "softmax_xent (CUDA): target {} at row {} is outside [0, {}) and is not "
+                "the ignore index -100",
+                rec.b, rec.a, rec.c);
         default:
             LOOM_FAIL("CUDA kernel reported unknown error code {} ({}, {}, {})", rec.code, rec.a,
                       rec.b, rec.c);

@@ -25,8 +25,8 @@ class CublasHandle;
 
 enum DeviceErrorCode : int32_t {
     k_device_ok = 0,
-    k_device_embedding_id_out_of_range = 1,   // a = row, b = id, c = V
-    k_device_xent_target_out_of_range = 2,    // a = row, b = target, c = V
+    k_device_embedding_id_out_of_range = 1,  // a = row, b = id, c = V
+    k_device_xent_target_out_of_range = 2,   // a = row, b = target, c = V
 };
 
 // First error a kernel met since the last check (device memory).
@@ -37,7 +37,7 @@ struct DeviceErrorRecord {
 };
 
 class CudaContext {
-public:
+  public:
     // stream = nullptr creates (and owns) a non-blocking stream on `device`.
     explicit CudaContext(int device = 0, cudaStream_t stream = nullptr);
     ~CudaContext();
@@ -58,7 +58,7 @@ public:
     void check_device_errors();
     void synchronize();
 
-private:
+  private:
     int device_ = 0;
     int sm_count_ = 0;
     cudaStream_t stream_ = nullptr;
@@ -71,7 +71,7 @@ private:
 
 // Carves consecutive 256-byte-aligned buffers out of one scratch region.
 class ScratchCarver {
-public:
+  public:
     explicit ScratchCarver(void* base) : base_(static_cast<char*>(base)) {}
     template <typename T>
     T* take(int64_t n) {
@@ -83,7 +83,7 @@ public:
     size_t used() const { return used_; }
     static size_t align(size_t n) { return (n + 255) / 256 * 256; }
 
-private:
+  private:
     char* base_;
     size_t used_ = 0;
 };

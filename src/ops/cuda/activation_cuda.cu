@@ -11,8 +11,8 @@ namespace {
 
 constexpr int k_block = 256;
 
-#define LOOM_GRID_STRIDE(i, n)                                                      \
-    for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n);        \
+#define LOOM_GRID_STRIDE(i, n)                                                \
+    for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n); \
          i += int64_t(gridDim.x) * blockDim.x)
 
 template <typename T>
@@ -54,8 +54,8 @@ template <typename T>
 void activation_backward_cuda(T* dinp, const T* inp, const T* dout, int64_t n, Activation a,
                               CudaContext& ctx) {
     if (n <= 0) return;
-    act_backward_kernel<<<gpu::grid_for(n, k_block), k_block, 0, ctx.stream()>>>(dinp, inp, dout,
-                                                                                 n, a);
+    act_backward_kernel<<<gpu::grid_for(n, k_block), k_block, 0, ctx.stream()>>>(dinp, inp, dout, n,
+                                                                                 a);
     LOOM_CUDA_CHECK_LAUNCH();
 }
 
@@ -75,12 +75,12 @@ void bias_activation_backward_cuda(T* dpre, T* dbias, const T* pre, const T* dou
     if (dbias) gpu::column_sum_accumulate(dbias, dpre, N, OC, ctx.stream());
 }
 
-#define LOOM_INSTANTIATE(T)                                                                     \
-    template void activation_forward_cuda<T>(T*, const T*, int64_t, Activation, CudaContext&);  \
-    template void activation_backward_cuda<T>(T*, const T*, const T*, int64_t, Activation,      \
-                                              CudaContext&);                                    \
-    template void bias_activation_forward_cuda<T>(T*, T*, const T*, const T*, int64_t, int64_t, \
-                                                  Activation, CudaContext&);                    \
+#define LOOM_INSTANTIATE(T)                                                                      \
+    template void activation_forward_cuda<T>(T*, const T*, int64_t, Activation, CudaContext&);   \
+    template void activation_backward_cuda<T>(T*, const T*, const T*, int64_t, Activation,       \
+                                              CudaContext&);                                     \
+    template void bias_activation_forward_cuda<T>(T*, T*, const T*, const T*, int64_t, int64_t,  \
+                                                  Activation, CudaContext&);                     \
     template void bias_activation_backward_cuda<T>(T*, T*, const T*, const T*, int64_t, int64_t, \
                                                    Activation, CudaContext&);
 LOOM_INSTANTIATE(float)

@@ -15,17 +15,22 @@ constexpr float k_inv_sqrt_2pi = 0.3989422804014327f;
 constexpr float k_gelu_cubic = 0.044715f;
 constexpr float k_gelu_cubic3 = float(3 * 0.044715);
 
-__device__ __forceinline__ float sigmoid(float z) { return 1.0f / (1.0f + expf(-z)); }
+__device__ __forceinline__ float sigmoid(float z) {
+    return 1.0f / (1.0f + expf(-z));
+}
 
 __device__ __forceinline__ float act_value(float x, Activation a) {
     switch (a) {
-        case Activation::gelu_erf: return 0.5f * x * (1.0f + erff(x * k_inv_sqrt_2));
+        case Activation::gelu_erf:
+            return 0.5f * x * (1.0f + erff(x * k_inv_sqrt_2));
         case Activation::gelu_tanh: {
             float u = k_sqrt_2_over_pi * (x + k_gelu_cubic * x * x * x);
             return x * sigmoid(2.0f * u);
         }
-        case Activation::relu: return x > 0.0f ? x : 0.0f;
-        case Activation::tanh: return tanhf(x);
+        case Activation::relu:
+            return x > 0.0f ? x : 0.0f;
+        case Activation::tanh:
+            return tanhf(x);
     }
     return x;
 }
@@ -33,7 +38,8 @@ __device__ __forceinline__ float act_value(float x, Activation a) {
 __device__ __forceinline__ float act_grad(float x, Activation a) {
     switch (a) {
         case Activation::gelu_erf:
-            return 0.5f * (1.0f + erff(x * k_inv_sqrt_2)) + x * k_inv_sqrt_2pi * expf(-0.5f * x * x);
+            return 0.5f * (1.0f + erff(x * k_inv_sqrt_2)) +
+                   x * k_inv_sqrt_2pi * expf(-0.5f * x * x);
         case Activation::gelu_tanh: {
             float u = k_sqrt_2_over_pi * (x + k_gelu_cubic * x * x * x);
             float du = k_sqrt_2_over_pi * (1.0f + k_gelu_cubic3 * x * x);
@@ -41,7 +47,8 @@ __device__ __forceinline__ float act_grad(float x, Activation a) {
             // d/dx [x s(2u)] = s + x s (1 - s) 2 du
             return s + 2.0f * x * s * (1.0f - s) * du;
         }
-        case Activation::relu: return x > 0.0f ? 1.0f : 0.0f;
+        case Activation::relu:
+            return x > 0.0f ? 1.0f : 0.0f;
         case Activation::tanh: {
             float t = tanhf(x);
             return 1.0f - t * t;

@@ -14,17 +14,17 @@ constexpr int k_block = 256;
 // Per-step constants, formed in fp64 and rounded to float once, exactly as the
 // CPU's adamw_update (torch applying Python scalars to a float tensor).
 struct AdamWStep {
-    float decay;                       // 1 - lr * wd
+    float decay;  // 1 - lr * wd
     float beta1, one_minus_beta1;
     float beta2, one_minus_beta2;
-    float step_size;                   // lr / (1 - beta1^t)
-    float bc2_sqrt;                    // sqrt(1 - beta2^t)
+    float step_size;  // lr / (1 - beta1^t)
+    float bc2_sqrt;   // sqrt(1 - beta2^t)
     float eps;
 };
 
 AdamWStep adamw_step_constants(const AdamWParams& hp, int64_t step) {
-    LOOM_CUDA_REQUIRE(step >= 1, "adamw_update_cuda: step counts from 1, got " +
-                                     std::to_string(step));
+    LOOM_CUDA_REQUIRE(step >= 1,
+                      "adamw_update_cuda: step counts from 1, got " + std::to_string(step));
     AdamWStep s;
     s.decay = float(1.0 - hp.lr * hp.weight_decay);
     s.beta1 = float(hp.beta1);
@@ -65,8 +65,8 @@ void adamw_update_cuda(float* param, const float* grad, float* m, float* v, int6
                        const AdamWParams& hp, int64_t step, CudaContext& ctx) {
     if (n <= 0) return;
     AdamWStep s = adamw_step_constants(hp, step);
-    adamw_kernel<float, float><<<gpu::grid_for(n, k_block), k_block, 0, ctx.stream()>>>(
-        param, grad, m, v, nullptr, n, s);
+    adamw_kernel<float, float>
+        <<<gpu::grid_for(n, k_block), k_block, 0, ctx.stream()>>>(param, grad, m, v, nullptr, n, s);
     LOOM_CUDA_CHECK_LAUNCH();
 }
 
@@ -75,13 +75,13 @@ void adamw_update_mixed_cuda(float* master, const G* grad, float* m, float* v, T
                              int64_t n, const AdamWParams& hp, int64_t step, CudaContext& ctx) {
     if (n <= 0) return;
     AdamWStep s = adamw_step_constants(hp, step);
-    adamw_kernel<G, T><<<gpu::grid_for(n, k_block), k_block, 0, ctx.stream()>>>(
-        master, grad, m, v, param_copy, n, s);
+    adamw_kernel<G, T><<<gpu::grid_for(n, k_block), k_block, 0, ctx.stream()>>>(master, grad, m, v,
+                                                                                param_copy, n, s);
     LOOM_CUDA_CHECK_LAUNCH();
 }
 
-#define LOOM_INSTANTIATE(G, T)                                                                  \
-    template void adamw_update_mixed_cuda<G, T>(float*, const G*, float*, float*, T*, int64_t,  \
+#define LOOM_INSTANTIATE(G, T)                                                                 \
+    template void adamw_update_mixed_cuda<G, T>(float*, const G*, float*, float*, T*, int64_t, \
                                                 const AdamWParams&, int64_t, CudaContext&);
 LOOM_INSTANTIATE(__nv_bfloat16, __nv_bfloat16)
 LOOM_INSTANTIATE(float, __nv_bfloat16)

@@ -70,10 +70,11 @@ __device__ __forceinline__ bool key_allowed(const SoftmaxArgs& a, int64_t b, int
     return a.key_padding == nullptr || a.key_padding[b * a.T + j] != 0;
 }
 
-__device__ __forceinline__ uint64_t drop_elem(const SoftmaxArgs& a, const DropoutSpec& d,
-                                              int64_t b, int64_t h, int64_t i, int64_t j) {
-    return ((uint64_t(d.sample_offset + b) * uint64_t(a.NH_total) + uint64_t(a.head_offset + h)) *
-                uint64_t(a.T) + uint64_t(i)) * uint64_t(a.T) + uint64_t(j);
+__device__ __forceinline__ uint64_t drop_elem(const SoftmaxArgs& a, const DropoutSpec& d, int64_t b,
+                                              int64_t h, int64_t i, int64_t j) {
+    const uint64_t head = uint64_t(d.sample_offset + b) * uint64_t(a.NH_total) +
+                          uint64_t(a.head_offset + h);  // global (sample, head)
+    return (head * uint64_t(a.T) + uint64_t(i)) * uint64_t(a.T) + uint64_t(j);
 }
 
 // Over B*NH*T rows of T scores: att = masked softmax(scores); when dropout is
@@ -167,8 +168,15 @@ __global__ void softmax_backward_kernel(T* datt, const T* att, SoftmaxArgs a, Dr
 }
 
 SoftmaxArgs softmax_args(const AttnShape& s, const AttnMask& mask) {
-    return SoftmaxArgs{s.B,           s.NH, s.T, s.head_offset, s.NH_total > 0 ? s.NH_total : s.NH,
-                       mask.key_padding, mask.causal};
+    SoftmaxArgs a;
+    a.B = s.B;
+    a.NH = s.NH;
+    a.T = s.T;
+    a.head_offset = s.head_offset;
+    a.NH_total = s.NH_total > 0 ? s.NH_total : s.NH;
+    a.key_padding = mask.key_padding;
+    a.causal = mask.causal;
+    return a;
 }
 
 void check_shape(const char* who, const AttnShape& s, int64_t ld) {
@@ -191,7 +199,7 @@ template <typename T>
 void unpermute(T* dst, const T* src, int64_t ld, const AttnShape& s, CudaContext& ctx) {
     const int64_t n = s.B * s.NH * s.T * s.HS;
     unpermute_kernel<<<gpu::grid_for(n, k_block), k_block, 0, ctx.stream()>>>(dst, src, ld, s.B,
-                                                                               s.NH, s.T, s.HS);
+                                                                              s.NH, s.T, s.HS);
     LOOM_CUDA_CHECK_LAUNCH();
 }
 
@@ -227,8 +235,8 @@ void attention_forward_cuda(T* out, T* att, const T* q, const T* k, const T* v, 
     float* scores;
     if constexpr (f32_scores) {
         scores = carve.take<float>(BH * TT);
-        gemm_batched_f32out_cuda<T>(BH, false, true, s.T, s.T, s.HS, scale, Qp, s.HS, THS, Kp,
-                                    s.HS, THS, 0.0f, scores, s.T, TT, ctx);
+        gemm_batched_f32out_cuda<T>(BH, false, true, s.T, s.T, s.HS, scale, Qp, s.HS, THS, Kp, s.HS,
+                                    THS, 0.0f, scores, s.T, TT, ctx);
     } else {
         scores = att;
         gemm_batched_cuda<T>(BH, false, true, s.T, s.T, s.HS, scale, Qp, s.HS, THS, Kp, s.HS, THS,
@@ -297,12 +305,12 @@ void attention_backward_cuda(T* dq, T* dk, T* dv, T* scratch, const T* dout, con
     unpermute(dv, dVp, ld, s, ctx);
 }
 
-#define LOOM_INSTANTIATE(T)                                                                      \
-    template void attention_forward_cuda<T>(T*, T*, const T*, const T*, const T*, int64_t,       \
-                                            const AttnShape&, const AttnMask&,                   \
-                                            const DropoutSpec&, CudaContext&);                   \
-    template void attention_backward_cuda<T>(T*, T*, T*, T*, const T*, const T*, const T*,       \
-                                             const T*, const T*, int64_t, const AttnShape&,      \
+#define LOOM_INSTANTIATE(T)                                                                        \
+    template void attention_forward_cuda<T>(T*, T*, const T*, const T*, const T*, int64_t,         \
+                                            const AttnShape&, const AttnMask&, const DropoutSpec&, \
+                                            CudaContext&);                                         \
+    template void attention_backward_cuda<T>(T*, T*, T*, T*, const T*, const T*, const T*,         \
+                                             const T*, const T*, int64_t, const AttnShape&,        \
                                              const AttnMask&, const DropoutSpec&, CudaContext&);
 LOOM_INSTANTIATE(float)
 LOOM_INSTANTIATE(__nv_bfloat16)

@@ -37,7 +37,8 @@ template <typename T, typename D>
 void column_sum_accumulate(T* dbias, const D* d, int64_t N, int64_t OC, cudaStream_t stream) {
     if (OC <= 0) return;
     dim3 block(k_warp, k_colsum_rows);
-    column_sum_accumulate_kernel<<<unsigned(ceil_div(OC, k_warp)), block, 0, stream>>>(dbias, d, N, OC);
+    column_sum_accumulate_kernel<<<unsigned(ceil_div(OC, k_warp)), block, 0, stream>>>(dbias, d, N,
+                                                                                       OC);
     LOOM_CUDA_CHECK_LAUNCH();
 }
 

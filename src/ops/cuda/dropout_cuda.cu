@@ -12,8 +12,8 @@ namespace {
 constexpr int k_block = 256;
 
 template <typename T>
-__global__ void dropout_kernel(T* out, const T* inp, int64_t n, int64_t per_sample,
-                               DropoutSpec d, float scale) {
+__global__ void dropout_kernel(T* out, const T* inp, int64_t n, int64_t per_sample, DropoutSpec d,
+                               float scale) {
     // Element i of this batch is element (sample_offset + i / per_sample) * per_sample
     // + i % per_sample = sample_offset * per_sample + i of the global stream.
     const uint64_t base = uint64_t(d.sample_offset) * uint64_t(per_sample);
@@ -43,8 +43,8 @@ void dropout_apply(T* out, const T* inp, int64_t B, int64_t per_sample, const Dr
 }  // namespace
 
 template <typename T>
-void dropout_forward_cuda(T* out, const T* inp, int64_t B, int64_t per_sample,
-                          const DropoutSpec& d, CudaContext& ctx) {
+void dropout_forward_cuda(T* out, const T* inp, int64_t B, int64_t per_sample, const DropoutSpec& d,
+                          CudaContext& ctx) {
     dropout_apply(out, inp, B, per_sample, d, ctx);
 }
 

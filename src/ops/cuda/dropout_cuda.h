@@ -14,8 +14,8 @@ namespace loom {
 
 // out may alias inp.
 template <typename T>
-void dropout_forward_cuda(T* out, const T* inp, int64_t B, int64_t per_sample,
-                          const DropoutSpec& d, CudaContext& ctx);
+void dropout_forward_cuda(T* out, const T* inp, int64_t B, int64_t per_sample, const DropoutSpec& d,
+                          CudaContext& ctx);
 
 // dinp may alias dout.
 template <typename T>

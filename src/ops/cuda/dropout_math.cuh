@@ -14,6 +14,8 @@ __device__ __forceinline__ bool dropout_keep(const DropoutSpec& d, uint64_t glob
 }
 
 // The CPU's scale (ops/dropout.h): 1 / (1 - p) with 1 - p rounded to float first.
-inline float dropout_scale(const DropoutSpec& d) { return loom::dropout_scale<float>(d); }
+inline float dropout_scale(const DropoutSpec& d) {
+    return loom::dropout_scale<float>(d);
+}
 
 }  // namespace loom::gpu

@@ -58,9 +58,9 @@ void convert_cuda(Dst* dst, const Src* src, int64_t n, CudaContext& ctx) {
     LOOM_CUDA_CHECK_LAUNCH();
 }
 
-#define LOOM_INSTANTIATE(T)                                                               \
+#define LOOM_INSTANTIATE(T)                                                                \
     template void residual_forward_cuda<T>(T*, const T*, const T*, int64_t, CudaContext&); \
-    template void add_inplace_cuda<T>(T*, const T*, int64_t, CudaContext&);               \
+    template void add_inplace_cuda<T>(T*, const T*, int64_t, CudaContext&);                \
     template void scale_inplace_cuda<T>(T*, float, int64_t, CudaContext&);
 LOOM_INSTANTIATE(float)
 LOOM_INSTANTIATE(__nv_bfloat16)

@@ -61,7 +61,8 @@ __global__ void embedding_backward_kernel(T* dtable, const uint32_t* keys, const
     const int64_t c = int64_t(blockIdx.y) * blockDim.x + threadIdx.x;
     if (c >= C) return;
     float acc = gpu::to_f32(dtable[int64_t(key) * C + c]);
-    for (int64_t j = s; j < N && keys[j] == key; ++j) acc += gpu::to_f32(dout[int64_t(positions[j]) * C + c]);
+    for (int64_t j = s; j < N && keys[j] == key; ++j)
+        acc += gpu::to_f32(dout[int64_t(positions[j]) * C + c]);
     dtable[int64_t(key) * C + c] = gpu::from_f32<T>(acc);
 }
 
@@ -77,8 +78,8 @@ template <typename T>
 void embedding_forward_cuda(T* out, const int64_t* ids, const T* table, int64_t N, int64_t V,
                             int64_t C, bool accumulate, CudaContext& ctx) {
     if (N <= 0 || C <= 0) return;
-    LOOM_CUDA_REQUIRE(N < (int64_t(1) << 31), "embedding_forward_cuda: N = " +
-                                                  std::to_string(N) + " rows exceeds 2^31 - 1");
+    LOOM_CUDA_REQUIRE(N < (int64_t(1) << 31), "embedding_forward_cuda: N = " + std::to_string(N) +
+                                                  " rows exceeds 2^31 - 1");
     dim3 grid(unsigned(N), unsigned(gpu::ceil_div(C, k_block)));
     embedding_forward_kernel<<<grid, k_block, 0, ctx.stream()>>>(out, ids, table, V, C, accumulate,
                                                                  ctx.device_errors());
@@ -90,14 +91,13 @@ void embedding_backward_cuda(T* dtable, const int64_t* ids, const T* dout, int64
                              int64_t C, int64_t padding_idx, CudaContext& ctx) {
     if (N <= 0 || C <= 0) return;
     LOOM_CUDA_REQUIRE(N < (int64_t(1) << 31) && V < (int64_t(1) << 31) - 1,
-                      "embedding_backward_cuda: N = " + std::to_string(N) + ", V = " +
-                          std::to_string(V) + " exceed the 32-bit sort keys");
+                      "embedding_backward_cuda: N = " + std::to_string(N) +
+                          ", V = " + std::to_string(V) + " exceed the 32-bit sort keys");
     const int end_bit = bits_for(V);  // keys are in [0, V]
     size_t temp_bytes = 0;
-    LOOM_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, (const uint32_t*)nullptr,
-                                                    (uint32_t*)nullptr, (const int32_t*)nullptr,
-                                                    (int32_t*)nullptr, int(N), 0, end_bit,
-                                                    ctx.stream()));
+    LOOM_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(
+        nullptr, temp_bytes, (const uint32_t*)nullptr, (uint32_t*)nullptr, (const int32_t*)nullptr,
+        (int32_t*)nullptr, int(N), 0, end_bit, ctx.stream()));
     ScratchCarver plan(nullptr);
     for (int i = 0; i < 4; ++i) plan.take<int32_t>(N);
     plan.take<char>(int64_t(temp_bytes));
@@ -120,10 +120,10 @@ void embedding_backward_cuda(T* dtable, const int64_t* ids, const T* dout, int64
     LOOM_CUDA_CHECK_LAUNCH();
 }
 
-#define LOOM_INSTANTIATE(T)                                                                     \
-    template void embedding_forward_cuda<T>(T*, const int64_t*, const T*, int64_t, int64_t,     \
-                                            int64_t, bool, CudaContext&);                       \
-    template void embedding_backward_cuda<T>(T*, const int64_t*, const T*, int64_t, int64_t,    \
+#define LOOM_INSTANTIATE(T)                                                                  \
+    template void embedding_forward_cuda<T>(T*, const int64_t*, const T*, int64_t, int64_t,  \
+                                            int64_t, bool, CudaContext&);                    \
+    template void embedding_backward_cuda<T>(T*, const int64_t*, const T*, int64_t, int64_t, \
                                              int64_t, int64_t, CudaContext&);
 LOOM_INSTANTIATE(float)
 LOOM_INSTANTIATE(__nv_bfloat16)

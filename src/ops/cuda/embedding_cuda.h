@@ -16,9 +16,9 @@
 namespace loom {
 
 template <typename T>
-void embedding_forward_cuda(T* out,               // (N, C)
-                            const int64_t* ids,   // (N) on the device
-                            const T* table,       // (V, C)
+void embedding_forward_cuda(T* out,              // (N, C)
+                            const int64_t* ids,  // (N) on the device
+                            const T* table,      // (V, C)
                             int64_t N, int64_t V, int64_t C, bool accumulate, CudaContext& ctx);
 
 template <typename T>

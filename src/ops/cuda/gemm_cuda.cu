@@ -29,7 +29,7 @@ struct LtGemm {
     int64_t ldc = 0, stride_c = 0;
     int64_t batch = 1;
     float alpha = 1.0f, beta = 0.0f;
-    cudaDataType_t type = CUDA_R_32F;    // A and B
+    cudaDataType_t type = CUDA_R_32F;  // A and B
     size_t elem_bytes = 4;
     cudaDataType_t c_type = CUDA_R_32F;  // C (= D)
     size_t c_elem_bytes = 4;
@@ -88,10 +88,10 @@ bool lt_matmul(const LtGemm& g, CudaContext& ctx) {
     // Column-major view: C^T (N, M) = op(B)^T (N, K) @ op(A)^T (K, M).
     cublasOperation_t op_a = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasOperation_t op_b = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-    LOOM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op.d, CUBLASLT_MATMUL_DESC_TRANSA, &op_a,
-                                                     sizeof op_a));
-    LOOM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op.d, CUBLASLT_MATMUL_DESC_TRANSB, &op_b,
-                                                     sizeof op_b));
+    LOOM_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(op.d, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof op_a));
+    LOOM_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(op.d, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof op_b));
     if (g.epilogue != CUBLASLT_EPILOGUE_DEFAULT) {
         LOOM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op.d, CUBLASLT_MATMUL_DESC_EPILOGUE,
                                                          &g.epilogue, sizeof g.epilogue));
@@ -133,11 +133,26 @@ bool lt_matmul(const LtGemm& g, CudaContext& ctx) {
     LOOM_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
         pref.d, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c, sizeof align_c));
 
-    const CublasHandle::AlgoKey key{g.M,        g.N,          g.K,          g.trans_a,  g.trans_b,
-                                    g.lda,      g.ldb,        g.ldc,        g.stride_a, g.stride_b,
-                                    g.stride_c, g.batch,      int64_t(g.type) | (int64_t(g.c_type) << 16), int64_t(g.epilogue),
-                                    align_a,    align_b,      align_c,      tf32,
-                                    g.aux_ld,   int64_t(g.beta != 0.0f)};
+    const CublasHandle::AlgoKey key{g.M,
+                                    g.N,
+                                    g.K,
+                                    g.trans_a,
+                                    g.trans_b,
+                                    g.lda,
+                                    g.ldb,
+                                    g.ldc,
+                                    g.stride_a,
+                                    g.stride_b,
+                                    g.stride_c,
+                                    g.batch,
+                                    int64_t(g.type) | (int64_t(g.c_type) << 16),
+                                    int64_t(g.epilogue),
+                                    align_a,
+                                    align_b,
+                                    align_c,
+                                    tf32,
+                                    g.aux_ld,
+                                    int64_t(g.beta != 0.0f)};
     std::optional<cublasLtMatmulAlgo_t> algo;
     if (const auto* cached = h.find_algo(key)) {
         algo = *cached;
@@ -194,7 +209,9 @@ __global__ void scale_matrix_kernel(T* C, int64_t N, int64_t ldc, int64_t stride
         row[j] = gpu::from_f32<T>(beta == 0.0f ? 0.0f : beta * gpu::to_f32(row[j]));
 }
 
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+bool aligned16(const void* p) {
+    return (reinterpret_cast<uintptr_t>(p) & 15u) == 0;
+}
 
 std::string describe(const LtGemm& g) {
     return "M=" + std::to_string(g.M) + " N=" + std::to_string(g.N) + " K=" + std::to_string(g.K) +
@@ -229,10 +246,10 @@ void gemm_batched_impl(int64_t batch, bool trans_a, bool trans_b, int64_t M, int
     g.stride_a = stride_a;
     g.stride_b = stride_b;
     g.stride_c = stride_c;
-    LOOM_CUDA_REQUIRE(lt_matmul(g, ctx),
-                      "gemm_cuda: cuBLASLt has no algorithm for " + describe(g) + " (" +
-                          gpu::TypeInfo<T>::name + " x " + gpu::TypeInfo<T>::name + " -> " +
-                          gpu::TypeInfo<TC>::name + ")");
+    LOOM_CUDA_REQUIRE(lt_matmul(g, ctx), "gemm_cuda: cuBLASLt has no algorithm for " + describe(g) +
+                                             " (" + gpu::TypeInfo<T>::name + " x " +
+                                             gpu::TypeInfo<T>::name + " -> " +
+                                             gpu::TypeInfo<TC>::name + ")");
 }
 
 }  // namespace
@@ -256,11 +273,11 @@ void gemm_batched_f32out_cuda(int64_t batch, bool trans_a, bool trans_b, int64_t
 }
 
 template <typename T>
-void gemm_cuda(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
-               const T* A, int64_t lda, const T* B, int64_t ldb, float beta, T* C, int64_t ldc,
+void gemm_cuda(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const T* A,
+               int64_t lda, const T* B, int64_t ldb, float beta, T* C, int64_t ldc,
                CudaContext& ctx) {
-    gemm_batched_cuda<T>(1, trans_a, trans_b, M, N, K, alpha, A, lda, 0, B, ldb, 0, beta, C, ldc,
-                         0, ctx);
+    gemm_batched_cuda<T>(1, trans_a, trans_b, M, N, K, alpha, A, lda, 0, B, ldb, 0, beta, C, ldc, 0,
+                         ctx);
 }
 
 template <typename T>
@@ -285,19 +302,18 @@ bool gemm_bias_epilogue_cuda(bool trans_a, bool trans_b, int64_t M, int64_t N, i
     return lt_matmul(g, ctx);
 }
 
-#define LOOM_INSTANTIATE(T)                                                                      \
-    template void gemm_cuda<T>(bool, bool, int64_t, int64_t, int64_t, float, const T*, int64_t,  \
-                               const T*, int64_t, float, T*, int64_t, CudaContext&);             \
-    template void gemm_batched_cuda<T>(int64_t, bool, bool, int64_t, int64_t, int64_t, float,    \
-                                       const T*, int64_t, int64_t, const T*, int64_t, int64_t,   \
-                                       float, T*, int64_t, int64_t, CudaContext&);               \
-    template bool gemm_bias_epilogue_cuda<T>(bool, bool, int64_t, int64_t, int64_t, const T*,    \
-                                             int64_t, const T*, int64_t, T*, int64_t, const T*,  \
-                                             T*, CudaContext&);                                  \
-    template void gemm_batched_f32out_cuda<T>(int64_t, bool, bool, int64_t, int64_t, int64_t,    \
-                                              float, const T*, int64_t, int64_t, const T*,        \
-                                              int64_t, int64_t, float, float*, int64_t, int64_t,  \
-                                              CudaContext&);
+#define LOOM_INSTANTIATE(T)                                                                     \
+    template void gemm_cuda<T>(bool, bool, int64_t, int64_t, int64_t, float, const T*, int64_t, \
+                               const T*, int64_t, float, T*, int64_t, CudaContext&);            \
+    template void gemm_batched_cuda<T>(int64_t, bool, bool, int64_t, int64_t, int64_t, float,   \
+                                       const T*, int64_t, int64_t, const T*, int64_t, int64_t,  \
+                                       float, T*, int64_t, int64_t, CudaContext&);              \
+    template bool gemm_bias_epilogue_cuda<T>(bool, bool, int64_t, int64_t, int64_t, const T*,   \
+                                             int64_t, const T*, int64_t, T*, int64_t, const T*, \
+                                             T*, CudaContext&);                                 \
+    template void gemm_batched_f32out_cuda<T>(                                                  \
+        int64_t, bool, bool, int64_t, int64_t, int64_t, float, const T*, int64_t, int64_t,      \
+        const T*, int64_t, int64_t, float, float*, int64_t, int64_t, CudaContext&);
 LOOM_INSTANTIATE(float)
 LOOM_INSTANTIATE(__nv_bfloat16)
 LOOM_INSTANTIATE(__half)

@@ -15,8 +15,8 @@
 namespace loom {
 
 template <typename T>
-void gemm_cuda(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
-               const T* A, int64_t lda, const T* B, int64_t ldb, float beta, T* C, int64_t ldc,
+void gemm_cuda(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const T* A,
+               int64_t lda, const T* B, int64_t ldb, float beta, T* C, int64_t ldc,
                CudaContext& ctx);
 
 // `batch` independent GEMMs, operand i at X + i * stride_x (attention's heads).

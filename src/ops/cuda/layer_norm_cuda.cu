@@ -140,12 +140,12 @@ void layer_norm_backward_cuda(T* dinp, T* dweight, T* dbias, const T* dout, cons
     }
 }
 
-#define LOOM_INSTANTIATE(T)                                                                     \
-    template void layer_norm_forward_cuda<T>(T*, float*, float*, const T*, const T*, const T*,  \
-                                             int64_t, int64_t, double, CudaContext&);           \
-    template void layer_norm_backward_cuda<T>(T*, T*, T*, const T*, const T*, const T*,         \
-                                              const float*, const float*, int64_t, int64_t,     \
-                                              bool, CudaContext&);
+#define LOOM_INSTANTIATE(T)                                                                       \
+    template void layer_norm_forward_cuda<T>(T*, float*, float*, const T*, const T*, const T*,    \
+                                             int64_t, int64_t, double, CudaContext&);             \
+    template void layer_norm_backward_cuda<T>(T*, T*, T*, const T*, const T*, const T*,           \
+                                              const float*, const float*, int64_t, int64_t, bool, \
+                                              CudaContext&);
 LOOM_INSTANTIATE(float)
 LOOM_INSTANTIATE(__nv_bfloat16)
 LOOM_INSTANTIATE(__half)

@@ -23,14 +23,14 @@ void layer_norm_forward_cuda(T* out,           // (N, C)
                              int64_t N, int64_t C, double eps, CudaContext& ctx);
 
 template <typename T>
-void layer_norm_backward_cuda(T* dinp,             // (N, C)
-                              T* dweight,          // (C), +=
-                              T* dbias,            // (C), +=, or null
-                              const T* dout,       // (N, C)
-                              const T* inp,        // (N, C)
-                              const T* weight,     // (C)
-                              const float* mean,   // (N)
-                              const float* rstd,   // (N)
+void layer_norm_backward_cuda(T* dinp,            // (N, C)
+                              T* dweight,         // (C), +=
+                              T* dbias,           // (C), +=, or null
+                              const T* dout,      // (N, C)
+                              const T* inp,       // (N, C)
+                              const T* weight,    // (C)
+                              const float* mean,  // (N)
+                              const float* rstd,  // (N)
                               int64_t N, int64_t C, bool accumulate_dinp, CudaContext& ctx);
 
 }  // namespace loom

@@ -32,8 +32,8 @@ WeightView weight_view(WeightLayout layout, int64_t C, int64_t OC) {
 }  // namespace
 
 template <typename T>
-void matmul_forward_cuda(T* out, const T* inp, const T* weight, const T* bias, int64_t N,
-                         int64_t C, int64_t OC, WeightLayout layout, CudaContext& ctx) {
+void matmul_forward_cuda(T* out, const T* inp, const T* weight, const T* bias, int64_t N, int64_t C,
+                         int64_t OC, WeightLayout layout, CudaContext& ctx) {
     if (N <= 0 || OC <= 0) return;
     const WeightView w = weight_view(layout, C, OC);
     if (bias && gemm_bias_epilogue_cuda<T>(false, w.trans_fwd, N, OC, C, inp, C, weight, w.ld, out,

@@ -97,8 +97,8 @@ __global__ void xent_sum_kernel(XentSum* result, const float* row_loss, int64_t 
 }
 
 template <typename T>
-__global__ void xent_backward_kernel(T* dlogits, const T* logits, const int64_t* targets,
-                                     int64_t V, float scale) {
+__global__ void xent_backward_kernel(T* dlogits, const T* logits, const int64_t* targets, int64_t V,
+                                     float scale) {
     __shared__ float shared[gpu::k_warp];
     const int64_t row = blockIdx.x;
     const int64_t t = targets[row];
@@ -123,10 +123,10 @@ __global__ void xent_backward_kernel(T* dlogits, const T* logits, const int64_t*
 
 // row_loss: (N) fp32 scratch; result: one device XentSum.
 template <typename T>
-static void xent_forward_launch(T* losses, const T* logits, const int64_t* targets, int64_t N, int64_t V,
-                         float* row_loss, XentSum* result, CudaContext& ctx) {
-    LOOM_CUDA_REQUIRE(V > 0, "softmax_xent_forward_cuda: V must be positive, got " +
-                                 std::to_string(V));
+static void xent_forward_launch(T* losses, const T* logits, const int64_t* targets, int64_t N,
+                                int64_t V, float* row_loss, XentSum* result, CudaContext& ctx) {
+    LOOM_CUDA_REQUIRE(V > 0,
+                      "softmax_xent_forward_cuda: V must be positive, got " + std::to_string(V));
     if (N <= 0) {
         LOOM_CUDA_CHECK(cudaMemsetAsync(result, 0, sizeof(XentSum), ctx.stream()));
         return;
@@ -139,8 +139,8 @@ static void xent_forward_launch(T* losses, const T* logits, const int64_t* targe
 }
 
 template <typename T>
-void softmax_xent_forward_cuda_async(T* losses, const T* logits, const int64_t* targets,
-                                     int64_t N, int64_t V, XentSum* result, CudaContext& ctx) {
+void softmax_xent_forward_cuda_async(T* losses, const T* logits, const int64_t* targets, int64_t N,
+                                     int64_t V, XentSum* result, CudaContext& ctx) {
     float* row_loss = static_cast<float*>(ctx.scratch(size_t(N > 0 ? N : 1) * sizeof(float)));
     xent_forward_launch<T>(losses, logits, targets, N, V, row_loss, result, ctx);
 }
@@ -156,8 +156,8 @@ XentSum softmax_xent_forward_cuda(T* losses, const T* logits, const int64_t* tar
     XentSum* d_result = carve.take<XentSum>(1);
     xent_forward_launch<T>(losses, logits, targets, N, V, row_loss, d_result, ctx);
     XentSum out{};
-    LOOM_CUDA_CHECK(cudaMemcpyAsync(&out, d_result, sizeof out, cudaMemcpyDeviceToHost,
-                                    ctx.stream()));
+    LOOM_CUDA_CHECK(
+        cudaMemcpyAsync(&out, d_result, sizeof out, cudaMemcpyDeviceToHost, ctx.stream()));
     ctx.check_device_errors();  // synchronises
     return out;
 }
@@ -165,20 +165,20 @@ XentSum softmax_xent_forward_cuda(T* losses, const T* logits, const int64_t* tar
 template <typename T>
 void softmax_xent_backward_cuda(T* dlogits, const T* logits, const int64_t* targets, int64_t N,
                                 int64_t V, double scale, CudaContext& ctx) {
-    LOOM_CUDA_REQUIRE(V > 0, "softmax_xent_backward_cuda: V must be positive, got " +
-                                 std::to_string(V));
+    LOOM_CUDA_REQUIRE(V > 0,
+                      "softmax_xent_backward_cuda: V must be positive, got " + std::to_string(V));
     if (N <= 0) return;
     xent_backward_kernel<<<unsigned(N), k_block, 0, ctx.stream()>>>(dlogits, logits, targets, V,
                                                                     float(scale));
     LOOM_CUDA_CHECK_LAUNCH();
 }
 
-#define LOOM_INSTANTIATE(T)                                                                     \
-    template XentSum softmax_xent_forward_cuda<T>(T*, const T*, const int64_t*, int64_t,        \
-                                                  int64_t, CudaContext&);                       \
-    template void softmax_xent_forward_cuda_async<T>(T*, const T*, const int64_t*, int64_t,     \
-                                                     int64_t, XentSum*, CudaContext&);          \
-    template void softmax_xent_backward_cuda<T>(T*, const T*, const int64_t*, int64_t, int64_t, \
+#define LOOM_INSTANTIATE(T)                                                                       \
+    template XentSum softmax_xent_forward_cuda<T>(T*, const T*, const int64_t*, int64_t, int64_t, \
+                                                  CudaContext&);                                  \
+    template void softmax_xent_forward_cuda_async<T>(T*, const T*, const int64_t*, int64_t,       \
+                                                     int64_t, XentSum*, CudaContext&);            \
+    template void softmax_xent_backward_cuda<T>(T*, const T*, const int64_t*, int64_t, int64_t,   \
                                                 double, CudaContext&);
 LOOM_INSTANTIATE(float)
 LOOM_INSTANTIATE(__nv_bfloat16)
