@@ -1,0 +1,326 @@
+// The training loop: steps, logging, evaluation, early stopping, signals and
+// the end of the run (see trainer.h for the order of one step).
+#include "train/trainer.h"
+
+#include <csignal>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "core/check.h"
+#include "core/runtime.h"
+#include "io/checkpoint.h"
+#include "optim/grad_clip.h"
+#include "train/log_jsonl.h"
+#include "train/log_tensorboard.h"
+#include "train/progress.h"
+#include "train/report_html.h"
+
+namespace loom {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double seconds_since(Clock::time_point t0) {
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+extern "C" void loom_trainer_on_signal(int sig) {
+    trainer_stop_signal().store(sig);
+    // A second Ctrl-C ends the process the default way.
+    std::signal(sig, SIG_DFL);
+}
+
+// Installs the stop handlers for the lifetime of a train() call.
+class SignalGuard {
+public:
+    explicit SignalGuard(bool on) : on_(on) {
+        trainer_stop_signal().store(0);
+        if (!on_) return;
+        struct sigaction sa = {};
+        sa.sa_handler = loom_trainer_on_signal;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGINT, &sa, &old_int_);
+        sigaction(SIGTERM, &sa, &old_term_);
+    }
+    ~SignalGuard() {
+        if (!on_) return;
+        sigaction(SIGINT, &old_int_, nullptr);
+        sigaction(SIGTERM, &old_term_, nullptr);
+    }
+    SignalGuard(const SignalGuard&) = delete;
+    SignalGuard& operator=(const SignalGuard&) = delete;
+
+private:
+    bool on_;
+    struct sigaction old_int_ = {}, old_term_ = {};
+};
+
+json entry_json(const LogEntry& e) { return json::parse(log_entry_to_json(e)); }
+
+}  // namespace
+
+// One optimizer update over the next gradient_accumulation_steps micro-batches.
+// Returns the step's mean loss (sum over the global batch / global count).
+double Trainer::train_step(int64_t step, TokenBatch* mb, double* grad_norm) {
+    const TrainingArgs& t = job_.training;
+    const int64_t ga = t.gradient_accumulation_steps;
+    const int64_t bpe = loader_->batches_per_epoch();
+    // 1. Fetch the step's micro-batches. A step never spans two epochs: the
+    //    last group of an epoch may be short (HF updates on it too).
+    int64_t n = 0;
+    for (int64_t k = 0; k < ga; ++k) {
+        if (loader_->position().batches >= bpe) {
+            if (k > 0) break;
+            TokenBatch end;
+            LOOM_ASSERT(!loader_->next(end), "loader: a batch past the end of epoch");
+        }
+        const bool ok = loader_->next(mb[k]);
+        LOOM_ASSERT(ok, "loader: no batch at the start of an epoch");
+        ++n;
+    }
+    // 2. The global count: every labelled token/sample of the step, on every replica.
+    int64_t local = 0;
+    for (int64_t k = 0; k < n; ++k) local += mb[k].label_count;
+    const double total = sync_->sum(double(local));
+
+    // 3. Forward/backward each micro-batch, scaled by 1 / total.
+    model_->zero_grad();
+    double loss_sum = 0;
+    for (int64_t k = 0; k < n; ++k) {
+        DropoutPlan drop;
+        drop.training = true;
+        drop.seed = uint64_t(t.seed);
+        drop.step = uint64_t(step);
+        drop.sample_offset = mb[k].first_global_sample;
+        const LossSum l = model_->forward(mb[k].inputs(), drop);
+        LOOM_ASSERT(l.count == mb[k].label_count,
+                    "the model counted {} labels in a micro-batch, the loader {}", l.count,
+                    mb[k].label_count);
+        loss_sum += l.sum;
+        if (l.count > 0) model_->backward(1.0 / total);
+        state_.samples_seen += mb[k].B;
+        for (int64_t v : mb[k].attention_mask) state_.tokens_seen += v;
+    }
+    // 4. Data-parallel seam: sum gradients and loss over replicas.
+    sync_->reduce_grads(model_->params());
+    loss_sum = sync_->sum(loss_sum);
+    const double loss = total > 0 ? loss_sum / total : 0.0;
+    LOOM_CHECK(std::isfinite(loss),
+               "training diverged: the loss is {} at step {}\nHINT: lower learning_rate, raise "
+               "warmup_steps, or set max_grad_norm",
+               loss, step + 1);
+    // 5. Clip, update, schedule.
+    if (t.max_grad_norm > 0)
+        *grad_norm = clip_grad_norm(model_->params(), t.max_grad_norm);
+    else
+        *grad_norm = std::sqrt(grad_norm_sq(model_->params()));
+    optimizer_->step(schedule_->lr_at(step));
+    return loss;
+}
+
+void Trainer::log_train(int64_t step, double loss, double grad_norm, double lr) {
+    const LogEntry e = train_log_entry(step, state_.epoch, loss, grad_norm, lr);
+    state_.log_history.push_back(entry_json(e));
+    if (jsonl_) jsonl_->log(e);
+    if (tb_) tb_->add_entry(e, step);
+}
+
+void Trainer::run_evaluation(int64_t step) {
+    if (!eval_) return;
+    EvalOutput ev = evaluate(false);
+    const LogEntry e = eval_log_entry(step, state_.epoch, ev.metrics);
+    state_.log_history.push_back(entry_json(e));
+    if (jsonl_) jsonl_->log(e);
+    if (tb_) tb_->add_entry(e, step);
+    state_.last_eval = json::object();
+    for (const auto& [k, v] : ev.metrics) state_.last_eval["eval_" + k] = v;
+    state_.last_eval["step"] = step;
+    std::string line = fmt::format("eval at step {}:", step);
+    for (const auto& [k, v] : ev.metrics)
+        if (k != "runtime" && k != "samples_per_second") line += fmt::format(" {} {:.4f}", k, v);
+    if (progress_)
+        progress_->message(line);
+    else if (!opts_.quiet)
+        fmt::print(opts_.out, "{}\n", line);
+}
+
+// Early stopping after an evaluation (HF EarlyStoppingCallback): an
+// improvement larger than the threshold resets the counter.
+bool Trainer::early_stop_check() {
+    const std::string key = best_metric_key();
+    if (key.empty()) return false;  // no metric_for_best_model: no best, no early stopping
+    LOOM_CHECK(state_.last_eval.contains(key) && state_.last_eval[key].is_number(),
+               "metric_for_best_model: the evaluation reports no '{}' (it has: {})", key,
+               state_.last_eval.dump());
+    const double v = state_.last_eval[key].get<double>();
+    const bool better = improves(v, state_.best_metric) &&
+                        (!state_.best_metric ||
+                         std::abs(v - *state_.best_metric) > job_.training.early_stopping_threshold);
+    if (better) {
+        state_.best_metric = v;
+        state_.patience_counter = 0;
+        state_.last_eval["is_best"] = true;
+    } else {
+        ++state_.patience_counter;
+    }
+    return job_.training.early_stopping_patience > 0 &&
+           state_.patience_counter >= job_.training.early_stopping_patience;
+}
+
+EvalOutput Trainer::evaluate(bool keep_outputs) {
+    LOOM_CHECK(eval_ != nullptr, "no eval data: set data.eval in the job");
+    EvalOptions eo;
+    eo.task = job_.task;
+    eo.keep_outputs = keep_outputs;
+    eo.qa.max_answer_length = job_.data.max_answer_length;
+    return evaluate_model(*model_, eval_,
+                          loader_options(job_.training.per_device_eval_batch_size, false), eo);
+}
+
+TrainResult Trainer::train() {
+    LOOM_CHECK(train_ != nullptr, "data.train is not set in the job: nothing to train on");
+    const TrainingArgs& t = job_.training;
+    const CheckpointArgs& c = job_.checkpoint;
+    const bool main = sync_->is_main();
+    TrainResult r;
+    r.start_step = state_.global_step;
+    const bool resumed = !c.resume_from_checkpoint.empty();
+
+    if (main) {
+        jsonl_ = std::make_unique<JsonlLogger>(t.output_dir, resumed ? state_.global_step : -1);
+        tb_ = std::make_unique<TensorBoardWriter>(t.logging_dir.empty()
+                                                      ? (fs::path(t.output_dir) / "runs").string()
+                                                      : t.logging_dir);
+    }
+    auto say = [&](const std::string& s) {
+        if (main && !opts_.quiet) {
+            fmt::print(opts_.out, "{}\n", s);
+            std::fflush(opts_.out);
+        }
+    };
+    for (const auto& n : load_notes_) say(n);
+    say(fmt::format("model: {} ({}), {} parameters; task {}", config_.architecture,
+                    job_.model.weights_path.empty() ? "from scratch" : job_.model.weights_path,
+                    model_->params().num_parameters(), enum_name(job_.task)));
+    say(fmt::format("plan: {} examples, {} steps ({} per epoch, {} epochs), global batch {} = {} "
+                    "x {} accumulation x {} replicas, warmup {}, {} threads",
+                    train_->features.size(), plan_.total_steps, plan_.updates_per_epoch,
+                    plan_.epochs, plan_.global_batch_size, t.per_device_train_batch_size,
+                    t.gradient_accumulation_steps, sync_->dp_size(), plan_.warmup_steps,
+                    runtime_threads()));
+    if (resumed)
+        say(fmt::format("resumed at step {} (epoch {:.2f})", state_.global_step, state_.epoch));
+    if (main && !opts_.quiet)
+        progress_ = std::make_unique<ProgressBar>(
+            plan_.total_steps, state_.global_step, stderr,
+            t.disable_tqdm ? std::optional<bool>(false) : std::nullopt);
+
+    SignalGuard guard(opts_.handle_signals);
+    // The training step only needs the masked positions' logits.
+    model_->set_logits_scope(LogitsScope::labelled_positions);
+    loader_->seek({state_.loader_epoch, state_.loader_batches});
+    std::vector<TokenBatch> mb(size_t(t.gradient_accumulation_steps));
+    const int64_t bpe = loader_->batches_per_epoch();
+    const double wait0 = loader_->wait_seconds();
+    const auto t0 = Clock::now();
+    double window_t0 = 0;
+    int64_t window_samples = 0, window_tokens = 0, window_steps = 0;
+    bool stop_early = false, interrupted = false;
+
+    while (state_.global_step < plan_.total_steps) {
+        const int64_t step = state_.global_step;
+        const int64_t samples0 = state_.samples_seen, tokens0 = state_.tokens_seen;
+        double grad_norm = 0;
+        const double loss = train_step(step, mb.data(), &grad_norm);
+        state_.global_step = step + 1;
+        r.step_losses.push_back(loss);
+        r.samples += state_.samples_seen - samples0;
+        r.tokens += state_.tokens_seen - tokens0;
+        window_samples += state_.samples_seen - samples0;
+        window_tokens += state_.tokens_seen - tokens0;
+        ++window_steps;
+
+        // Data position, normalised so an epoch's end reads as the next epoch's start.
+        LoaderPosition pos = loader_->position();
+        const bool epoch_end = pos.batches >= bpe;
+        if (epoch_end) pos = {pos.epoch + 1, 0};
+        state_.loader_epoch = pos.epoch;
+        state_.loader_batches = pos.batches;
+        state_.epoch = double(pos.epoch) + double(pos.batches) / double(bpe);
+
+        const int64_t gs = state_.global_step;
+        const double lr_logged = schedule_->lr_at(gs);  // HF logs the rate after the scheduler step
+        log_loss_sum_ += loss;
+        ++log_steps_;
+        const bool last = gs >= plan_.total_steps;
+        const bool do_log =
+            (t.logging_strategy == IntervalStrategy::steps &&
+             (gs % plan_.logging_steps == 0 || (t.logging_first_step && gs == 1))) ||
+            (t.logging_strategy == IntervalStrategy::epoch && epoch_end);
+        if (do_log && main) {
+            log_train(gs, log_loss_sum_ / double(log_steps_), grad_norm, lr_logged);
+            log_loss_sum_ = 0;
+            log_steps_ = 0;
+        }
+        if (progress_) {
+            const double now = seconds_since(t0);
+            const double dt = std::max(now - window_t0, 1e-9);
+            ProgressStats ps;
+            ps.loss = loss;
+            ps.learning_rate = lr_logged;
+            ps.samples_per_second = double(window_samples) / dt;
+            ps.tokens_per_second = double(window_tokens) / dt;
+            progress_->update(gs, ps);
+            if (window_steps >= 20) {
+                window_t0 = now;
+                window_samples = window_tokens = window_steps = 0;
+            }
+        }
+
+        // Evaluate before saving, so the checkpoint knows whether it is the best;
+        // the last step is always evaluated (final metrics).
+        const bool do_eval = eval_ && ((t.eval_strategy == IntervalStrategy::steps &&
+                                        gs % plan_.eval_steps == 0) ||
+                                       (t.eval_strategy == IntervalStrategy::epoch && epoch_end) ||
+                                       last);
+        if (do_eval) {
+            run_evaluation(gs);
+            stop_early = early_stop_check();
+            model_->set_logits_scope(LogitsScope::labelled_positions);
+        }
+        if (opts_.interrupt_at_step == gs) trainer_stop_signal().store(SIGTERM);
+        interrupted = trainer_stop_signal().load() != 0;
+        const bool do_save =
+            (c.save_strategy == IntervalStrategy::steps && gs % plan_.save_steps == 0) ||
+            (c.save_strategy == IntervalStrategy::epoch && epoch_end) ||
+            // HF saves at the end of training; an interrupted or stopped run
+            // must leave a checkpoint to resume from.
+            ((last || stop_early) && c.save_strategy != IntervalStrategy::no) || interrupted;
+        if (do_save) r.last_checkpoint = save_checkpoint();
+        if (interrupted || stop_early) break;
+    }
+    const double runtime = seconds_since(t0);
+    r.train_runtime_s = runtime;
+    r.data_wait_s = loader_->wait_seconds() - wait0;
+    if (progress_) progress_->finish();
+    r.global_step = state_.global_step;
+    r.stop = interrupted ? StopReason::interrupted
+                         : (stop_early ? StopReason::early_stopped : StopReason::completed);
+    if (interrupted) {
+        r.best_checkpoint = state_.best_model_checkpoint;
+        say(fmt::format("interrupted by signal {} after step {}; checkpoint {}\nresume with: "
+                        "loom train {} --set hyperparameters.resume_from_checkpoint=latest",
+                        trainer_stop_signal().load(), state_.global_step, r.last_checkpoint,
+                        job_.source));
+        return r;
+    }
+    finish_run(r, runtime);
+    return r;
+}
+
+}  // namespace loom

@@ -1,0 +1,162 @@
+// Trainer: `loom train job.yaml` from data on disk to an HF model folder.
+//
+// One optimizer step (train_step):
+//   1. fetch the step's gradient_accumulation_steps micro-batches;
+//   2. total = labelled tokens/samples over all of them (and, later, all
+//      data-parallel replicas: ReplicaSync::sum_count);
+//   3. forward + backward each with loss_scale = 1 / total, so any split of
+//      the global batch gives the same update;
+//   4. ReplicaSync::reduce_grads (the data-parallel all-reduce seam);
+//   5. clip by global norm, optimizer update with the schedule's rate, log.
+// Dropout is keyed by (seed, step, site, global sample index), masks and
+// shuffles by (data_seed, epoch, sample), so (step, loader position) is the
+// whole RNG state and a resumed run repeats the uninterrupted run's losses.
+//
+// The trainer knows the Model interface and the task, never a model family.
+// Around the loop: evaluation (eval_strategy), checkpoints (save_strategy,
+// rotation by save_total_limit that keeps the best), early stopping,
+// load_best_model_at_end, SIGINT/SIGTERM (finish the step, checkpoint, stop),
+// metrics.jsonl, TensorBoard events, a progress bar, report.html, and the
+// final HF export of output_dir.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "config/job.h"
+#include "config/step_plan.h"
+#include "data/features.h"
+#include "data/loader.h"
+#include "io/hf_config.h"
+#include "models/model.h"
+#include "optim/adamw.h"
+#include "optim/lr_schedule.h"
+#include "train/evaluate.h"
+#include "train/train_state.h"
+
+namespace loom {
+
+class JsonlLogger;
+class TensorBoardWriter;
+class ProgressBar;
+
+// How replicas agree (data parallelism). The default is one process: every
+// call is the identity. A Communicator-backed implementation all-reduces.
+class ReplicaSync {
+public:
+    virtual ~ReplicaSync() = default;
+    virtual int64_t dp_rank() const { return 0; }
+    virtual int64_t dp_size() const { return 1; }
+    // Sum of gradients over replicas, in place, in a fixed order.
+    virtual void reduce_grads(ParamTable&) {}
+    // Sum of a scalar over replicas (loss sums, token counts).
+    virtual double sum(double local) { return local; }
+    bool is_main() const { return dp_rank() == 0; }
+};
+
+struct TrainerOptions {
+    ReplicaSync* sync = nullptr;     // null: one process
+    std::FILE* out = stdout;         // plain messages
+    bool quiet = false;              // no progress bar or messages (tests)
+    bool handle_signals = true;      // SIGINT/SIGTERM finish the step and checkpoint
+    // Tests: behave as if SIGTERM arrived during this step (1-based), -1 = never.
+    int64_t interrupt_at_step = -1;
+    std::string job_text;            // the resolved job (report.html); "" = job_to_yaml
+    bool evaluation_only = false;    // `loom eval`: output_dir is neither checked nor touched
+};
+
+enum class StopReason { completed, interrupted, early_stopped };
+
+struct TrainResult {
+    StopReason stop = StopReason::completed;
+    int64_t global_step = 0;
+    int64_t start_step = 0;                 // > 0 when resumed
+    std::vector<double> step_losses;        // mean loss of each step run here, in order
+    std::vector<std::pair<std::string, double>> final_metrics;  // eval_* of the last evaluation
+    std::string last_checkpoint;            // "" when none was written
+    std::string best_checkpoint;
+    double train_runtime_s = 0;
+    double data_wait_s = 0;                 // time the loop waited for batches
+    int64_t samples = 0, tokens = 0;        // processed in this run
+};
+
+class Trainer {
+public:
+    // Validates what can be validated cheaply first (output_dir writable, the
+    // tokenizer and config readable), then reads and featurizes the data and
+    // builds the model; resumes when the job asks.
+    explicit Trainer(Job job, TrainerOptions options = {});
+    ~Trainer();
+    Trainer(const Trainer&) = delete;
+    Trainer& operator=(const Trainer&) = delete;
+
+    TrainResult train();
+    // Evaluates the current model on the eval channel (an error when there is none).
+    EvalOutput evaluate(bool keep_outputs = false);
+
+    Model& model() { return *model_; }
+    const ModelConfig& model_config() const { return config_; }
+    const StepPlan& plan() const { return plan_; }
+    const TrainState& state() const { return state_; }
+    const FeatureSet* train_data() const { return train_.get(); }
+    const FeatureSet* eval_data() const { return eval_.get(); }
+    // Exports the current model as an HF folder (output_dir at the end of train()).
+    void export_model(const std::string& dir) const;
+
+private:
+    // trainer_setup.cpp
+    void check_output_dir();
+    void load_tokenizer_and_config();
+    void read_data();
+    void build_model_and_optimizer();
+    LoaderOptions loader_options(int64_t batch_size, bool shuffle) const;
+    // trainer.cpp
+    double train_step(int64_t step, TokenBatch* scratch, double* grad_norm);
+    void log_train(int64_t step, double loss, double grad_norm, double lr);
+    void run_evaluation(int64_t step);
+    bool early_stop_check();
+    void finish_run(TrainResult& r, double runtime_s);
+    // trainer_checkpoint.cpp
+    std::string save_checkpoint();
+    void resume(const std::string& spec);
+    void load_best_model();
+    void update_best(const std::string& checkpoint_name);
+    std::string best_metric_key() const;
+    bool improves(double value, std::optional<double> best) const;
+
+    Job job_;
+    TrainerOptions opts_;
+    ReplicaSync local_sync_;
+    ReplicaSync* sync_;
+
+    std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
+    ModelConfig config_;
+    std::shared_ptr<const FeatureSet> train_, eval_;
+    std::unique_ptr<Model> model_;
+    std::unique_ptr<Loader> loader_;
+    std::unique_ptr<AdamW> optimizer_;
+    std::unique_ptr<LrSchedule> schedule_;
+    StepPlan plan_;
+    TrainState state_;
+    std::vector<std::string> load_notes_;  // newly initialised head rows, data stats
+
+    std::unique_ptr<JsonlLogger> jsonl_;
+    std::unique_ptr<TensorBoardWriter> tb_;
+    std::unique_ptr<ProgressBar> progress_;
+    // Running sums between logging steps.
+    double log_loss_sum_ = 0;
+    int64_t log_steps_ = 0;
+    int64_t last_saved_step_ = -1;
+};
+
+// Process-wide stop flag set by SIGINT/SIGTERM while a Trainer runs.
+std::atomic<int>& trainer_stop_signal();
+
+}  // namespace loom

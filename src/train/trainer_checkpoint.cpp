@@ -1,0 +1,231 @@
+// Trainer state on disk: checkpoints (save, rotate, resume), best-model
+// tracking, the end of a run (final evaluation, load_best_model_at_end, HF
+// export, trainer_state.json, report.html).
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "core/check.h"
+#include "core/runtime.h"
+#include "io/checkpoint.h"
+#include "io/export_hf.h"
+#include "io/file_utils.h"
+#include "io/safetensors.h"
+#include "train/log_jsonl.h"
+#include "train/log_tensorboard.h"
+#include "train/progress.h"
+#include "train/report_html.h"
+#include "train/trainer.h"
+
+namespace loom {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+json parse_json_file(const std::string& path) {
+    try {
+        return json::parse(read_file(path));
+    } catch (const json::exception& e) {
+        LOOM_FAIL("{}: not valid JSON ({})", path, e.what());
+    }
+}
+
+}  // namespace
+
+std::string Trainer::best_metric_key() const {
+    const std::string& m = job_.training.metric_for_best_model;
+    if (m.empty()) return "";
+    return m.starts_with("eval_") ? m : "eval_" + m;
+}
+
+bool Trainer::improves(double value, std::optional<double> best) const {
+    if (!best) return true;
+    return job_.training.greater_is_better ? value > *best : value < *best;
+}
+
+void Trainer::update_best(const std::string& checkpoint_name) {
+    // The model saved now is the best when the evaluation of this very step
+    // improved the metric (early_stop_check marked it).
+    if (state_.last_eval.value("is_best", false) &&
+        state_.last_eval.value("step", int64_t(-1)) == state_.global_step)
+        state_.best_model_checkpoint = checkpoint_name;
+}
+
+std::string Trainer::save_checkpoint() {
+    if (!sync_->is_main()) return "";
+    const int64_t step = state_.global_step;
+    const std::string name = "checkpoint-" + std::to_string(step);
+    update_best(name);
+    CheckpointWriter w(job_.training.output_dir, step);
+    w.add_tensors("model.safetensors", model_->params().param_tensors(), {{"format", "pt"}});
+    w.add_tensors("optimizer.safetensors", optimizer_->state_tensors(),
+                  {{"step", std::to_string(optimizer_->step_count())}, {"optimizer", "adamw"}});
+    const LrScheduleArgs& la = schedule_->args();
+    const json sched = {{"last_epoch", step},
+                        {"type", std::string(lr_scheduler_name(la.type))},
+                        {"base_lr", la.base_lr},
+                        {"warmup_steps", la.warmup_steps},
+                        {"total_steps", la.total_steps},
+                        {"last_lr", schedule_->lr_at(step)}};
+    w.add_text("scheduler.json", sched.dump(2) + "\n");
+    w.add_text("trainer_state.json", train_state_to_json(state_).dump(2) + "\n");
+    w.add_text("job.yaml", job_to_yaml(job_));
+    for (const auto& [file, text] : hf_side_files(config_, job_.model.tokenizer_path))
+        w.add_text(file, text);
+    const std::string path = w.commit();
+    last_saved_step_ = step;
+    const std::string best =
+        state_.best_model_checkpoint.empty()
+            ? ""
+            : (fs::path(job_.training.output_dir) / state_.best_model_checkpoint).string();
+    rotate_checkpoints(job_.training.output_dir, job_.checkpoint.save_total_limit, best);
+    return path;
+}
+
+void Trainer::resume(const std::string& spec) {
+    LOOM_CHECK(train_ != nullptr, "resume_from_checkpoint needs data.train");
+    const std::string dir = resolve_checkpoint(spec, job_.training.output_dir);
+    // Re-hashes every file: a corrupt checkpoint is an error, never a fresh start.
+    const int64_t step = verify_checkpoint(dir);
+    const std::string state_path = (fs::path(dir) / "trainer_state.json").string();
+    TrainState s = train_state_from_json(parse_json_file(state_path), state_path);
+    LOOM_CHECK(s.global_step == step, "checkpoint {}: trainer_state.json says step {}, the manifest {}",
+               dir, s.global_step, step);
+    if (s.seed != state_.seed || s.data_seed != state_.data_seed)
+        load_notes_.push_back(fmt::format(
+            "NOTE: the checkpoint was trained with seed {} / data_seed {}, the job now says {} / "
+            "{}: the resumed run will not repeat the original one",
+            s.seed, s.data_seed, state_.seed, state_.data_seed));
+    if (s.total_steps != plan_.total_steps)
+        load_notes_.push_back(fmt::format(
+            "NOTE: the checkpoint's run planned {} steps, this job plans {} (the learning-rate "
+            "schedule follows this job)",
+            s.total_steps, plan_.total_steps));
+    s.seed = state_.seed;
+    s.data_seed = state_.data_seed;
+    s.total_steps = plan_.total_steps;
+
+    const std::string model_path = (fs::path(dir) / "model.safetensors").string();
+    const LoadReport rep = model_->params().load(SafetensorsFile::open(model_path), model_path);
+    LOOM_CHECK(rep.newly_initialised.empty(),
+               "checkpoint {}: model.safetensors lacks {} (and {} more): it was saved from a "
+               "different model",
+               dir, rep.newly_initialised.empty() ? "" : rep.newly_initialised[0],
+               rep.newly_initialised.size() - 1);
+    const std::string opt_path = (fs::path(dir) / "optimizer.safetensors").string();
+    const SafetensorsFile opt = SafetensorsFile::open(opt_path);
+    std::map<std::string, Tensor> tensors;
+    for (const auto& n : opt.names()) tensors[n] = opt.get(n);
+    auto it = opt.metadata().find("step");
+    LOOM_CHECK(it != opt.metadata().end(), "{}: metadata has no 'step'", opt_path);
+    optimizer_->load_state(tensors, std::stoll(it->second));
+    state_ = std::move(s);
+    last_saved_step_ = state_.global_step;
+}
+
+void Trainer::load_best_model() {
+    const std::string dir =
+        (fs::path(job_.training.output_dir) / state_.best_model_checkpoint).string();
+    verify_checkpoint(dir);
+    const std::string path = (fs::path(dir) / "model.safetensors").string();
+    model_->params().load(SafetensorsFile::open(path), path);
+}
+
+void Trainer::export_model(const std::string& dir) const {
+    export_hf_folder(dir, config_, model_->params().param_tensors(), job_.model.tokenizer_path);
+}
+
+void Trainer::finish_run(TrainResult& r, double runtime_s) {
+    const bool main = sync_->is_main();
+    const TrainingArgs& t = job_.training;
+    auto say = [&](const std::string& s) {
+        if (main && !opts_.quiet) {
+            fmt::print(opts_.out, "{}\n", s);
+            std::fflush(opts_.out);
+        }
+    };
+    const int64_t gs = state_.global_step;
+    // A final evaluation unless this step was just evaluated.
+    if (eval_ && state_.last_eval.value("step", int64_t(-1)) != gs) run_evaluation(gs);
+    std::vector<std::pair<std::string, double>> final_metrics;
+    for (auto it = state_.last_eval.begin(); it != state_.last_eval.end(); ++it)
+        if (it.value().is_number_float()) final_metrics.emplace_back(it.key(), it.value().get<double>());
+
+    if (t.load_best_model_at_end && !state_.best_model_checkpoint.empty()) {
+        load_best_model();
+        say(fmt::format("loaded the best model from {} ({} = {:.4f})",
+                        state_.best_model_checkpoint, best_metric_key(),
+                        state_.best_metric.value_or(0.0)));
+        if (eval_ && state_.best_model_checkpoint != "checkpoint-" + std::to_string(gs)) {
+            final_metrics.clear();
+            for (const auto& [k, v] : evaluate(false).metrics) final_metrics.emplace_back("eval_" + k, v);
+        }
+    }
+    r.final_metrics = final_metrics;
+    r.best_checkpoint = state_.best_model_checkpoint;
+
+    double loss_mean = 0;
+    for (double l : r.step_losses) loss_mean += l;
+    if (!r.step_losses.empty()) loss_mean /= double(r.step_losses.size());
+    Throughput tp;
+    tp.train_runtime_s = runtime_s;
+    tp.train_samples_per_second = runtime_s > 0 ? double(r.samples) / runtime_s : 0;
+    tp.train_steps_per_second = runtime_s > 0 ? double(r.step_losses.size()) / runtime_s : 0;
+    tp.train_tokens_per_second = runtime_s > 0 ? double(r.tokens) / runtime_s : 0;
+    const double wait_share = runtime_s > 0 ? r.data_wait_s / runtime_s : 0;
+    LogEntry summary;
+    summary.set("train_runtime", runtime_s);
+    summary.set("train_samples_per_second", tp.train_samples_per_second);
+    summary.set("train_steps_per_second", tp.train_steps_per_second);
+    summary.set("train_tokens_per_second", tp.train_tokens_per_second);
+    summary.set("train_loss", loss_mean);
+    summary.set("data_wait_share", wait_share);
+    summary.set("epoch", state_.epoch);
+    summary.set("step", double(gs));
+    if (!main) return;
+    state_.log_history.push_back(json::parse(log_entry_to_json(summary)));
+    if (jsonl_) jsonl_->log(summary);
+
+    export_model(t.output_dir);
+    write_file_atomic((fs::path(t.output_dir) / "trainer_state.json").string(),
+                      train_state_to_json(state_).dump(2) + "\n");
+
+    ReportInput ri;
+    ri.summary = {
+        {"task", std::string(enum_name(job_.task))},
+        {"model", fmt::format("{} ({} parameters)", config_.architecture,
+                              model_->params().num_parameters())},
+        {"started from", job_.model.weights_path.empty() ? "random initialisation"
+                                                         : job_.model.weights_path},
+        {"steps", fmt::format("{} of {}{}", gs, plan_.total_steps,
+                              r.start_step > 0 ? fmt::format(" (resumed at {})", r.start_step) : "")},
+        {"stopped", r.stop == StopReason::early_stopped ? "early stopping" : "completed"},
+        {"global batch", fmt::format("{} ({} x {} accumulation x {} replicas)",
+                                     plan_.global_batch_size, t.per_device_train_batch_size,
+                                     t.gradient_accumulation_steps, sync_->dp_size())},
+        {"device", fmt::format("CPU, {} threads", runtime_threads())},
+        {"waiting for data", fmt::format("{:.1f}% of training time", 100.0 * wait_share)},
+        {"best checkpoint", state_.best_model_checkpoint.empty() ? "-" : state_.best_model_checkpoint},
+        {"output", t.output_dir}};
+    ri.throughput = tp;
+    if (jsonl_) ri.history = read_metrics_jsonl(jsonl_->path());
+    ri.final_metrics = final_metrics;
+    ri.job_yaml = opts_.job_text.empty() ? job_to_yaml(job_) : opts_.job_text;
+    const std::string report = (fs::path(t.output_dir) / "report.html").string();
+    write_report_html(report, ri);
+
+    std::string m;
+    for (const auto& [k, v] : final_metrics)
+        if (k != "eval_runtime" && k != "eval_samples_per_second") m += fmt::format(" {} {:.4f}", k, v);
+    if (!m.empty()) say("final:" + m);
+    say(fmt::format("trained {} steps in {:.1f} s: {:.1f} samples/s, {:.0f} tokens/s, {:.1f}% of "
+                    "the time waiting for data",
+                    r.step_losses.size(), runtime_s, tp.train_samples_per_second,
+                    tp.train_tokens_per_second, 100.0 * wait_share));
+    say(fmt::format("model saved to {} (config.json, model.safetensors, tokenizer.json)",
+                    t.output_dir));
+    say(fmt::format("report: {}", report));
+}
+
+}  // namespace loom

@@ -1,0 +1,283 @@
+// Trainer set-up: output folder checks, tokenizer and config, data, model,
+// optimizer and schedule. Ordered so the cheap checks that catch most
+// mistakes (an unwritable output_dir, a bad config) fail before the data is
+// read and tokenized.
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "core/check.h"
+#include "io/checkpoint.h"
+#include "io/file_utils.h"
+#include "io/safetensors.h"
+#include "tokenizer/tokenizer.h"
+#include "train/log_jsonl.h"
+#include "train/log_tensorboard.h"
+#include "train/progress.h"
+#include "train/trainer.h"
+
+namespace loom {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+TaskKind task_kind(Task t) {
+    switch (t) {
+        case Task::masked_lm: return TaskKind::masked_lm;
+        case Task::sequence_classification: return TaskKind::sequence_classification;
+        case Task::question_answering: return TaskKind::question_answering;
+        case Task::causal_lm: return TaskKind::causal_lm;
+    }
+    return TaskKind::base;
+}
+
+RecordKind record_kind(Task t) {
+    switch (t) {
+        case Task::sequence_classification: return RecordKind::classification;
+        case Task::question_answering: return RecordKind::qa;
+        default: return RecordKind::text;
+    }
+}
+
+// HF's default names LABEL_0.. carry no information.
+bool default_label_names(const std::vector<std::string>& names) {
+    for (size_t i = 0; i < names.size(); ++i)
+        if (names[i] != "LABEL_" + std::to_string(i)) return false;
+    return true;
+}
+
+struct SpecialIds {
+    int64_t mask = -1, pad = -1;
+    std::vector<int64_t> all;
+};
+
+// Special tokens from tokenizer.json's added_tokens (what HF's
+// special_tokens_mask covers: never masked for masked LM).
+SpecialIds special_ids(const std::string& tokenizer_path) {
+    SpecialIds s;
+    json j;
+    try {
+        j = json::parse(read_file(tokenizer_path));
+    } catch (const json::exception& e) {
+        LOOM_FAIL("{}: not valid JSON ({})", tokenizer_path, e.what());
+    }
+    if (!j.contains("added_tokens") || !j["added_tokens"].is_array()) return s;
+    for (const json& t : j["added_tokens"]) {
+        if (!t.value("special", false)) continue;
+        const int64_t id = t.value("id", int64_t(-1));
+        const std::string c = t.value("content", "");
+        if (id < 0) continue;
+        s.all.push_back(id);
+        if (c == "[MASK]" || c == "<mask>") s.mask = id;
+        if (c == "[PAD]" || c == "<pad>") s.pad = id;
+    }
+    return s;
+}
+
+}  // namespace
+
+std::atomic<int>& trainer_stop_signal() {
+    static std::atomic<int> flag{0};
+    return flag;
+}
+
+Trainer::Trainer(Job job, TrainerOptions options)
+    : job_(std::move(job)), opts_(std::move(options)) {
+    sync_ = opts_.sync ? opts_.sync : &local_sync_;
+    if (!opts_.evaluation_only) check_output_dir();
+    load_tokenizer_and_config();
+    read_data();
+    build_model_and_optimizer();
+    if (!job_.checkpoint.resume_from_checkpoint.empty()) resume(job_.checkpoint.resume_from_checkpoint);
+}
+
+Trainer::~Trainer() = default;
+
+void Trainer::check_output_dir() {
+    const std::string& dir = job_.training.output_dir;
+    // Before anything slow: an unwritable output_dir must not cost a training run.
+    try {
+        check_writable_dir(dir);
+    } catch (const Error& e) {
+        LOOM_FAIL("output_dir {} is not writable, so nothing could be saved: {}\nHINT: set "
+                  "hyperparameters.output_dir to a folder you can write to",
+                  dir, e.what());
+    }
+    if (!job_.checkpoint.resume_from_checkpoint.empty()) return;
+    const auto existing = list_checkpoints(dir);
+    if (existing.empty()) return;
+    LOOM_CHECK(job_.training.overwrite_output_dir,
+               "output_dir {} already holds checkpoints (newest: {}); to continue that run set "
+               "hyperparameters.resume_from_checkpoint=latest, to start over set "
+               "hyperparameters.overwrite_output_dir=true",
+               dir, existing.back().path);
+    // Starting over: old checkpoints would confuse `latest` and rotation.
+    for (const auto& c : existing) fs::remove_all(c.path);
+}
+
+void Trainer::load_tokenizer_and_config() {
+    tokenizer_ = std::make_unique<tokenizer::Tokenizer>(
+        tokenizer::Tokenizer::from_file(job_.model.tokenizer_path));
+    config_ = load_hf_config(job_.model.config_path);
+    const TaskKind want = task_kind(job_.task);
+    if (config_.task != want) config_set_task(config_, want);
+    const int64_t tok_vocab = int64_t(tokenizer_->vocab_size(true));
+    LOOM_CHECK(tok_vocab <= config_.vocab_size,
+               "{}: vocab_size {} is smaller than the tokenizer's {} tokens ({}); ids past the "
+               "embedding table would be out of range",
+               config_.source, config_.vocab_size, tok_vocab, job_.model.tokenizer_path);
+}
+
+void Trainer::read_data() {
+    const DataArgs& d = job_.data;
+    ReadOptions ro;
+    ro.kind = record_kind(job_.task);
+    ro.text_column = d.text_column;
+    ro.text_pair_column = d.text_pair_column;
+    ro.label_column = d.label_column;
+    ro.label_map = d.label_map;
+    ro.question_column = d.question_column;
+    ro.context_column = d.context_column;
+    ro.answers_column = d.answers_column;
+    ro.id_column = d.id_column;
+    ro.sample_by = d.sample_by;
+    ro.skip_bad_lines = d.skip_bad_lines;
+
+    FeaturizeOptions fo;
+    fo.task = job_.task;
+    fo.max_seq_length = d.max_seq_length;
+    fo.doc_stride = d.doc_stride;
+    fo.packing = d.packing;
+    LOOM_CHECK(d.max_seq_length <= config_.max_position_embeddings ||
+                   config_.max_position_embeddings <= 0,
+               "data.max_seq_length {} exceeds the model's max_position_embeddings {} ({})",
+               d.max_seq_length, config_.max_position_embeddings, config_.source);
+
+    if (job_.task == Task::sequence_classification) {
+        // Label order: the label_map's names in job order, else names the
+        // model already carries, else what the data says (featurize).
+        if (!d.label_map.empty()) {
+            for (const auto& [raw, name] : d.label_map)
+                if (std::find(fo.label_names.begin(), fo.label_names.end(), name) ==
+                    fo.label_names.end())
+                    fo.label_names.push_back(name);
+        } else if (!default_label_names(config_.id2label)) {
+            fo.label_names = config_.id2label;
+        }
+    }
+
+    auto load = [&](const std::string& path, const char* channel) {
+        ReadReport report;
+        auto reader = open_records(path, ro);
+        std::vector<Record> records;
+        Record r;
+        while (reader->next(r)) records.push_back(r);
+        report = reader->report();
+        fo.files = reader->files();
+        if (report.bad_lines > 0) {
+            std::string msg = fmt::format("{} data: skipped {} malformed line(s) (skip_bad_lines)",
+                                          channel, report.bad_lines);
+            for (const auto& e : report.bad_examples) msg += "\n    " + e;
+            load_notes_.push_back(msg);
+        }
+        auto fs_ = std::make_shared<FeatureSet>(featurize(records, *tokenizer_, fo));
+        LOOM_CHECK(!fs_->features.empty(), "{} data {}: no usable example after tokenization",
+                   channel, path);
+        if (fs_->stats.truncated > 0)
+            load_notes_.push_back(fmt::format(
+                "{} data: {} of {} texts were longer than max_seq_length {} and were truncated",
+                channel, fs_->stats.truncated, fs_->stats.records, d.max_seq_length));
+        load_notes_.push_back(fmt::format("{} data: {} records -> {} features, {} tokens ({})",
+                                          channel, fs_->stats.records, fs_->features.size(),
+                                          fs_->stats.tokens, path));
+        return fs_;
+    };
+
+    if (!d.train.empty()) {
+        auto t = load(d.train, "train");
+        if (job_.task == Task::sequence_classification) fo.label_names = t->label_names;
+        train_ = t;
+    }
+    if (!d.eval.empty()) eval_ = load(d.eval, "eval");
+
+    if (job_.task == Task::sequence_classification) {
+        int64_t n_labels = int64_t(fo.label_names.size());
+        std::vector<std::string> names = fo.label_names;
+        if (names.empty()) {
+            // Integer labels used as they are: as many classes as the largest
+            // label needs, at least what the model already has.
+            n_labels = config_.num_labels;
+            for (const auto* set : {train_.get(), eval_.get()})
+                if (set)
+                    for (const Feature& f : set->features) n_labels = std::max(n_labels, f.label + 1);
+        }
+        if (config_.num_labels != n_labels || (!names.empty() && config_.id2label != names)) {
+            config_set_task(config_, TaskKind::sequence_classification, n_labels);
+            if (!names.empty()) config_.id2label = names;
+        }
+    }
+}
+
+LoaderOptions Trainer::loader_options(int64_t batch_size, bool shuffle) const {
+    const SpecialIds sp = special_ids(job_.model.tokenizer_path);
+    LoaderOptions lo;
+    lo.batch_size = batch_size;
+    lo.dp_rank = sync_->dp_rank();
+    lo.dp_size = sync_->dp_size();
+    lo.shuffle = shuffle;
+    lo.drop_last = shuffle && job_.training.dataloader_drop_last;
+    lo.seed = uint64_t(job_.training.data_seed);
+    lo.pad_to_multiple_of = job_.data.pad_to_multiple_of;
+    lo.pad_id = config_.pad_token_id >= 0 ? config_.pad_token_id : std::max<int64_t>(sp.pad, 0);
+    lo.mlm_probability = job_.data.mlm_probability;
+    lo.mask_id = sp.mask;
+    lo.vocab_size = config_.vocab_size;
+    lo.special_ids = sp.all;
+    if (shuffle) lo.pad_span_batches = job_.training.gradient_accumulation_steps;
+    return lo;
+}
+
+void Trainer::build_model_and_optimizer() {
+    const TrainingArgs& t = job_.training;
+    model_ = build_model(config_);
+    if (!job_.model.weights_path.empty()) {
+        const LoadReport rep =
+            model_->load(SafetensorsFile::open(job_.model.weights_path), uint64_t(t.seed));
+        for (const auto& n : rep.newly_initialised)
+            load_notes_.push_back("newly initialised (not in the checkpoint): " + n);
+    } else {
+        model_->init(uint64_t(t.seed));
+        load_notes_.push_back("no weights given: parameters initialised for pretraining");
+    }
+    LOOM_CHECK(t.optim == OptimizerKind::adamw,
+               "hyperparameters.optim: {} is not implemented yet; use adamw (adamw_torch)",
+               enum_name(t.optim));
+    AdamWParams hp;
+    hp.lr = t.learning_rate;
+    hp.beta1 = t.adam_beta1;
+    hp.beta2 = t.adam_beta2;
+    hp.eps = t.adam_epsilon;
+    hp.weight_decay = t.weight_decay;
+    // HF Trainer: no decay for biases and LayerNorm weights (ParamRow::decay).
+    optimizer_ = std::make_unique<AdamW>(model_->params(), hp, DecayPolicy::table);
+
+    state_.seed = uint64_t(t.seed);
+    state_.data_seed = uint64_t(t.data_seed);
+    if (train_) {
+        loader_ = std::make_unique<Loader>(train_, loader_options(t.per_device_train_batch_size, true));
+        plan_ = plan_steps(t, job_.checkpoint, int64_t(train_->features.size()), sync_->dp_size());
+        LrScheduleArgs la;
+        la.type = t.lr_scheduler_type;
+        la.base_lr = t.learning_rate;
+        la.warmup_steps = plan_.warmup_steps;
+        la.total_steps = plan_.total_steps;
+        la.lr_end = t.lr_end;
+        la.power = t.power;
+        la.num_cycles = t.num_cycles;
+        schedule_ = std::make_unique<LrSchedule>(la);
+        state_.total_steps = plan_.total_steps;
+    }
+}
+
+}  // namespace loom
