@@ -27,7 +27,7 @@ void adamw_update(float* param, const float* grad, float* m, float* v, int64_t n
     const float step_size = float(hp.lr / bc1);
     const float bc2_sqrt = float(std::sqrt(bc2));
     const float eps = float(hp.eps);
-#pragma omp parallel for simd schedule(static) if (n > (1 << 15) && !omp_in_parallel())
+#pragma omp parallel for simd schedule(static) if (parallel: n > (1 << 15) && !omp_in_parallel())
     for (int64_t i = 0; i < n; ++i) {
         const float g = grad[i];
         const float p = param[i] * decay;
