@@ -119,18 +119,18 @@ public:
 
 protected:
     bool wait_until(Clock::time_point deadline) override {
-        // Spin briefly (latency), then back off up to 1 ms so that oversubscribed
-        // ranks leave the cores to the peers they are waiting for.
-        int spins = 0;
-        auto nap = std::chrono::microseconds(10);
+        // Open MPI's nonblocking collectives advance only inside MPI calls, so
+        // poll tightly (yielding the core to oversubscribed peers) for the
+        // first second; after that the wait is a stall, not a transfer, and a
+        // ~1 ms nap keeps an idle rank from burning a core until the timeout.
+        const auto start = Clock::now();
         while (!test()) {
-            if (Clock::now() > deadline) return false;
-            if (++spins < 200) {
+            const auto now = Clock::now();
+            if (now > deadline) return false;
+            if (now - start < std::chrono::seconds(1))
                 std::this_thread::yield();
-            } else {
-                std::this_thread::sleep_for(nap);
-                nap = std::min(nap * 2, std::chrono::microseconds(1000));
-            }
+            else
+                std::this_thread::sleep_for(std::chrono::microseconds(500));
         }
         return true;
     }
