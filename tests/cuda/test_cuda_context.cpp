@@ -4,6 +4,7 @@
 #include <string>
 
 #include "backend/cuda/cublas_handle.h"
+#include "backend/cuda/nccl_bootstrap.h"
 #include "core/check.h"
 #include "cuda_test_util.h"
 #include "ops/cuda/embedding_cuda.h"
@@ -112,6 +113,18 @@ TEST_F(CudaContextTest, BackendRoundTripsTensors) {
     Tensor wrong = Tensor::empty(DType::f32, Shape{6}, "wrong");
     EXPECT_THROW(be.copy(wrong, dev, ctx().stream()), Error);
 }
+
+#if defined(LOOM_HAVE_NCCL)
+TEST_F(CudaContextTest, NcclSingleRankAllReduceAndWait) {
+    NcclComm comm(nccl_make_unique_id(), 1, 0, 0);
+    auto x = upload<float>({1.0f, 2.0f, 3.0f});
+    LOOM_NCCL_CHECK(
+        ncclAllReduce(x->get(), x->get(), 3, ncclFloat, ncclSum, comm.get(), ctx().stream()));
+    nccl_wait(comm, ctx().stream(), "all_reduce(test)", 60000.0);
+    EXPECT_TRUE(bit_equal("all_reduce over one rank", download(*x), {1.0f, 2.0f, 3.0f}));
+    EXPECT_THROW(NcclComm(nccl_make_unique_id(), 2, 2, 0), Error);
+}
+#endif
 
 }  // namespace
 }  // namespace loom::test
