@@ -42,10 +42,16 @@ namespace {
 template <typename T>
 bool softmax_row(T* row, const unsigned char* visible, int64_t limit, int64_t n_keys) {
     // Accumulate in at least fp32 (T is float or double).
-    T mx = -std::numeric_limits<T>::infinity();
+    constexpr T neg_inf = -std::numeric_limits<T>::infinity();
+    T mx = neg_inf;
+    // Plain selects, not std::max: its by-reference arguments kept the reduction
+    // variable in memory and the loop ran scalar (a third of attention's time).
 #pragma omp simd reduction(max : mx)
-    for (int64_t j = 0; j < limit; ++j) mx = std::max(mx, visible[j] ? row[j] : mx);
-    if (mx == -std::numeric_limits<T>::infinity()) {
+    for (int64_t j = 0; j < limit; ++j) {
+        const T v = visible[j] ? row[j] : neg_inf;
+        mx = v > mx ? v : mx;
+    }
+    if (mx == neg_inf) {
         int64_t n = limit;
         for (int64_t j = limit; j < n_keys; ++j) n += visible[j];
         const T u = T(1) / T(n);

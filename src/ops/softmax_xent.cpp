@@ -33,7 +33,7 @@ template <typename T>
 T row_max(const T* x, int64_t V) {
     T m = -std::numeric_limits<T>::infinity();
 #pragma omp simd reduction(max : m)
-    for (int64_t i = 0; i < V; ++i) m = std::max(m, x[i]);
+    for (int64_t i = 0; i < V; ++i) m = x[i] > m ? x[i] : m;  // not std::max: see attention.cpp
     return m;
 }
 
