@@ -2,6 +2,9 @@
 // C = 768, I = 3072, 12 heads of 64). Not a test: run by hand, e.g.
 //   unset OPENBLAS_CORETYPE; OMP_NUM_THREADS=2 build/<dir>/bench/bench_ops
 //     --benchmark_filter=gemm --benchmark_repetitions=3
+// NOTE: on a shared machine with other jobs running, wall times measure the
+// scheduler, not the kernels; use OMP_WAIT_POLICY=passive (spinning OpenMP
+// threads steal the time their team-mates need) and read the CPU column.
 // GEMM names read <route>/<M>/<N>/<K>/<trans_a><trans_b>: a linear layer's
 // forward is NT (x @ W^T), its dinp NN (dout @ W), its dweight TN (dout^T @ x).
 #include <benchmark/benchmark.h>
