@@ -13,9 +13,13 @@
 // and then `<this loom> <cmd> job.yaml extra...` (cmd defaults to train).
 //
 // Signals: mpirun runs in its own process group so that a terminal's Ctrl-C
-// reaches only this launcher, which forwards SIGINT/SIGTERM/SIGHUP to mpirun
-// exactly once (a second SIGINT would make mpirun kill ranks without letting
-// them clean up). If the launcher dies, PR_SET_PDEATHSIG sends mpirun SIGTERM.
+// reaches only this launcher. Open MPI's mpirun kills its ranks within about a
+// second when it gets SIGINT/SIGTERM itself (and refuses to forward those two),
+// which would cut a checkpoint short. So the first SIGINT/SIGTERM/SIGHUP is
+// delivered straight to the rank processes (mpirun's children): `loom train`
+// then finishes its step, checkpoints and exits 0, and so does the launch. A
+// second signal goes to mpirun, which kills the job. If the launcher dies,
+// PR_SET_PDEATHSIG sends mpirun SIGTERM.
 //
 // Failures: mpirun's stderr passes through this process, which keeps it and,
 // when the job fails, names the failing rank from mpirun's report ("Process
@@ -24,6 +28,7 @@
 //
 // Multi-node jobs are started by Slurm (srun) or a Kubernetes MPIJob instead;
 // see docs/slurm.md and docs/kubernetes-mpijob.yaml.
+#include <dirent.h>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sched.h>
@@ -62,13 +67,41 @@ struct LaunchOptions {
 // The launcher's only process-wide state: a signal handler can reach nothing
 // else. Written before the handlers are installed.
 volatile sig_atomic_t g_child_pid = 0;
-volatile sig_atomic_t g_forwarded_signal = 0;
+volatile sig_atomic_t g_signal = 0;        // first signal received (0: none)
+volatile sig_atomic_t g_signal_count = 0;
 
-void forward_signal(int sig) {
-    if (g_child_pid > 0 && g_forwarded_signal == 0) {
-        g_forwarded_signal = sig;
-        kill(pid_t(g_child_pid), sig);
+// Async-signal-safe: records the signal; the second one kills mpirun at once.
+// The first is handled by the read loop (a directory scan is not signal-safe).
+void on_signal(int sig) {
+    if (g_signal == 0) g_signal = sig;
+    g_signal_count = g_signal_count + 1;
+    if (g_signal_count >= 2 && g_child_pid > 0) kill(pid_t(g_child_pid), SIGTERM);
+}
+
+// Processes whose parent is `parent` (the ranks of a local mpirun).
+std::vector<pid_t> children_of(pid_t parent) {
+    std::vector<pid_t> kids;
+    DIR* proc = opendir("/proc");
+    if (!proc) return kids;
+    while (dirent* e = readdir(proc)) {
+        char* end = nullptr;
+        long pid = std::strtol(e->d_name, &end, 10);
+        if (*end != '\0' || pid <= 0) continue;
+        std::FILE* f = std::fopen(fmt::format("/proc/{}/stat", pid).c_str(), "r");
+        if (!f) continue;
+        char buf[1024];
+        size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
+        std::fclose(f);
+        buf[n] = '\0';
+        // "pid (comm) state ppid ...": comm may hold spaces, so scan from the last ')'.
+        const char* close = std::strrchr(buf, ')');
+        char state = 0;
+        long ppid = 0;
+        if (close && std::sscanf(close + 1, " %c %ld", &state, &ppid) == 2 && ppid == parent)
+            kids.push_back(pid_t(pid));
     }
+    closedir(proc);
+    return kids;
 }
 
 int usable_cores() {
@@ -167,15 +200,29 @@ int run_launch(const LaunchOptions& o) {
     close(err_pipe[1]);
     g_child_pid = pid;
     struct sigaction sa {};
-    sa.sa_handler = forward_signal;
+    sa.sa_handler = on_signal;  // no SA_RESTART: read() below returns EINTR
     sigemptyset(&sa.sa_mask);
     for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
+    bool ranks_signalled = false;
+    auto pass_first_signal = [&] {
+        if (g_signal == 0 || ranks_signalled) return;
+        ranks_signalled = true;
+        const int sig = g_signal;
+        std::vector<pid_t> ranks = children_of(pid);
+        for (pid_t r : ranks) kill(r, sig);
+        if (ranks.empty()) kill(pid, SIGTERM);  // nothing to ask: stop mpirun
+        fmt::print(stderr,
+                   "loom launch: passed {} to {} rank(s) to let them stop cleanly; signal again "
+                   "to kill the job\n",
+                   strsignal(sig), ranks.size());
+    };
 
     // Pass mpirun's stderr through, keeping the last 256 KiB for the report.
     std::string err;
     char buf[4096];
     while (true) {
         ssize_t n = read(err_pipe[0], buf, sizeof(buf));
+        pass_first_signal();
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) break;
         fwrite(buf, 1, size_t(n), stderr);
@@ -185,13 +232,14 @@ int run_launch(const LaunchOptions& o) {
     }
     close(err_pipe[0]);
     int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) pass_first_signal();
     int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    if (g_forwarded_signal != 0) {
-        fmt::print(stderr, "loom launch: stopped the job on signal {} ({})\n",
-                   int(g_forwarded_signal), strsignal(g_forwarded_signal));
-        return 128 + g_forwarded_signal;  // the shell convention for "killed by signal"
+    if (g_signal != 0) {
+        // Ranks that stopped cleanly (exit 0) make a clean launch; otherwise the
+        // shell convention for "killed by signal".
+        fmt::print(stderr, "loom launch: job stopped on signal {} ({}){}\n", int(g_signal),
+                   strsignal(g_signal), rc == 0 ? "; every rank exited cleanly" : "");
+        return rc == 0 ? 0 : 128 + g_signal;
     }
     if (rc == 127 && err.find("loom launch: cannot run") != std::string::npos) return rc;
     if (rc != 0) {
@@ -212,8 +260,9 @@ void setup_launch(CLI::App& app) {
 Builds and runs:  mpirun [--allow-run-as-root] -np N [--oversubscribe]
                   --bind-to core|none --stdin none -x OMP_NUM_THREADS=<cores/N>
                   -x MALLOC_..._=... <loom> <cmd> job.yaml [extra args]
-Use --dry-run to print the line without running it. Ctrl-C / SIGTERM are
-forwarded to mpirun; if a rank fails, its rank number is printed at the end.
+Use --dry-run to print the line without running it. The first Ctrl-C /
+SIGTERM is passed to the ranks (loom train checkpoints and exits 0); a second
+one kills the job. If a rank fails, its rank number is printed at the end.
 Examples:
   loom launch --nproc 4 job.yaml
   loom launch --nproc 2 job.yaml -- --set learning_rate=1e-4

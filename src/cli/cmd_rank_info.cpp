@@ -1,6 +1,8 @@
 // `loom rank-info` (hidden): prints what MPI and the topology say about this
 // rank, proves the ranks can talk (an all-reduce of the rank numbers), and can
-// fail or linger on request. It exists to test `loom launch` and a cluster
+// fail or linger on request. While lingering (--sleep-s) SIGINT/SIGTERM end the
+// wait early and the rank exits cleanly, as `loom train` does after its
+// checkpoint; --ignore-signals makes it ignore them instead. It exists to test `loom launch` and a cluster
 // set-up (Slurm, MPIJob) before a real job runs:
 //   mpirun -np 2 loom rank-info --tp 2
 //   loom launch --nproc 2 --cmd rank-info job.yaml -- --fail-rank 1
@@ -9,7 +11,9 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <thread>
 
@@ -28,7 +32,11 @@ struct RankInfoOptions {
     std::string order = "tp-dp-pp";
     int fail_rank = -1;
     double sleep_s = 0;
+    bool ignore_signals = false;
 };
+
+volatile std::sig_atomic_t g_stop_signal = 0;  // set by the handler only
+extern "C" void rank_info_on_signal(int sig) { g_stop_signal = sig; }
 
 void run_rank_info(const RankInfoOptions& o, const std::vector<std::string>& extra) {
     MpiSession mpi;
@@ -54,8 +62,17 @@ void run_rank_info(const RankInfoOptions& o, const std::vector<std::string>& ext
                rank, size, topo.to_string(), host, getpid(), omp ? omp : "(unset)",
                runtime_threads(), sum, args);
     std::fflush(stdout);
-    if (o.sleep_s > 0)
-        std::this_thread::sleep_for(std::chrono::duration<double>(o.sleep_s));
+    if (o.sleep_s > 0) {
+        for (int sig : {SIGINT, SIGTERM})
+            std::signal(sig, o.ignore_signals ? SIG_IGN : rank_info_on_signal);
+        const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(o.sleep_s);
+        while (std::chrono::steady_clock::now() < until && g_stop_signal == 0)
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        if (g_stop_signal != 0) {
+            fmt::print("rank {}: stopping on signal {}\n", rank, int(g_stop_signal));
+            std::fflush(stdout);
+        }
+    }
     LOOM_CHECK(rank != o.fail_rank, "rank-info: failing on rank {} as asked (--fail-rank)", rank);
     world->barrier()->wait();
 }
@@ -70,6 +87,7 @@ void setup_rank_info(CLI::App& app) {
     sub->add_option("--order", o->order, "topology order string");
     sub->add_option("--fail-rank", o->fail_rank, "exit with an error on this rank");
     sub->add_option("--sleep-s", o->sleep_s, "wait this long before finishing");
+    sub->add_flag("--ignore-signals", o->ignore_signals, "ignore SIGINT/SIGTERM while waiting");
     sub->callback([o, sub] { run_rank_info(*o, sub->remaining()); });
 }
 
