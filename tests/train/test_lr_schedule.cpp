@@ -2,7 +2,13 @@
 // (transformers/optimization.py). Unless noted: base_lr 1, warmup 2, total 10.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <numbers>
 
 #include "core/check.h"
@@ -127,6 +133,62 @@ TEST(LrSchedule, NamesRoundTrip) {
         EXPECT_EQ(lr_scheduler_name(*t), name);
     }
     EXPECT_FALSE(lr_scheduler_from_name("inverse_sqrt").has_value());
+}
+
+// Where PyTorch has the same schedule in closed form (no warmup), compare
+// with Debian's torch: cosine = CosineAnnealingLR(eta_min 0); polynomial with
+// lr_end 0 = PolynomialLR(power); linear = PolynomialLR(power 1).
+TEST(LrSchedule, MatchesTorchWhereEquivalent) {
+    const char* py = "/usr/bin/python3";
+    if (!std::filesystem::exists(py)) GTEST_SKIP() << py << " is not installed";
+    auto dir = std::filesystem::temp_directory_path() / ("loom_lr_torch_" + std::to_string(getpid()));
+    std::filesystem::create_directories(dir);
+    {
+        std::ofstream out(dir / "ours.txt");
+        out.precision(17);
+        auto row = [&](LrSchedulerType t, double lr_end, double power) {
+            LrScheduleArgs a;
+            a.type = t;
+            a.base_lr = 0.1;
+            a.total_steps = 37;
+            a.lr_end = lr_end;
+            a.power = power;
+            LrSchedule s(a);
+            for (int i = 0; i <= 37; ++i) out << s.lr_at(i) << ' ';
+            out << '\n';
+        };
+        row(LrSchedulerType::cosine, 1e-7, 1.0);
+        row(LrSchedulerType::polynomial, 0.0, 2.0);
+        row(LrSchedulerType::linear, 1e-7, 1.0);
+    }
+    std::ofstream(dir / "check.py") << R"(import sys
+try:
+    import torch
+except ImportError:
+    sys.exit(77)
+rows = [list(map(float, l.split())) for l in open(sys.argv[1])]
+def lrs(make):
+    p = torch.nn.Parameter(torch.zeros(1)); o = torch.optim.SGD([p], lr=0.1); s = make(o); out = []
+    for _ in range(38):
+        out.append(o.param_groups[0]['lr']); o.step(); s.step()
+    return out
+S = torch.optim.lr_scheduler
+refs = [lrs(lambda o: S.CosineAnnealingLR(o, T_max=37, eta_min=0)),
+        lrs(lambda o: S.PolynomialLR(o, total_iters=37, power=2.0)),
+        lrs(lambda o: S.PolynomialLR(o, total_iters=37, power=1.0))]
+worst = max(abs(a - b) for r, ref in zip(rows, refs) for a, b in zip(r, ref))
+print("max |loom - torch| =", worst)
+sys.exit(0 if worst < 1e-15 else 1)
+)";
+    std::string cmd = std::string(py) + " " + (dir / "check.py").string() + " " +
+                      (dir / "ours.txt").string();
+    int status = std::system(cmd.c_str());
+    std::filesystem::remove_all(dir);
+    int rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    if (rc == 77)
+        GTEST_SKIP() << "python3-torch is not installed (scripts/install_deps.sh installs it "
+                        "with LOOM_WITH_TORCH=1)";
+    EXPECT_EQ(rc, 0);
 }
 
 }  // namespace
