@@ -1,6 +1,7 @@
 // Attention forward and backward against the CPU: separate and packed (GPT-2
-// c_attn) q/k/v, padding and causal masks, an all-padding sample, attention
-// dropout with tensor-parallel head offsets, odd head sizes and T = 1.
+// c_attn) q/k/v, padding and causal masks, an all-padding sample, left padding
+// under a causal mask (rows with no visible key), attention dropout with
+// tensor-parallel head offsets, odd head sizes and T = 1.
 #include "cuda_test_util.h"
 #include "ops/attention.h"
 #include "ops/cuda/attention_cuda.h"
@@ -26,7 +27,7 @@ constexpr AttnCase k_cases[] = {
     {2, 5, 3, 4, false, false, false, 0.0f, 0, 0, 0},
     {2, 7, 2, 7, true, true, false, 0.0f, 0, 0, 0},
     {3, 9, 2, 8, false, false, true, 0.0f, 0, 0, 0},
-    {2, 8, 2, 16, true, true, true, 0.0f, 0, 0, 0},
+    {3, 8, 2, 16, true, true, true, 0.0f, 0, 0, 0},  // left padding + causal: HF's uniform rows
     {2, 11, 2, 8, false, false, true, 0.2f, 1, 4, 3},
     {2, 6, 3, 5, true, true, false, 0.5f, 0, 0, 0},
     {2, 128, 4, 64, true, true, false, 0.1f, 0, 0, 0},
@@ -55,7 +56,8 @@ TYPED_TEST(CudaAttention, ForwardBackwardMatchCpu) {
             pad.assign(size_t(c.B * c.T), 1);
             for (int64_t b = 0; b < c.B; ++b)
                 for (int64_t t = 0; t < c.T; ++t)
-                    if (b == 1 || t >= c.T - 1 - b) pad[size_t(b * c.T + t)] = 0;
+                    if (b == 1 || (b == 2 && t < 2) || (b != 2 && t >= c.T - 1 - b))
+                        pad[size_t(b * c.T + t)] = 0;
         }
         AttnShape s{c.B, c.T, c.NH, c.HS, c.head_offset, c.NH_total};
         DropoutSpec drop;

@@ -43,9 +43,11 @@ __device__ __forceinline__ float act_grad(float x, Activation a) {
         case Activation::gelu_tanh: {
             float u = k_sqrt_2_over_pi * (x + k_gelu_cubic * x * x * x);
             float du = k_sqrt_2_over_pi * (1.0f + k_gelu_cubic3 * x * x);
-            float s = sigmoid(2.0f * u);
+            // s = sigmoid(2u) and 1 - s = e s with e = exp(-2u): no cancellation as s -> 1.
+            float e = expf(-2.0f * u);
+            float s = 1.0f / (1.0f + e);
             // d/dx [x s(2u)] = s + x s (1 - s) 2 du
-            return s + 2.0f * x * s * (1.0f - s) * du;
+            return s + 2.0f * x * s * (e * s) * du;
         }
         case Activation::relu:
             return x > 0.0f ? 1.0f : 0.0f;

@@ -42,16 +42,17 @@ __global__ void adamw_kernel(float* param, const G* grad, float* m, float* v, T*
                              AdamWStep s) {
     for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
          i += int64_t(gridDim.x) * blockDim.x) {
-        // torch's order, each operation rounded on its own (the _rn intrinsics stop
-        // nvcc from contracting into FMAs the CPU does not use), so fp32 results
-        // match the CPU bit for bit up to sqrtf/division, which are IEEE here too.
+        // torch 1.13's rounding sequence, as the CPU's adamw_update: the two moment
+        // updates are FMAs onto the decayed moment, every other operation rounds on
+        // its own (the _rn intrinsics stop nvcc contracting them into FMAs), and
+        // sqrt and division are IEEE-rounded, so fp32 results can match the CPU
+        // bit for bit.
         const float g = gpu::to_f32(grad[i]);
         const float p = __fmul_rn(param[i], s.decay);
         const float mi = fmaf(g, s.one_minus_beta1, __fmul_rn(m[i], s.beta1));
-        const float vi =
-            __fadd_rn(__fmul_rn(v[i], s.beta2), __fmul_rn(__fmul_rn(s.one_minus_beta2, g), g));
+        const float vi = fmaf(__fmul_rn(s.one_minus_beta2, g), g, __fmul_rn(v[i], s.beta2));
         const float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(vi), s.bc2_sqrt), s.eps);
-        const float pn = __fadd_rn(p, __fmul_rn(-s.step_size, __fdiv_rn(mi, denom)));
+        const float pn = __fadd_rn(p, __fdiv_rn(__fmul_rn(-s.step_size, mi), denom));
         m[i] = mi;
         v[i] = vi;
         param[i] = pn;

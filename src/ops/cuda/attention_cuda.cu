@@ -6,8 +6,9 @@
 //           out = unpermute(P Vp)
 // Backward: dVp = P^T dOp;  dP = dOp Vp^T;  dS = att * (dA - rowsum(dA * att)),
 //           dA = dropout_backward(dP);  dQp = dS Kp / sqrt(HS);  dKp = dS^T Qp / sqrt(HS)
-// A query row with no visible key gets uniform weights over its causally
-// allowed keys and sends no gradient to q or k (ops/attention.cpp's rules).
+// A query row with no visible key gets HF's uniform weights (over the causally
+// allowed keys plus the unpadded future keys) and sends no gradient to q or k
+// (ops/attention.cpp's rules).
 // The dropout element of (b, h, i, j) is ((sample_offset + b) * NH_total
 // + head_offset + h) * T * T + i * T + j: a head's mask is the same whichever
 // tensor-parallel rank owns it.
@@ -65,9 +66,14 @@ struct SoftmaxArgs {
     bool causal;
 };
 
+// Key j of sample b is not padding.
+__device__ __forceinline__ bool pad_visible(const SoftmaxArgs& a, int64_t b, int64_t j) {
+    return a.key_padding == nullptr || a.key_padding[b * a.T + j] != 0;
+}
+
 __device__ __forceinline__ bool key_allowed(const SoftmaxArgs& a, int64_t b, int64_t i, int64_t j) {
     if (a.causal && j > i) return false;
-    return a.key_padding == nullptr || a.key_padding[b * a.T + j] != 0;
+    return pad_visible(a, b, j);
 }
 
 __device__ __forceinline__ uint64_t drop_elem(const SoftmaxArgs& a, const DropoutSpec& d, int64_t b,
@@ -94,19 +100,24 @@ __global__ void masked_softmax_kernel(const S* scores, T* att, T* dropped, Softm
     for (int64_t j = lane; j < a.T; j += gpu::k_warp)
         if (key_allowed(a, b, i, j)) mx = fmaxf(mx, gpu::to_f32(x[j]));
     mx = gpu::warp_max(mx);
-    // Every key masked: uniform weights over the causally allowed keys (all T
-    // without a causal mask), what HF's additive-minimum masks produce (the CPU's rule).
+    // Every key masked: HF's arithmetic (the CPU's rule, ops/attention.cpp) leaves
+    // the causally allowed keys and the unpadded future keys at float32's lowest
+    // and the rest at -inf, so the row is uniform over the former.
     const bool none = mx == -INFINITY;
     const int64_t limit = a.causal ? i + 1 : a.T;
-    float sum = 0.0f;
-    if (!none)
+    float sum = 0.0f, uniform = 0.0f;
+    if (none) {
+        float n = 0.0f;
+        for (int64_t j = lane; j < a.T; j += gpu::k_warp) n += j < limit || pad_visible(a, b, j);
+        uniform = 1.0f / gpu::warp_sum(n);
+    } else {
         for (int64_t j = lane; j < a.T; j += gpu::k_warp)
             if (key_allowed(a, b, i, j)) sum += expf(gpu::to_f32(x[j]) - mx);
-    sum = gpu::warp_sum(sum);
+        sum = gpu::warp_sum(sum);
+    }
     const float inv = none ? 0.0f : 1.0f / sum;
-    const float uniform = 1.0f / float(limit);
     for (int64_t j = lane; j < a.T; j += gpu::k_warp) {
-        float p = none ? (j < limit ? uniform : 0.0f)
+        float p = none ? (j < limit || pad_visible(a, b, j) ? uniform : 0.0f)
                        : (key_allowed(a, b, i, j) ? expf(gpu::to_f32(x[j]) - mx) * inv : 0.0f);
         T pt = gpu::from_f32<T>(p);
         y[j] = pt;
