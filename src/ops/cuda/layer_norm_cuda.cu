@@ -33,7 +33,7 @@ __global__ void layer_norm_forward_kernel(T* out, float* mean, float* rstd, cons
         float d = gpu::to_f32(x[i]) - m;
         sq += d * d;
     }
-    const float s = rsqrtf(gpu::warp_sum(sq) / float(C) + eps);
+    const float s = 1.0f / sqrtf(gpu::warp_sum(sq) / float(C) + eps);  // IEEE, as the CPU
     T* o = out + row * C;
     for (int i = lane; i < C; i += gpu::k_warp) {
         float y = (gpu::to_f32(x[i]) - m) * s * gpu::to_f32(weight[i]);
