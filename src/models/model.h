@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -81,6 +82,14 @@ public:
     // those positions instead of "logits". Other heads ignore it.
     virtual void set_logits_scope(LogitsScope scope) = 0;
 
+    // Data parallelism: during backward() the model calls `hook(begin, end)`
+    // for ranges of the flat gradient buffer whose gradients are final (no later
+    // op of this backward adds to them), so their all-reduce can start while the
+    // rest of backward runs. The ranges of one backward are disjoint and cover
+    // [0, flat_numel()) by the time backward() returns. An empty hook: no calls.
+    using GradReadyHook = std::function<void(int64_t begin_elem, int64_t end_elem)>;
+    void set_grad_ready_hook(GradReadyHook hook) { grad_ready_hook_ = std::move(hook); }
+
     // Named outputs of the last forward (views, valid until the next forward).
     virtual std::map<std::string, Tensor> outputs() const = 0;
     // HF output_hidden_states: i = 0 embeddings, i = k after layer k (L + 1 of them).
@@ -91,6 +100,7 @@ protected:
     explicit Model(ModelConfig c) : config_(std::move(c)) {}
     ModelConfig config_;
     ParamTable table_;
+    GradReadyHook grad_ready_hook_;
 };
 
 // Builds the model the config names (family + task head), parameters

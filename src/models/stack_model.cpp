@@ -13,6 +13,40 @@ void StackModel::finish_build() {
     for (auto& b : blocks_) b.bind(table_);
     final_norm_.bind(table_);
     if (head_) head_->bind(table_);
+    // NOTE: the grad-ready hook relies on the build order every family uses:
+    // embeddings, then the blocks, then the final norm and the head. Rows
+    // above the blocks (final norm, untied head) get their gradients before
+    // any block runs backward; rows below (embeddings, tied decoders) last.
+    block_begin_.assign(blocks_.size(), table_.flat_numel());
+    block_first_app_.assign(blocks_.size(), int(schedule_.size()));
+    for (size_t b = 0; b < blocks_.size(); ++b) {
+        const TransformerBlock& k = blocks_[b];
+        for (const ParamRef* r : {&k.attn.qkv.weight, &k.attn.qkv.bias, &k.attn.proj.weight,
+                                  &k.attn.proj.bias, &k.mlp.fc.weight, &k.mlp.fc.bias,
+                                  &k.mlp.proj.weight, &k.mlp.proj.bias, &k.ln1.weight, &k.ln1.bias,
+                                  &k.ln2.weight, &k.ln2.bias})
+            if (r->defined())
+                block_begin_[b] = std::min(block_begin_[b], table_.row(r->row).offset);
+    }
+    for (size_t a = schedule_.size(); a-- > 0;) block_first_app_[size_t(schedule_[a])] = int(a);
+    block_order_.resize(blocks_.size());
+    for (size_t b = 0; b < blocks_.size(); ++b) block_order_[b] = b;
+    std::sort(block_order_.begin(), block_order_.end(),
+              [&](size_t x, size_t y) { return block_begin_[x] > block_begin_[y]; });
+}
+
+void StackModel::report_blocks_done(int app, int64_t& reported) const {
+    if (!grad_ready_hook_) return;
+    // Walk the blocks from the top of the buffer down while they are finished.
+    int64_t w = reported;
+    for (size_t b : block_order_) {
+        if (block_first_app_[b] < app) break;  // applications below `app` still to run
+        w = std::min(w, block_begin_[b]);
+    }
+    if (w < reported) {
+        grad_ready_hook_(w, reported);
+        reported = w;
+    }
 }
 
 void StackModel::plan(int64_t B, int64_t T) {
@@ -115,10 +149,14 @@ void StackModel::backward(double loss_scale) {
     } else {
         head_->backward(dh_, final_hidden(), loss_scale);
     }
-    for (int64_t a = A - 1; a >= 0; --a)
+    int64_t reported = table_.flat_numel();  // [reported, flat) went to the hook
+    for (int64_t a = A - 1; a >= 0; --a) {
         blocks_[size_t(schedule_[size_t(a)])].backward(dh_, acts_[size_t(a)], hidden_ + a * N * C,
                                                        step_for(int(a)), scratch_);
+        report_blocks_done(int(a), reported);
+    }
     embed_backward(dh_);
+    if (grad_ready_hook_ && reported > 0) grad_ready_hook_(0, reported);
     ready_for_backward_ = false;  // saved activations were consumed with this loss scale
 }
 

@@ -63,6 +63,16 @@ private:
     TransformerBlock::Step step_for(int app) const;
     const float* final_hidden() const;
 
+    // Grad-ready hook bookkeeping (finish_build): where each distinct block's
+    // rows start in the flat buffer, and its first application (the last one
+    // backward reaches, after which the block's gradients are final).
+    std::vector<int64_t> block_begin_;  // (blocks)
+    std::vector<int> block_first_app_;  // (blocks)
+    std::vector<size_t> block_order_;   // (blocks) by block_begin_, highest first
+    // Reports the final suffix of the gradient buffer once backward has passed
+    // application `app`; `reported` is the start of what was already reported.
+    void report_blocks_done(int app, int64_t& reported) const;
+
     bool has_labels_ = false;
     bool ready_for_backward_ = false;
     int64_t planned_B_ = -1, planned_T_ = -1;

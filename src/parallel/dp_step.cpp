@@ -1,0 +1,87 @@
+// DataParallel: dispatch to the replicated or sharded path.
+#include "parallel/dp_step.h"
+
+#include <cmath>
+
+#include "core/check.h"
+#include "optim/grad_clip.h"
+
+namespace loom {
+
+DataParallel::DataParallel(Model& model, Communicator& dp, const AdamWParams& hp,
+                           DecayPolicy decay, const DpOptions& options)
+    : model_(model), dp_(dp), opt_(options) {
+    ParamTable& t = model.params();
+    LOOM_CHECK(t.allocated(), "data parallel over a model whose parameters are not allocated");
+    GradSyncOptions g;
+    g.zero = options.zero;
+    g.bucket_elems = bucket_elems_from_mb(options.bucket_size_mb);
+    g.overlap = options.overlap;
+    sync_ = std::make_unique<GradSync>(t.grads_data(), t.flat_numel(), dp, g);
+    if (options.zero == ZeroStage::none)
+        adamw_ = std::make_unique<AdamW>(t, hp, decay);
+    else
+        zero_ = std::make_unique<ZeroAdamW>(t, *sync_, hp, decay);
+    GradSync* s = sync_.get();
+    model.set_grad_ready_hook([s](int64_t b, int64_t e) { s->grads_ready(b, e); });
+}
+
+DataParallel::~DataParallel() { model_.set_grad_ready_hook({}); }
+
+void DataParallel::broadcast_parameters() {
+    ParamTable& t = model_.params();
+    dp_.broadcast(t.params_data(), t.flat_numel(), DType::f32, 0)->wait();
+}
+
+double DataParallel::sum(double local) {
+    dp_.all_reduce(&local, 1, DType::f64, ReduceOp::sum)->wait();
+    return local;
+}
+
+void DataParallel::begin_step() {
+    model_.zero_grad();
+    sync_->begin_step();
+}
+
+void DataParallel::begin_micro_batch(bool last) { sync_->begin_micro_batch(last); }
+void DataParallel::end_micro_batch() { sync_->end_micro_batch(); }
+void DataParallel::finalize_grads(double scale) { sync_->finalize(scale); }
+
+double DataParallel::clip_grad_norm(double max_norm) {
+    if (zero_) return zero_->clip_grad_norm(max_norm);
+    // Replicated: every rank holds the same summed gradients, so the local
+    // norm is the global one and no communication is needed.
+    if (max_norm > 0) return loom::clip_grad_norm(model_.params(), max_norm);
+    return std::sqrt(grad_norm_sq(model_.params()));
+}
+
+void DataParallel::step(double lr) {
+    if (zero_)
+        zero_->step(lr);
+    else
+        adamw_->step(lr);
+}
+
+int64_t DataParallel::step_count() const {
+    return zero_ ? zero_->step_count() : adamw_->step_count();
+}
+
+std::map<std::string, Tensor> DataParallel::optimizer_state() const {
+    if (zero_) return zero_->gather_state();
+    return adamw_->state_tensors();
+}
+
+void DataParallel::load_optimizer_state(const std::map<std::string, Tensor>& state,
+                                        int64_t step) {
+    if (zero_)
+        zero_->load_state(state, step);
+    else
+        adamw_->load_state(state, step);
+}
+
+DpMemoryPlan DataParallel::memory_plan() const {
+    return dp_memory_plan(model_.params().flat_numel(), bucket_elems_from_mb(opt_.bucket_size_mb),
+                          dp_.size(), opt_.zero);
+}
+
+}  // namespace loom

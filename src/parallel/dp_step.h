@@ -1,0 +1,94 @@
+// DataParallel: what a training loop calls to run one optimizer step on a
+// data-parallel group, whatever the ZeRO stage. It owns the gradient buckets
+// (GradSync), the optimizer (AdamW replicated, or ZeroAdamW sharded) and the
+// model's grad-ready hook. The model code is the same for every layout.
+//
+// One step (ga micro-batches per rank; dp ranks see disjoint samples):
+//   dp.begin_step();                           // zero grads
+//   total = dp.sum(local_label_count);         // global count, before backward
+//   for k in 0..ga-1:
+//       loss = model.forward(mb[k], dropout keyed by global sample index);
+//       dp.begin_micro_batch(k == ga - 1);
+//       model.backward(1.0 / total);           // hook launches bucket reductions
+//       dp.end_micro_batch();
+//   dp.finalize_grads();                       // wait: summed (= mean) gradients
+//   loss = dp.sum(local_loss_sum) / total;
+//   norm = dp.clip_grad_norm(max_grad_norm);   // global norm over all ranks
+//   dp.step(lr);                               // AdamW (+ ZeRO all-gather)
+//
+// Every call above is a collective on the dp group (sum, finalize, clip and
+// step block; the micro-batch calls start nonblocking reductions), so all dp
+// ranks make them in the same order. With dp size 1 and ZeRO none this is
+// exactly the single-process step (the all-reduces are copies).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "models/model.h"
+#include "optim/adamw.h"
+#include "parallel/comm.h"
+#include "parallel/grad_sync.h"
+#include "parallel/zero.h"
+
+namespace loom {
+
+struct DpOptions {
+    ZeroStage zero = ZeroStage::none;
+    double bucket_size_mb = 25.0;  // HF ddp_bucket_cap_mb
+    bool overlap = true;           // reduce buckets while backward runs
+};
+
+class DataParallel {
+public:
+    // Installs the grad-ready hook on `model` (removed by the destructor).
+    // model and dp must outlive this object.
+    DataParallel(Model& model, Communicator& dp, const AdamWParams& hp, DecayPolicy decay,
+                 const DpOptions& options);
+    ~DataParallel();
+    DataParallel(const DataParallel&) = delete;
+    DataParallel& operator=(const DataParallel&) = delete;
+
+    int dp_rank() const { return dp_.rank(); }
+    int dp_size() const { return dp_.size(); }
+    ZeroStage zero() const { return opt_.zero; }
+
+    // Copies rank 0's parameters to every dp rank (collective): call after
+    // loading or initialising, so replicas start identical whatever happened.
+    void broadcast_parameters();
+    // all_reduce(sum) of one double on the dp group (blocking).
+    double sum(double local);
+
+    void begin_step();
+    void begin_micro_batch(bool last);
+    void end_micro_batch();
+    // Waits for every bucket; `scale` multiplies the summed gradients (1 when
+    // backward already used 1 / global count).
+    void finalize_grads(double scale = 1.0);
+    // Global gradient norm over every rank's (reduced) gradients; clips to
+    // max_norm when max_norm > 0. Returns the norm before clipping.
+    double clip_grad_norm(double max_norm);
+    void step(double lr);
+    int64_t step_count() const;
+
+    // Layout-free optimizer state, AdamW::state_tensors names (collective
+    // under ZeRO: gathers every shard).
+    std::map<std::string, Tensor> optimizer_state() const;
+    void load_optimizer_state(const std::map<std::string, Tensor>& state, int64_t step);
+
+    DpMemoryPlan memory_plan() const;
+    const GradSyncStats& stats() const { return sync_->stats(); }
+    GradSync& grad_sync() { return *sync_; }
+
+private:
+    Model& model_;
+    Communicator& dp_;
+    DpOptions opt_;
+    std::unique_ptr<GradSync> sync_;
+    std::unique_ptr<AdamW> adamw_;     // ZeRO none
+    std::unique_ptr<ZeroAdamW> zero_;  // ZeRO-1/2
+};
+
+}  // namespace loom

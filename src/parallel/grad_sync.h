@@ -1,0 +1,168 @@
+// GradSync: data-parallel gradient reduction over the flat gradient buffer, in
+// buckets launched while backward is still running (PyTorch DDP / Megatron
+// param_and_grad_buffer, picotron bucket.py).
+//
+// Layout. Buckets tile [0, flat_numel) from the TOP of the buffer down, because
+// backward finishes the last blocks (and the head) first: bucket 0 holds the
+// highest offsets and is the first to become final. Every bucket but the
+// bottom one has a length that is a multiple of 16 * dp_size, so it splits into
+// dp equal chunks of a multiple of 16 elements; the bottom one is zero-padded
+// to dp chunks through a staging buffer. Chunk r of every bucket belongs to dp rank r: that
+// is the ZeRO shard (shard_pieces), contiguous inside each bucket, so the
+// reduce-scatter of a bucket can start as soon as that bucket is final
+// (Megatron's distributed optimizer does the same; one contiguous slice of the
+// whole buffer per rank would need every gradient final before any transfer).
+//
+// Modes (ZeroStage), all on the dp group:
+//   none        all_reduce(sum) of each bucket, in place: every rank ends with
+//               the summed gradient in the flat buffer.
+//   optimizer   ZeRO-1: reduce_scatter(sum) of each bucket on the step's last
+//               micro-batch; the rank's summed chunks land in shard_grads().
+//   gradients   ZeRO-2: reduce_scatter on EVERY micro-batch, added into
+//               shard_grads(); then the flat buffer is zeroed, so the only
+//               gradient state kept across micro-batches is the shard. (The
+//               flat buffer stays allocated: backward writes it.) The wait is
+//               deferred to the next begin_micro_batch, so the reduction of
+//               micro-batch k runs during the forward of micro-batch k + 1.
+// With gradient accumulation, modes none/optimizer reduce only on the last
+// micro-batch; earlier backward calls just accumulate locally (DDP no_sync).
+//
+// Readiness. The model's grad-ready hook (Model::set_grad_ready_hook) reports
+// final ranges; a bucket launches when every element in it has been reported.
+// Ranks run the same model code, so they launch buckets in the same order (the
+// collective rule). Whatever was not launched by the hook is launched, top
+// down, when the micro-batch ends. Open MPI advances nonblocking collectives
+// only inside MPI calls, so each hook call also tests the buckets in flight.
+//
+// Scaling: the caller passes loss_scale = 1 / (global label count) to
+// Model::backward (the count is summed over dp before backward), so the sum
+// over ranks IS the mean gradient; finalize() takes an extra factor for callers
+// that scale afterwards. Sums are elementwise, so bucket sizes never change
+// results; the grouping of terms across ranks and micro-batches does, at the
+// rounding level (see tests/parallel/test_dp_equivalence.cpp).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string_view>
+#include <vector>
+
+#include "parallel/comm.h"
+
+namespace loom {
+
+enum class ZeroStage : uint8_t {
+    none = 0,       // replicated optimizer state and gradients (plain DDP)
+    optimizer = 1,  // ZeRO-1: optimizer state sharded
+    gradients = 2,  // ZeRO-2: optimizer state and gradients sharded
+};
+std::string_view zero_stage_name(ZeroStage z);
+
+// One bucket of the flat gradient buffer. Chunk r is [begin + r*chunk, begin +
+// (r+1)*chunk) clipped to [begin, end); only the bottom bucket may be clipped.
+struct GradBucket {
+    int64_t begin = 0, end = 0;  // elements of the flat buffer
+    int64_t chunk = 0;           // elements per dp rank (a multiple of 16)
+
+    int64_t numel() const { return end - begin; }
+    bool padded(int dp_size) const { return chunk * dp_size != numel(); }
+    int64_t chunk_begin(int r) const;
+    int64_t chunk_end(int r) const;
+};
+
+// HF's ddp_bucket_cap_mb (MiB of fp32) as elements.
+int64_t bucket_elems_from_mb(double mb);
+
+// Buckets of about `bucket_elems` (rounded up to a multiple of 16 * dp_size),
+// bucket 0 at the top of the buffer. Pure logic.
+std::vector<GradBucket> grad_buckets_plan(int64_t flat_numel, int64_t bucket_elems, int dp_size);
+
+// One piece of a rank's ZeRO shard: the rank's chunk of one bucket.
+struct ShardPiece {
+    int64_t flat_begin = 0, flat_end = 0;  // valid elements in the flat buffer
+    int64_t shard_begin = 0;               // where the chunk starts in the shard buffers
+    int64_t chunk = 0;                     // chunk length (flat_end - flat_begin <= chunk)
+};
+// Rank r's pieces in bucket order; shard buffers hold sum(chunk) elements.
+std::vector<ShardPiece> shard_pieces(const std::vector<GradBucket>& buckets, int rank);
+int64_t shard_numel(const std::vector<GradBucket>& buckets);
+
+struct GradSyncOptions {
+    ZeroStage zero = ZeroStage::none;
+    int64_t bucket_elems = 25 << 18;  // 25 MiB of fp32, HF's ddp_bucket_cap_mb default
+    bool overlap = true;              // launch from the hook; false: at end of backward
+};
+
+// Counters for tests and the benchmark.
+struct GradSyncStats {
+    int64_t launched_by_hook = 0;    // buckets started while backward ran
+    int64_t launched_at_end = 0;     // buckets started after backward
+    double wait_s = 0;               // time blocked waiting for buckets (exposed comm)
+};
+
+class GradSync {
+public:
+    // grads: the model's flat gradient buffer (flat_numel); dp: the data-parallel
+    // group, which must outlive this object.
+    GradSync(float* grads, int64_t flat_numel, Communicator& dp, const GradSyncOptions& options);
+    ~GradSync();
+    GradSync(const GradSync&) = delete;
+    GradSync& operator=(const GradSync&) = delete;
+
+    const std::vector<GradBucket>& buckets() const { return buckets_; }
+    const std::vector<ShardPiece>& pieces() const { return pieces_; }
+    ZeroStage zero() const { return opt_.zero; }
+    int dp_rank() const { return dp_.rank(); }
+    int dp_size() const { return dp_.size(); }
+    Communicator& comm() const { return dp_; }
+
+    // Start of an optimizer step: clears the shard accumulator and counters
+    // (the caller zeroes the model's gradients).
+    void begin_step();
+    // Around each Model::backward: `last` = the step's last micro-batch.
+    void begin_micro_batch(bool last);
+    // The grad-ready hook: [begin, end) of the flat buffer is final.
+    void grads_ready(int64_t begin, int64_t end);
+    // After backward: launches what the hook did not launch. ZeRO-2 collects
+    // the result (adds it into shard_grads(), zeroes the flat buffer) at the
+    // next begin_micro_batch or finalize.
+    void end_micro_batch();
+    // Waits for every bucket. Afterwards (times `scale`): mode none: the flat
+    // buffer holds the sum over ranks; ZeRO-1/2: shard_grads() does, and the
+    // flat buffer is stale (ZeRO-1: local sums; ZeRO-2: zeros).
+    void finalize(double scale = 1.0);
+
+    // (shard_numel) this rank's summed gradient chunks (ZeRO-1/2), chunk tails zero.
+    float* shard_grads() { return shard_grads_.data(); }
+    const float* shard_grads() const { return shard_grads_.data(); }
+    int64_t shard_size() const { return int64_t(shard_grads_.size()); }
+    const GradSyncStats& stats() const { return stats_; }
+
+private:
+    void launch(size_t b);
+    void launch_remaining();
+    void wait_all();
+    // ZeRO-2: wait for the last micro-batch's reduce-scatter, add it into the
+    // shard and zero the flat buffer.
+    void collect_micro_batch();
+    bool reducing() const;
+
+    float* grads_;  // (flat_numel), not owned
+    int64_t flat_numel_;
+    Communicator& dp_;
+    GradSyncOptions opt_;
+    std::vector<GradBucket> buckets_;
+    std::vector<ShardPiece> pieces_;        // this rank's, one per bucket
+    std::vector<int64_t> covered_;          // (buckets) elements reported final
+    std::map<int64_t, int64_t> reported_;   // begin -> end of ranges reported this backward
+    std::vector<WorkPtr> work_;             // (buckets) in flight; null when idle
+    std::vector<bool> launched_;            // (buckets) this micro-batch
+    std::vector<float> staging_;            // (dp * chunk) padded bottom bucket
+    std::vector<float> shard_grads_;        // (shard_numel) ZeRO-1/2
+    std::vector<float> shard_recv_;         // (shard_numel) ZeRO-2 per-micro-batch result
+    bool in_backward_ = false, last_micro_ = false;
+    bool micro_pending_ = false;  // ZeRO-2: a micro-batch's reduction not yet collected
+    GradSyncStats stats_;
+};
+
+}  // namespace loom

@@ -1,0 +1,253 @@
+// GradSync: the bucket plan and shard pieces (pure logic), then bucketed
+// reductions on CommLocal threads with gradients whose sums are exact in
+// float (small multiples of 1/64), so every mode can be checked bitwise:
+// all-reduce, ZeRO-1 reduce-scatter, ZeRO-2 per-micro-batch accumulation,
+// launches driven by grad-ready reports, and the misuse errors.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+#include <vector>
+
+#include "core/check.h"
+#include "parallel/comm_local.h"
+#include "parallel/grad_sync.h"
+
+namespace loom {
+namespace {
+
+TEST(GradBucketsPlan, TileTheBufferTopDownInEqualChunks) {
+    for (int64_t flat : {0, 1, 15, 16, 1000, 4096, 100003}) {
+        for (int64_t want : {1, 64, 1000, 1 << 20}) {
+            for (int dp : {1, 2, 3, 4, 7}) {
+                const auto bk = grad_buckets_plan(flat, want, dp);
+                const std::string ctx = "flat " + std::to_string(flat) + " bucket " +
+                                        std::to_string(want) + " dp " + std::to_string(dp);
+                int64_t expect_end = flat;
+                for (size_t b = 0; b < bk.size(); ++b) {
+                    const GradBucket& k = bk[b];
+                    EXPECT_EQ(k.end, expect_end) << ctx;  // contiguous, top down
+                    EXPECT_GT(k.numel(), 0) << ctx;
+                    EXPECT_EQ(k.chunk % 16, 0) << ctx;
+                    EXPECT_GE(k.chunk * dp, k.numel()) << ctx;
+                    EXPECT_LT((k.chunk - 16) * dp, k.numel()) << ctx << ": chunk larger than needed";
+                    if (b + 1 < bk.size()) {
+                        EXPECT_FALSE(k.padded(dp)) << ctx << ": only the bottom bucket is padded";
+                        EXPECT_GE(k.numel(), want) << ctx;
+                    }
+                    expect_end = k.begin;
+                }
+                EXPECT_EQ(expect_end, 0) << ctx;
+                // Every element belongs to exactly one rank's piece.
+                std::vector<int> owner(size_t(flat), 0);
+                for (int r = 0; r < dp; ++r) {
+                    const auto pieces = shard_pieces(bk, r);
+                    ASSERT_EQ(pieces.size(), bk.size());
+                    int64_t at = 0;
+                    for (size_t b = 0; b < bk.size(); ++b) {
+                        EXPECT_EQ(pieces[b].shard_begin, at) << ctx;
+                        EXPECT_LE(pieces[b].flat_end - pieces[b].flat_begin, pieces[b].chunk);
+                        at += pieces[b].chunk;
+                        for (int64_t i = pieces[b].flat_begin; i < pieces[b].flat_end; ++i)
+                            ++owner[size_t(i)];
+                    }
+                    EXPECT_EQ(at, shard_numel(bk)) << ctx;
+                }
+                EXPECT_TRUE(std::all_of(owner.begin(), owner.end(), [](int o) { return o == 1; }))
+                    << ctx;
+            }
+        }
+    }
+}
+
+TEST(GradBucketsPlan, BucketSizeFromMegabytes) {
+    EXPECT_EQ(bucket_elems_from_mb(25.0), 25 << 18);
+    EXPECT_EQ(bucket_elems_from_mb(1e-9), 1);
+    EXPECT_THROW(bucket_elems_from_mb(0.0), Error);
+}
+
+// Gradient of rank r, micro-batch k, element i: a small multiple of 1/64, so
+// sums over ranks and micro-batches are exact in float in any order.
+float grad_value(int r, int k, int64_t i) {
+    return float(int((i * 7 + r * 13 + k * 5) % 17) - 8) / 64.0f;
+}
+
+constexpr int64_t k_flat = 1001;  // odd: the bottom bucket is padded
+constexpr int64_t k_bucket = 100;
+
+GradSyncOptions options(ZeroStage z, bool overlap = true) {
+    GradSyncOptions o;
+    o.zero = z;
+    o.bucket_elems = k_bucket;
+    o.overlap = overlap;
+    return o;
+}
+
+// Reports [0, flat) final in uneven pieces from the top down, as a model does,
+// checking after each report that exactly the fully reported buckets launched.
+void report_top_down(GradSync& s, int64_t flat, bool overlap = true) {
+    const int64_t base = s.stats().launched_by_hook;
+    int64_t hi = flat;
+    int64_t step = 37;
+    while (hi > 0) {
+        const int64_t lo = std::max<int64_t>(0, hi - step);
+        s.grads_ready(lo, hi);
+        int64_t complete = 0;
+        for (const GradBucket& b : s.buckets()) complete += b.begin >= lo;
+        EXPECT_EQ(s.stats().launched_by_hook - base, overlap ? complete : 0) << "after reporting [" << lo << ", " << flat << ")";
+        hi = lo;
+        step = step * 3 % 101 + 1;
+    }
+}
+
+TEST(GradSync, AllReduceSumsEveryElementAndLaunchesFromTheHook) {
+    const int dp = 3;
+    comm_local_run(dp, [&](Communicator& world) {
+        const int r = world.rank();
+        std::vector<float> g(k_flat);
+        GradSync s(g.data(), k_flat, world, options(ZeroStage::none));
+        for (int step = 0; step < 2; ++step) {  // the second step reuses every buffer
+            s.begin_step();
+            for (int64_t i = 0; i < k_flat; ++i) g[size_t(i)] = grad_value(r, step, i);
+            s.begin_micro_batch(true);
+            report_top_down(s, k_flat);
+            s.end_micro_batch();
+            EXPECT_EQ(s.stats().launched_at_end, 0);
+            s.finalize(0.5);
+            for (int64_t i = 0; i < k_flat; ++i) {
+                float want = 0;
+                for (int q = 0; q < dp; ++q) want += grad_value(q, step, i);
+                ASSERT_EQ(g[size_t(i)], want * 0.5f) << "rank " << r << " element " << i;
+            }
+        }
+    });
+}
+
+TEST(GradSync, AccumulationReducesOnlyOnTheLastMicroBatch) {
+    comm_local_run(2, [&](Communicator& world) {
+        const int r = world.rank();
+        std::vector<float> g(k_flat, 0.0f);
+        GradSync s(g.data(), k_flat, world, options(ZeroStage::none));
+        s.begin_step();
+        for (int k = 0; k < 3; ++k) {
+            for (int64_t i = 0; i < k_flat; ++i) g[size_t(i)] += grad_value(r, k, i);
+            s.begin_micro_batch(k == 2);
+            s.grads_ready(0, k_flat);
+            if (k < 2) {
+                EXPECT_EQ(s.stats().launched_by_hook, 0) << "micro-batch " << k;
+            }
+            s.end_micro_batch();
+        }
+        EXPECT_EQ(s.stats().launched_by_hook, int64_t(s.buckets().size()));
+        s.finalize();
+        for (int64_t i = 0; i < k_flat; ++i) {
+            float want = 0;
+            for (int q = 0; q < 2; ++q)
+                for (int k = 0; k < 3; ++k) want += grad_value(q, k, i);
+            ASSERT_EQ(g[size_t(i)], want) << "element " << i;
+        }
+    });
+}
+
+TEST(GradSync, ZeroOneLeavesEachRankItsSummedChunks) {
+    for (int dp : {1, 2, 4}) {
+        for (bool overlap : {true, false}) {
+            comm_local_run(dp, [&](Communicator& world) {
+                const int r = world.rank();
+                std::vector<float> g(k_flat);
+                GradSync s(g.data(), k_flat, world, options(ZeroStage::optimizer, overlap));
+                s.begin_step();
+                for (int64_t i = 0; i < k_flat; ++i) g[size_t(i)] = grad_value(r, 0, i);
+                s.begin_micro_batch(true);
+                report_top_down(s, k_flat, overlap);
+                s.end_micro_batch();
+                s.finalize();
+                if (!overlap) {
+                    EXPECT_EQ(s.stats().launched_by_hook, 0);
+                }
+                for (const ShardPiece& p : s.pieces()) {
+                    for (int64_t i = p.flat_begin; i < p.flat_end; ++i) {
+                        float want = 0;
+                        for (int q = 0; q < dp; ++q) want += grad_value(q, 0, i);
+                        ASSERT_EQ(s.shard_grads()[p.shard_begin + i - p.flat_begin], want)
+                            << "dp " << dp << " rank " << r << " element " << i;
+                    }
+                    for (int64_t j = p.flat_end - p.flat_begin; j < p.chunk; ++j)
+                        ASSERT_EQ(s.shard_grads()[p.shard_begin + j], 0.0f) << "padding";
+                }
+            });
+        }
+    }
+}
+
+TEST(GradSync, ZeroTwoAccumulatesShardsAcrossMicroBatches) {
+    const int dp = 3, ga = 3;
+    comm_local_run(dp, [&](Communicator& world) {
+        const int r = world.rank();
+        std::vector<float> g(k_flat, 0.0f);
+        GradSync s(g.data(), k_flat, world, options(ZeroStage::gradients));
+        for (int step = 0; step < 2; ++step) {
+            s.begin_step();
+            std::fill(g.begin(), g.end(), 0.0f);  // the caller's zero_grad
+            for (int k = 0; k < ga; ++k) {
+                s.begin_micro_batch(k == ga - 1);
+                // The previous micro-batch was collected: backward starts from zero.
+                ASSERT_TRUE(std::all_of(g.begin(), g.end(), [](float x) { return x == 0.0f; }))
+                    << "micro-batch " << k;
+                for (int64_t i = 0; i < k_flat; ++i) g[size_t(i)] += grad_value(r, k + step, i);
+                report_top_down(s, k_flat);
+                s.end_micro_batch();
+            }
+            s.finalize();
+            EXPECT_EQ(s.stats().launched_by_hook, int64_t(s.buckets().size()) * ga);
+            for (const ShardPiece& p : s.pieces())
+                for (int64_t i = p.flat_begin; i < p.flat_end; ++i) {
+                    float want = 0;
+                    for (int k = 0; k < ga; ++k)
+                        for (int q = 0; q < dp; ++q) want += grad_value(q, k + step, i);
+                    ASSERT_EQ(s.shard_grads()[p.shard_begin + i - p.flat_begin], want)
+                        << "rank " << r << " element " << i;
+                }
+        }
+    });
+}
+
+TEST(GradSync, FinalizeWithoutMicroBatchBracketsReducesEverything) {
+    comm_local_run(2, [&](Communicator& world) {
+        std::vector<float> g(k_flat, float(world.rank() + 1));
+        GradSync s(g.data(), k_flat, world, options(ZeroStage::none));
+        s.begin_step();
+        s.finalize();
+        EXPECT_EQ(s.stats().launched_at_end, int64_t(s.buckets().size()));
+        EXPECT_TRUE(std::all_of(g.begin(), g.end(), [](float x) { return x == 3.0f; }));
+    });
+}
+
+TEST(GradSync, MisuseIsReported) {
+    auto world = comm_local_create(1);
+    std::vector<float> g(k_flat, 1.0f);
+    GradSync s(g.data(), k_flat, *world[0], options(ZeroStage::none));
+    s.begin_step();
+    EXPECT_THROW(s.grads_ready(0, 10), Error);  // outside a micro-batch
+    s.begin_micro_batch(true);
+    EXPECT_THROW(s.begin_micro_batch(true), Error);
+    EXPECT_THROW(s.grads_ready(5, k_flat + 1), Error);
+    s.grads_ready(k_flat - 50, k_flat);
+    try {
+        s.grads_ready(k_flat - 60, k_flat - 40);
+        ADD_FAILURE() << "a range reported twice was accepted";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("reported final twice"), std::string::npos) << e.what();
+    }
+    EXPECT_THROW(s.finalize(), Error);  // inside the micro-batch
+    s.end_micro_batch();
+    s.finalize();
+
+    std::vector<float> g2(k_flat, 1.0f);
+    GradSync z2(g2.data(), k_flat, *world[0], options(ZeroStage::gradients));
+    z2.begin_step();
+    EXPECT_THROW(z2.finalize(), Error);  // ZeRO-2 needs the brackets
+}
+
+}  // namespace
+}  // namespace loom

@@ -1,0 +1,83 @@
+// The models' grad-ready hook, which GradSync trusts to launch reductions
+// early: on every HF fixture, the ranges reported during backward are
+// disjoint, cover the whole flat buffer, arrive block by block (more than one
+// report), and are really final: the gradients in a range when it is reported
+// equal the gradients when backward returns, bit for bit.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "models/hf_fixture.h"
+
+namespace loom::test {
+namespace {
+
+struct Report {
+    int64_t begin, end;
+    std::vector<float> grads;  // (end - begin) at report time
+};
+
+class GradReadyHook : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GradReadyHook, RangesAreDisjointCompleteAndFinal) {
+    Fixture fx(GetParam());
+    ModelConfig c = fx.config;
+    c.hidden_dropout = c.attention_dropout = c.embedding_dropout = 0.1;
+    auto model = build_model(c);
+    model->load(SafetensorsFile::open(fx.dir + "/model.safetensors"));
+    const ParamTable& t = model->params();
+    std::vector<Report> reports;
+    model->set_grad_ready_hook([&](int64_t b, int64_t e) {
+        reports.push_back({b, e, std::vector<float>(t.grads_data() + b, t.grads_data() + e)});
+    });
+    DropoutPlan drop;
+    drop.training = true;
+    drop.seed = 3;
+    for (int pass = 0; pass < 2; ++pass) {  // the second backward accumulates
+        reports.clear();
+        const LossSum l = model->forward(fx.inputs(), drop);
+        ASSERT_GT(l.count, 0);
+        model->backward(1.0 / double(l.count));
+
+        std::vector<Report> sorted = reports;
+        std::sort(sorted.begin(), sorted.end(),
+                  [](const Report& a, const Report& b) { return a.begin < b.begin; });
+        int64_t at = 0;
+        for (const Report& r : sorted) {
+            EXPECT_EQ(r.begin, at) << "gap or overlap before [" << r.begin << ", " << r.end << ")";
+            EXPECT_LT(r.begin, r.end);
+            at = r.end;
+        }
+        EXPECT_EQ(at, t.flat_numel()) << "reports do not reach the end of the buffer";
+        // Distinct transformer blocks report one by one, then the embeddings.
+        EXPECT_GE(reports.size(), 2u) << "only one report: nothing could overlap backward";
+        EXPECT_EQ(reports.back().begin, 0) << "the embeddings are the last to be final";
+        for (const Report& r : reports) {
+            const float* now = t.grads_data() + r.begin;
+            int64_t changed = 0;
+            for (int64_t i = 0; i < r.end - r.begin; ++i)
+                changed += std::memcmp(&now[i], &r.grads[size_t(i)], sizeof(float)) != 0;
+            EXPECT_EQ(changed, 0) << "[" << r.begin << ", " << r.end << ") reported final, but "
+                                  << changed << " gradients changed afterwards (pass " << pass
+                                  << ")";
+        }
+    }
+    model->set_grad_ready_hook({});
+    reports.clear();
+    model->forward(fx.inputs(), drop);
+    model->backward(1.0);
+    EXPECT_TRUE(reports.empty()) << "a removed hook was still called";
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, GradReadyHook, ::testing::ValuesIn(hf_fixture_names()),
+                         [](const ::testing::TestParamInfo<std::string>& p) {
+                             std::string s = p.param;
+                             for (char& ch : s)
+                                 if (ch == '-') ch = '_';
+                             return s;
+                         });
+
+}  // namespace
+}  // namespace loom::test

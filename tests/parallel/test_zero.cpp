@@ -1,0 +1,299 @@
+// ZeRO-1/2: shard segments (decay and trainability per element, chunks that
+// cut through parameters), the sharded AdamW against the unsharded one, the
+// global norm over shards, the layout-free optimizer state (gather under one
+// dp size, load under another), and the memory plan.
+//
+// Gradients here are small multiples of 1/64, so their sums over ranks and
+// micro-batches, and the sums of their squares, are exact in any order: every
+// layout must then reproduce the single-process AdamW bit for bit.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "core/check.h"
+#include "optim/adamw.h"
+#include "optim/grad_clip.h"
+#include "parallel/comm_local.h"
+#include "parallel/zero.h"
+
+namespace loom {
+namespace {
+
+// Rows of awkward sizes: decay and no-decay neighbours, a frozen row, an
+// unaligned row glued to its predecessor.
+std::unique_ptr<ParamTable> make_table() {
+    auto t = std::make_unique<ParamTable>();
+    auto row = [&](const std::string& name, Shape shape, bool decay, bool trainable = true,
+                   bool align = true) {
+        ParamRow r;
+        r.name = name;
+        r.shape = shape;
+        r.decay = decay;
+        r.trainable = trainable;
+        r.init_std = 0.5;
+        t->add(r, align);
+    };
+    row("a.weight", Shape{37}, true);
+    row("a.bias", Shape{5}, false);
+    row("frozen.weight", Shape{20}, true, false);
+    row("c.weight", Shape{3, 11}, true);
+    row("c.bias", Shape{11}, false, true, false);
+    row("d.weight", Shape{7, 13}, true);
+    row("norm.weight", Shape{64}, false);
+    t->allocate();
+    t->init_all(99);
+    return t;
+}
+
+constexpr int64_t k_bucket = 48;
+
+// The global gradient of step s and this rank's share of it (dp ranks, ga
+// micro-batches): exact small multiples of 1/64 that sum to the global one.
+float global_grad(int64_t step, int64_t i) {
+    return float(int((i * 5 + step * 11) % 23) - 11) / 64.0f;
+}
+float helper_share(int64_t i, int part) { return float(int((i + part) % 3) - 1) / 64.0f; }
+float share(int64_t step, int64_t i, int part, int parts) {
+    if (part > 0) return helper_share(i, part);
+    float g = global_grad(step, i);
+    for (int q = 1; q < parts; ++q) g -= helper_share(i, q);
+    return g;
+}
+
+// Writes this rank's gradient of micro-batch k into the table (trainable rows only).
+void fill_grads(ParamTable& t, int64_t step, int part, int parts) {
+    for (int i = 0; i < t.size(); ++i) {
+        if (!t.row(i).trainable) continue;
+        for (int64_t j = 0; j < t.row(i).numel(); ++j)
+            t.grad(i)[j] += share(step, t.row(i).offset + j, part, parts);
+    }
+}
+
+AdamWParams hyper() {
+    AdamWParams hp;
+    hp.lr = 0.01;
+    hp.weight_decay = 0.1;
+    return hp;
+}
+
+// The single-process reference: `steps` AdamW steps with clipping.
+std::vector<float> reference_params(int steps, double max_norm, AdamW** keep_state = nullptr,
+                                    std::unique_ptr<ParamTable>* keep_table = nullptr) {
+    auto t = make_table();
+    auto opt = std::make_unique<AdamW>(*t, hyper());
+    for (int s = 0; s < steps; ++s) {
+        t->zero_grad();
+        fill_grads(*t, s, 0, 1);
+        clip_grad_norm(*t, max_norm);
+        opt->step();
+    }
+    std::vector<float> p(t->params_data(), t->params_data() + t->flat_numel());
+    if (keep_state) *keep_state = opt.release();
+    if (keep_table) *keep_table = std::move(t);
+    return p;
+}
+
+TEST(ZeroShard, SegmentsCoverEveryTrainableElementOnceWithItsDecayFlag) {
+    auto t = make_table();
+    for (int dp : {1, 2, 3, 4}) {
+        const auto buckets = grad_buckets_plan(t->flat_numel(), k_bucket, dp);
+        for (DecayPolicy pol : {DecayPolicy::table, DecayPolicy::all}) {
+            std::vector<int> seen(size_t(t->flat_numel()), 0);
+            std::vector<int> decay(size_t(t->flat_numel()), -1);
+            for (int r = 0; r < dp; ++r) {
+                const auto pieces = shard_pieces(buckets, r);
+                for (const ShardSegment& s : shard_segments(*t, pieces, pol)) {
+                    // The shard offset maps back to the same flat element.
+                    bool inside = false;
+                    for (const ShardPiece& p : pieces)
+                        if (s.flat >= p.flat_begin && s.flat + s.n <= p.flat_end)
+                            inside |= s.shard == p.shard_begin + (s.flat - p.flat_begin);
+                    EXPECT_TRUE(inside) << "segment at " << s.flat << " outside rank " << r
+                                        << "'s pieces";
+                    for (int64_t i = s.flat; i < s.flat + s.n; ++i) {
+                        ++seen[size_t(i)];
+                        decay[size_t(i)] = s.decay;
+                    }
+                }
+            }
+            bool cut = false;  // some chunk boundary falls inside a row
+            for (const ParamRow& r : t->rows()) {
+                for (int64_t i = r.offset; i < r.offset + r.numel(); ++i) {
+                    ASSERT_EQ(seen[size_t(i)], r.trainable ? 1 : 0) << r.name << " dp " << dp;
+                    if (r.trainable) {
+                        ASSERT_EQ(decay[size_t(i)], pol == DecayPolicy::all || r.decay) << r.name;
+                    }
+                }
+                for (const GradBucket& b : buckets)
+                    for (int q = 1; q < dp; ++q)
+                        cut |= b.chunk_begin(q) > r.offset && b.chunk_begin(q) < r.offset + r.numel();
+            }
+            if (dp > 1) {
+                EXPECT_TRUE(cut) << "the test table never has a parameter cut by a chunk";
+            }
+        }
+    }
+}
+
+struct ZeroRun {
+    std::vector<float> params;
+    std::vector<double> norms;
+    std::map<std::string, Tensor> state;
+};
+
+// `steps` steps of ZeRO (stage z) on dp CommLocal ranks with ga micro-batches,
+// starting from `start` parameters and state (step count `start_step`) when given.
+std::vector<ZeroRun> run_zero(int dp, int ga, ZeroStage z, int steps, double max_norm,
+                              const std::vector<float>* start = nullptr,
+                              const std::map<std::string, Tensor>* start_state = nullptr,
+                              int start_step = 0) {
+    std::vector<ZeroRun> out(static_cast<size_t>(dp));
+    comm_local_run(dp, [&](Communicator& world) {
+        const int r = world.rank();
+        auto t = make_table();
+        if (start) std::memcpy(t->params_data(), start->data(), start->size() * sizeof(float));
+        GradSyncOptions o;
+        o.zero = z;
+        o.bucket_elems = k_bucket;
+        GradSync sync(t->grads_data(), t->flat_numel(), world, o);
+        ZeroAdamW opt(*t, sync, hyper());
+        if (start_state) opt.load_state(*start_state, start_step);
+        ZeroRun& run = out[size_t(r)];
+        for (int s = start_step; s < start_step + steps; ++s) {
+            t->zero_grad();
+            sync.begin_step();
+            for (int k = 0; k < ga; ++k) {
+                sync.begin_micro_batch(k == ga - 1);
+                fill_grads(*t, s, r * ga + k, dp * ga);
+                sync.grads_ready(0, t->flat_numel());
+                sync.end_micro_batch();
+            }
+            sync.finalize();
+            run.norms.push_back(opt.clip_grad_norm(max_norm));
+            opt.step(hyper().lr);
+        }
+        EXPECT_EQ(opt.step_count(), start_step + steps);
+        run.params.assign(t->params_data(), t->params_data() + t->flat_numel());
+        for (auto& [n, v] : opt.gather_state()) run.state[n] = v;
+    });
+    return out;
+}
+
+TEST(ZeroAdamW, MatchesUnshardedAdamWBitwise) {
+    const int steps = 3;
+    for (double max_norm : {1e9, 0.3}) {  // without and with clipping
+        AdamW* ref_opt = nullptr;
+        std::unique_ptr<ParamTable> ref_table;
+        const std::vector<float> ref = reference_params(steps, max_norm, &ref_opt, &ref_table);
+        std::unique_ptr<AdamW> own(ref_opt);
+        const auto ref_state = own->state_tensors();
+        for (ZeroStage z : {ZeroStage::optimizer, ZeroStage::gradients}) {
+            for (int dp : {1, 2, 3, 4}) {
+                for (int ga : {1, 2}) {
+                    const std::string what = std::string(zero_stage_name(z)) + " dp " +
+                                             std::to_string(dp) + " ga " + std::to_string(ga) +
+                                             " max_norm " + std::to_string(max_norm);
+                    const auto runs = run_zero(dp, ga, z, steps, max_norm);
+                    for (int r = 0; r < dp; ++r) {
+                        ASSERT_TRUE(runs[size_t(r)].params == ref) << what << " rank " << r;
+                        ASSERT_EQ(runs[size_t(r)].state.size(), ref_state.size()) << what;
+                        for (const auto& [name, v] : ref_state)
+                            ASSERT_EQ(std::memcmp(runs[size_t(r)].state.at(name).raw(), v.raw(),
+                                                  v.nbytes()),
+                                      0)
+                                << what << " rank " << r << " " << name;
+                    }
+                    if (max_norm < 1) {
+                        EXPECT_GT(runs[0].norms[0], max_norm) << "clipping not hit";
+                    }
+                }
+            }
+        }
+    }
+}
+
+TEST(ZeroAdamW, GlobalNormEqualsTheUnshardedNorm) {
+    auto t = make_table();
+    fill_grads(*t, 0, 0, 1);
+    const double want = std::sqrt(grad_norm_sq(*t));
+    for (int dp : {2, 3}) {
+        const auto runs = run_zero(dp, 1, ZeroStage::optimizer, 1, 1e9);
+        for (int r = 0; r < dp; ++r) {
+            EXPECT_EQ(runs[size_t(r)].norms[0], want) << "rank " << r;
+        }
+    }
+}
+
+TEST(ZeroAdamW, StateSavedUnderOneLayoutResumesUnderAnother) {
+    const std::vector<float> ref = reference_params(5, 0.3);
+    // 2 steps as ZeRO-1 on 2 ranks; the rest as ZeRO-2 on 3 ranks, or unsharded.
+    const auto first = run_zero(2, 1, ZeroStage::optimizer, 2, 0.3);
+    const auto second =
+        run_zero(3, 2, ZeroStage::gradients, 3, 0.3, &first[0].params, &first[0].state, 2);
+    for (int r = 0; r < 3; ++r) {
+        EXPECT_TRUE(second[size_t(r)].params == ref) << "ZeRO-2 dp 3 rank " << r << " after resume";
+    }
+
+    auto t = make_table();
+    std::memcpy(t->params_data(), first[1].params.data(), first[1].params.size() * sizeof(float));
+    AdamW opt(*t, hyper());
+    opt.load_state(first[1].state, 2);
+    for (int s = 2; s < 5; ++s) {
+        t->zero_grad();
+        fill_grads(*t, s, 0, 1);
+        clip_grad_norm(*t, 0.3);
+        opt.step();
+    }
+    EXPECT_TRUE(std::equal(ref.begin(), ref.end(), t->params_data()))
+        << "unsharded AdamW resumed from a ZeRO state";
+}
+
+TEST(ZeroAdamW, LoadStateNamesTheBadTensor) {
+    auto world = comm_local_create(1);
+    auto t = make_table();
+    GradSyncOptions o;
+    o.zero = ZeroStage::optimizer;
+    GradSync sync(t->grads_data(), t->flat_numel(), *world[0], o);
+    ZeroAdamW opt(*t, sync, hyper());
+    auto state = opt.gather_state();
+    EXPECT_EQ(state.count("exp_avg.frozen.weight"), 0u) << "frozen rows have no optimizer state";
+    auto missing = state;
+    missing.erase("exp_avg_sq.c.weight");
+    try {
+        opt.load_state(missing, 1);
+        ADD_FAILURE() << "missing tensor accepted";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("exp_avg_sq.c.weight"), std::string::npos) << e.what();
+    }
+    auto wrong = state;
+    wrong["exp_avg.a.bias"] = Tensor::empty(DType::f32, Shape{6}, "exp_avg.a.bias");
+    EXPECT_THROW(opt.load_state(wrong, 1), Error);
+
+    GradSync plain(t->grads_data(), t->flat_numel(), *world[0], GradSyncOptions{});
+    EXPECT_THROW({ ZeroAdamW z(*t, plain, hyper()); }, Error);
+}
+
+TEST(DpMemoryPlan, ShardingSavesOptimizerState) {
+    const int64_t F = 110'000'000;  // about BERT-base
+    const DpMemoryPlan ddp = dp_memory_plan(F, 25 << 18, 4, ZeroStage::none);
+    const DpMemoryPlan z1 = dp_memory_plan(F, 25 << 18, 4, ZeroStage::optimizer);
+    const DpMemoryPlan z2 = dp_memory_plan(F, 25 << 18, 4, ZeroStage::gradients);
+    EXPECT_EQ(ddp.total_bytes(), 16 * F);
+    EXPECT_EQ(ddp.saved_vs_ddp_bytes, 0);
+    // Adam moments: 8 bytes per parameter, a quarter of them per rank.
+    EXPECT_NEAR(double(z1.optimizer_bytes), 2.0 * F, 2.0 * 16 * 4 * 4 * 8);
+    // Moments save 6 bytes per parameter; the gradient shard and the
+    // all-gather send buffer cost 1 + 1, the padded-bucket staging a little.
+    EXPECT_GT(z1.saved_vs_ddp_bytes, 3 * F);
+    EXPECT_LE(z1.saved_vs_ddp_bytes, 4 * F);
+    EXPECT_EQ(z1.total_bytes() + z1.saved_vs_ddp_bytes, ddp.total_bytes());
+    EXPECT_EQ(z2.grad_shard_bytes, 2 * z1.grad_shard_bytes);
+    EXPECT_NE(z1.describe().find("ZeRO-1 dp 4"), std::string::npos) << z1.describe();
+    EXPECT_NE(z2.describe().find("workspace"), std::string::npos) << z2.describe();
+}
+
+}  // namespace
+}  // namespace loom
