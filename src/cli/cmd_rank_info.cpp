@@ -29,7 +29,8 @@ namespace {
 
 struct RankInfoOptions {
     int tp = 1, pp = 1;
-    std::string order = "tp-dp-pp";
+    std::string placement = "cluster";  // as distribution.placement_strategy
+    std::string order;                   // overrides placement when given
     int fail_rank = -1;
     double sleep_s = 0;
     bool ignore_signals = false;
@@ -48,7 +49,7 @@ void run_rank_info(const RankInfoOptions& o, const std::vector<std::string>& ext
     cfg.tp = o.tp;
     cfg.pp = o.pp;
     cfg.dp = size / (o.tp * o.pp);
-    cfg.order = o.order;
+    cfg.order = o.order.empty() ? topology_order_from_placement(o.placement) : o.order;
     Topology topo(cfg, size, rank);
     int64_t sum = rank;
     world->all_reduce(std::span<int64_t>(&sum, 1), ReduceOp::sum)->wait();
@@ -84,7 +85,10 @@ void setup_rank_info(CLI::App& app) {
     sub->allow_extras();
     sub->add_option("--tp", o->tp, "tensor-parallel size for the printed topology");
     sub->add_option("--pp", o->pp, "pipeline-parallel size for the printed topology");
-    sub->add_option("--order", o->order, "topology order string");
+    sub->add_option("--placement", o->placement,
+                    "SMP placement_strategy: cluster, spread or a permutation of DPT")
+        ->capture_default_str();
+    sub->add_option("--order", o->order, "topology order string (e.g. tp-dp-pp), overrides --placement");
     sub->add_option("--fail-rank", o->fail_rank, "exit with an error on this rank");
     sub->add_option("--sleep-s", o->sleep_s, "wait this long before finishing");
     sub->add_flag("--ignore-signals", o->ignore_signals, "ignore SIGINT/SIGTERM while waiting");
