@@ -50,9 +50,10 @@ inline std::vector<int32_t> as_i32(const std::vector<uint32_t>& v) {
     return std::vector<int32_t>(v.begin(), v.end());
 }
 
-// What the tokenizer gives for one input with explicit truncation.
+// What the tokenizer gives for one input (pair: null for none) with
+// explicit truncation.
 inline tokenizer::Encoding encode_truncated(const Tokenizer& tok, const std::string& text,
-                                            std::optional<std::string> pair, size_t max_length) {
+                                            const std::string* pair, size_t max_length) {
     tokenizer::TruncationParams t;
     t.max_length = max_length;
     t.strategy = tokenizer::TruncationStrategy::LongestFirst;

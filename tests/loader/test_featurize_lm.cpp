@@ -36,7 +36,7 @@ TEST(FeaturizeMlm, LineByLineSkipsBlankLinesAndTruncates) {
     ASSERT_EQ(set.features.size(), kept.size());
     int64_t truncated = 0;
     for (size_t i = 0; i < kept.size(); ++i) {
-        const auto want = encode_truncated(tok, kept[i], std::nullopt, 10);
+        const auto want = encode_truncated(tok, kept[i], nullptr, 10);
         EXPECT_EQ(set.features[i].ids, as_i32(want.ids)) << kept[i];
         EXPECT_EQ(set.features[i].ids.front(), 101);
         EXPECT_EQ(set.features[i].ids.back(), 102);
@@ -87,7 +87,7 @@ TEST(FeaturizeClm, UnpackedTruncatesAndSkipsEmptyTexts) {
     int64_t truncated = 0;
     for (const auto& t : k_texts) {
         if (t.empty()) continue;
-        const auto want = encode_truncated(tok, t, std::nullopt, 6);
+        const auto want = encode_truncated(tok, t, nullptr, 6);
         EXPECT_EQ(set.features[f++].ids, as_i32(want.ids)) << t;
         truncated += tok.encode(t).size() > 6 ? 1 : 0;
     }

@@ -29,8 +29,7 @@ TEST(FeaturizeSeqCls, IdsMatchTokenizerAndTruncationIsCounted) {
     const FeatureSet set = featurize(recs, tok, cls_options(12));
     ASSERT_EQ(set.features.size(), 3u);
     for (size_t i = 0; i < recs.size(); ++i) {
-        std::optional<std::string> pair;
-        if (recs[i].has_pair) pair = recs[i].text_pair;
+        const std::string* pair = recs[i].has_pair ? &recs[i].text_pair : nullptr;
         const auto want = encode_truncated(tok, recs[i].text, pair, 12);
         EXPECT_EQ(set.features[i].ids, as_i32(want.ids)) << "record " << i;
         EXPECT_EQ(set.features[i].type_ids, as_i32(want.type_ids)) << "record " << i;
