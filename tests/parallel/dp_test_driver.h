@@ -61,6 +61,11 @@ struct DpJob {
     double lr = 2e-3, max_grad_norm = 0.5, dropout = 0.1;
     uint64_t seed = 1234;
     bool gather_state = false;
+    // Resume: parameters and optimizer state of an earlier run (any layout),
+    // continuing at step `first_step` (null: from the fixture, step 0).
+    const std::vector<float>* start_params = nullptr;
+    const std::map<std::string, Tensor>* start_state = nullptr;
+    int64_t first_step = 0;
 };
 
 // One step's global batch (G, T), deterministic in (seed, step).
@@ -124,12 +129,19 @@ inline DpRun run_dp_job(const DpJob& job, const DpLayout& layout, Communicator& 
     o.zero = layout.zero;
     o.bucket_size_mb = layout.bucket_size_mb;
     o.overlap = layout.overlap;
+    if (job.start_params) {
+        ParamTable& t = model->params();
+        LOOM_CHECK(int64_t(job.start_params->size()) == t.flat_numel(), "resume: parameter count");
+        std::memcpy(t.params_data(), job.start_params->data(),
+                    job.start_params->size() * sizeof(float));
+    }
     DataParallel ddp(*model, dp, hp, DecayPolicy::table, o);
     ddp.broadcast_parameters();
+    if (job.start_state) ddp.load_optimizer_state(*job.start_state, job.first_step);
 
     const int64_t T = job.T, per_rank = job.G / layout.dp, B = per_rank / layout.ga;
     DpRun run;
-    for (int64_t step = 0; step < job.steps; ++step) {
+    for (int64_t step = job.first_step; step < job.first_step + job.steps; ++step) {
         // Two batches in turn: random, but learnable, so the loss falls.
         const GlobalBatch gb = make_global_batch(c, job, step % 2);
         const int64_t first = int64_t(dp.rank()) * per_rank;
