@@ -87,8 +87,9 @@ FeatureSet featurize_qa(const std::vector<Record>& records, const Tokenizer& tok
     trunc.strategy = tokenizer::TruncationStrategy::OnlySecond;
     trunc.stride = size_t(opts.doc_stride);
     auto encodings = encode_all(tok, jobs, true, trunc, opts.n_threads, [&](int64_t i) {
-        return fmt::format("{} (question id '{}')", record_origin(records[size_t(i)], opts),
-                           records[size_t(i)].id);
+        return fmt::format("{} (question id '{}', max_seq_length {}, doc_stride {})",
+                           record_origin(records[size_t(i)], opts), records[size_t(i)].id, opts.max_seq_length,
+                           opts.doc_stride);
     });
 
     for (size_t i = 0; i < records.size(); ++i) {

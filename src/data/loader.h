@@ -76,7 +76,11 @@ struct LoaderOptions {
     int64_t mask_id = -1;
     int64_t vocab_size = 0;
     std::vector<int64_t> special_ids;  // never masked
-    int prefetch = 4;                  // batches prepared ahead (at least 1)
+    // Batches prepared ahead (at least 1). A trainer that fetches all of a
+    // step's micro-batches before the first forward wants at least
+    // gradient_accumulation_steps here; any depth is correct, a smaller one
+    // only overlaps less. (global_label_count needs no fetching at all.)
+    int prefetch = 4;
     // Pad to the longest row of a group of this many consecutive global
     // micro-batches (every rank's rows; groups start at the epoch's batch 0)
     // instead of this rank's own micro-batch. With the step's
