@@ -5,9 +5,10 @@
 // permutation of an epoch is computed from the seed alone, and rank r of dp
 // takes its per-device share of each global batch, so any split of one global
 // batch (accumulation x dp) sees the same samples. Masked-LM masks (80/10/10,
-// fresh each epoch) are keyed by (seed, epoch, global sample index) through
-// Philox, never by rank or thread. The position (epoch, batches consumed) is
-// what a checkpoint stores; seek() resumes at the exact next sample.
+// fresh each epoch) are keyed by (seed, epoch, feature index, token position)
+// through Philox, never by rank, thread or batch composition (data/collate.h).
+// The position (epoch, batches consumed) is what a checkpoint stores; seek()
+// resumes at the exact next sample.
 //
 // Batches: global micro-batch k of an epoch is rows [k*G, min((k+1)*G, N)) of
 // the epoch's order (G = batch_size x dp_size, N features). Its n rows are
@@ -68,7 +69,7 @@ struct LoaderOptions {
     int64_t dp_rank = 0, dp_size = 1;
     bool shuffle = true;
     bool drop_last = false;
-    uint64_t seed = 42;              // data_seed
+    uint64_t seed = 42;              // data_seed: keys the epoch order and the MLM masks
     int64_t pad_to_multiple_of = 0;
     int64_t pad_id = 0;
     // Masked LM.
