@@ -15,9 +15,10 @@ bin=${1:-build/cpu-release/bench/bench_dp}
 shift || true
 [[ -x $bin ]] || { echo "dp_scaling.sh: no bench_dp at $bin (build target bench_dp)" >&2; exit 2; }
 unset OPENBLAS_CORETYPE
+cores=$(nproc --all)
 export OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1
-echo "load average: $(cut -d' ' -f1-3 /proc/loadavg), cores: $(nproc)"
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg), cores: $cores"
 one=$(mpirun --allow-run-as-root -np 1 --bind-to core "$bin" "$@" | tail -1)
 two=$(mpirun --allow-run-as-root -np 2 --bind-to core "$bin" "$@" | tail -1)
 echo "$one"

@@ -56,7 +56,6 @@ ZeroAdamW::ZeroAdamW(ParamTable& table, GradSync& sync, const AdamWParams& hp,
     const size_t n = size_t(sync.shard_size());
     m_.assign(n, 0.0f);
     v_.assign(n, 0.0f);
-    send_.assign(n, 0.0f);
     for (const GradBucket& b : sync.buckets())
         if (b.padded(sync.dp_size())) staging_.assign(size_t(b.chunk * sync.dp_size()), 0.0f);
 }
@@ -98,16 +97,18 @@ void ZeroAdamW::step(double lr) {
                      step_);
     }
     // All-gather on the dp group: every rank's updated chunks into every
-    // rank's parameter buffer. The send side is a copy: MPI forbids a send
-    // buffer inside the receive buffer.
+    // rank's parameter buffer. The send side is a copy (MPI forbids a send
+    // buffer inside the receive buffer), staged in the gradient shard, which
+    // this step has consumed (begin_step clears it).
     Communicator& dp = sync_.comm();
+    float* send_base = sync_.shard_grads();
     const auto& buckets = sync_.buckets();
     const auto& pieces = sync_.pieces();
     std::vector<WorkPtr> work;
     work.reserve(buckets.size());
     for (size_t b = 0; b < buckets.size(); ++b) {
         const ShardPiece& pc = pieces[b];
-        float* send = send_.data() + pc.shard_begin;
+        float* send = send_base + pc.shard_begin;
         const int64_t valid = pc.flat_end - pc.flat_begin;
         std::memcpy(send, p + pc.flat_begin, size_t(valid) * sizeof(float));
         std::fill(send + valid, send + pc.chunk, 0.0f);
@@ -220,12 +221,12 @@ DpMemoryPlan dp_memory_plan(int64_t flat_numel, int64_t bucket_elems, int dp_siz
         case ZeroStage::optimizer:
             m.grad_shard_bytes = S;
             m.optimizer_bytes = 2 * S;
-            m.comm_bytes = S + 2 * staging;  // all-gather send buffer, staging (grads, params)
+            m.comm_bytes = 2 * staging;  // padded bottom bucket: grads, params
             break;
         case ZeroStage::gradients:
             m.grad_shard_bytes = 2 * S;  // accumulated shard + per-micro-batch receive buffer
             m.optimizer_bytes = 2 * S;
-            m.comm_bytes = S + 2 * staging;
+            m.comm_bytes = 2 * staging;
             break;
     }
     m.saved_vs_ddp_bytes = 4 * F - m.total_bytes();

@@ -60,7 +60,9 @@ public:
     double grad_norm_sq() const;
     // torch clip_grad_norm_ on the global norm; returns the norm before clipping.
     double clip_grad_norm(double max_norm);
-    // AdamW on this shard, then all-gather the parameters (collective).
+    // AdamW on this shard, then all-gather the parameters (collective). The
+    // gradient shard is reused as the all-gather's send buffer: it is stale
+    // afterwards (the next GradSync::begin_step clears it).
     void step(double lr);
     int64_t step_count() const { return step_; }
     const AdamWParams& hyperparams() const { return hp_; }
@@ -82,7 +84,6 @@ private:
     AdamWParams hp_;
     std::vector<ShardSegment> segments_;
     std::vector<float> m_, v_;   // (shard_numel) Adam moments of this shard
-    std::vector<float> send_;    // (shard_numel) parameter chunks for the all-gather
     mutable std::vector<float> staging_;  // (dp * chunk) padded bottom bucket
     int64_t step_ = 0;
 };
@@ -95,7 +96,7 @@ struct DpMemoryPlan {
     int64_t grad_bytes = 0;        // flat gradient buffer backward writes into
     int64_t grad_shard_bytes = 0;  // reduced gradient shard (+ ZeRO-2 receive buffer)
     int64_t optimizer_bytes = 0;   // Adam m and v
-    int64_t comm_bytes = 0;        // staging and all-gather send buffers
+    int64_t comm_bytes = 0;        // staging of the padded bottom bucket
     int64_t total_bytes() const;
     // Against plain DDP (ZeRO none) on the same dp size: positive = saved.
     int64_t saved_vs_ddp_bytes = 0;

@@ -285,10 +285,10 @@ TEST(DpMemoryPlan, ShardingSavesOptimizerState) {
     EXPECT_EQ(ddp.saved_vs_ddp_bytes, 0);
     // Adam moments: 8 bytes per parameter, a quarter of them per rank.
     EXPECT_NEAR(double(z1.optimizer_bytes), 2.0 * F, 2.0 * 16 * 4 * 4 * 8);
-    // Moments save 6 bytes per parameter; the gradient shard and the
-    // all-gather send buffer cost 1 + 1, the padded-bucket staging a little.
-    EXPECT_GT(z1.saved_vs_ddp_bytes, 3 * F);
-    EXPECT_LE(z1.saved_vs_ddp_bytes, 4 * F);
+    // Moments save 6 bytes per parameter, the gradient shard costs 1 (the
+    // padded-bucket staging a little).
+    EXPECT_GT(z1.saved_vs_ddp_bytes, 4 * F);
+    EXPECT_LE(z1.saved_vs_ddp_bytes, 5 * F);
     EXPECT_EQ(z1.total_bytes() + z1.saved_vs_ddp_bytes, ddp.total_bytes());
     EXPECT_EQ(z2.grad_shard_bytes, 2 * z1.grad_shard_bytes);
     EXPECT_NE(z1.describe().find("ZeRO-1 dp 4"), std::string::npos) << z1.describe();
