@@ -9,4 +9,7 @@ bash scripts/install_deps.sh
 # Debian's environment pins OpenBLAS to Haswell kernels; auto-detect instead.
 unset OPENBLAS_CORETYPE
 cmake --preset "$preset" "$@" >/dev/null
-cmake --build --preset "$preset" -j "$(nproc)"
+# LOOM_BUILD_TARGETS (space-separated) limits the build to those targets.
+targets=()
+for t in ${LOOM_BUILD_TARGETS:-}; do targets+=(--target "$t"); done
+cmake --build --preset "$preset" -j "$(nproc)" "${targets[@]}"
