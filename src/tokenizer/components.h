@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tokenizer/encoding.h"
@@ -81,6 +82,22 @@ struct ByteLevelNormalizer final : Normalizer {
 };
 
 struct NmtNormalizer final : Normalizer {
+    void normalize(NormalizedString& s) const override;
+};
+
+// sentencepiece's compiled normalization rules (HF's Precompiled, which uses
+// the spm_precompiled crate). The charsmap is a darts-clone double-array trie
+// over UTF-8 keys whose leaf values are byte offsets of NUL-terminated
+// replacements in `replacements`. Built by precompiled.cpp from the blob.
+struct PrecompiledNormalizer final : Normalizer {
+    std::vector<uint32_t> trie;  // (trie_size / 4) double-array units
+    std::string replacements;    // NUL-separated UTF-8 replacement strings
+    // Parses the decoded precompiled_charsmap bytes; throws TokenizerError
+    // naming `where` when the blob is malformed.
+    static PrecompiledNormalizer from_charsmap(std::string_view blob, const std::string& where);
+    // The replacement of the *shortest* prefix of `chunk` found in the trie
+    // (spm_precompiled takes the first common-prefix result), or nullopt.
+    std::optional<std::string_view> transform(std::string_view chunk) const;
     void normalize(NormalizedString& s) const override;
 };
 
