@@ -90,7 +90,8 @@ PrecompiledNormalizer PrecompiledNormalizer::from_charsmap(std::string_view blob
     const size_t units = trie_size / 4;  // as spm_precompiled: a partial unit is ignored
     if (units * 4 > blob.size() - 4)
         throw TokenizerError(where + ": precompiled_charsmap declares a " + std::to_string(trie_size) +
-                             "-byte trie but holds only " + std::to_string(blob.size() - 4) + " bytes after the header");
+                             "-byte trie but holds only " + std::to_string(blob.size() - 4) +
+                             " bytes after the header");
     if (units == 0) throw TokenizerError(where + ": precompiled_charsmap has an empty trie");
     PrecompiledNormalizer n;
     n.trie.resize(units);

@@ -104,7 +104,8 @@ TEST(TokenizerPrecompiled, MalformedCharsmapsFailWithThePath) {
               "tokenizer.json: /normalizer/precompiled_charsmap: precompiled_charsmap is not valid base64");
     // "AQI=" = 01 02: shorter than the header.
     EXPECT_EQ(load_error(R"({"type": "Precompiled", "precompiled_charsmap": "AQI="})"),
-              "tokenizer.json: /normalizer/precompiled_charsmap: precompiled_charsmap is shorter than its 4-byte header");
+              "tokenizer.json: /normalizer/precompiled_charsmap: precompiled_charsmap is shorter than its "
+              "4-byte header");
     // "EAAAAAAA" = trie_size 16, then 2 bytes only.
     EXPECT_EQ(load_error(R"({"type": "Precompiled", "precompiled_charsmap": "EAAAAAAA"})"),
               "tokenizer.json: /normalizer/precompiled_charsmap: precompiled_charsmap declares a 16-byte trie but "
