@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# One BERT-base-shaped training step (forward, backward, AdamW; batch 8 x 128,
+# fp32, no dropout) in Loom and in PyTorch, side by side in one run and in the
+# same environment: OPENBLAS_CORETYPE unset (it halves OpenBLAS, which PyTorch
+# uses here) and glibc's malloc thresholds raised (first touch of fresh pages is
+# very slow on these machines). Prints both JSON lines and the ratio.
+#   bench/bert_step_vs_torch.sh [BUILD_DIR] [--task mlm|cls] [--steps N] ...
+# Extra options go to both sides.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$root/build/cpu-release}
+shift || true
+bin="$build/bench/bench_model_step"
+[[ -x $bin ]] || { echo "bert_step_vs_torch.sh: build bench_model_step first: cmake --build $build --target bench_model_step" >&2; exit 2; }
+python=/usr/bin/python3
+"$python" -c 'import torch' 2>/dev/null || { echo "bert_step_vs_torch.sh: needs Debian's python3-torch (LOOM_WITH_TORCH=1 scripts/install_deps.sh)" >&2; exit 2; }
+unset OPENBLAS_CORETYPE
+export MALLOC_MMAP_THRESHOLD_=1073741824 MALLOC_TRIM_THRESHOLD_=1073741824 OMP_WAIT_POLICY=passive
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg), cores: $(nproc)"
+loom=$("$bin" "$@" | tail -1)
+torch=$("$python" "$root/bench/torch_bert_step.py" "$@" | tail -1)
+echo "$loom"
+echo "$torch"
+"$python" - "$loom" "$torch" <<'PY'
+import json, sys
+l, t = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+print(f"loom {l['ms_per_step']:.0f} ms/step, pytorch {t['ms_per_step']:.0f} ms/step: "
+      f"loom is {t['ms_per_step'] / l['ms_per_step']:.2f}x faster ({l['gflops']:.0f} vs {t['gflops']:.0f} GFLOP/s)")
+PY
