@@ -92,6 +92,10 @@ public:
 
     // Named outputs of the last forward (views, valid until the next forward).
     virtual std::map<std::string, Tensor> outputs() const = 0;
+    // Bytes of activation memory planned for the last forward's shape (saved
+    // activations, backward workspace, head buffers): the figure the memory
+    // plan (parallel/layout_plan.h) predicts. 0 before the first forward.
+    virtual int64_t activation_bytes() const { return 0; }
     // HF output_hidden_states: i = 0 embeddings, i = k after layer k (L + 1 of them).
     virtual int num_hidden_states() const = 0;
     virtual Tensor hidden_state(int i) const = 0;

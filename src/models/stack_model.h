@@ -29,6 +29,9 @@ public:
     }
     std::map<std::string, Tensor> outputs() const override;
     int num_hidden_states() const override;
+    int64_t activation_bytes() const override {
+        return arena_.capacity_elems() * int64_t(sizeof(float));
+    }
     Tensor hidden_state(int i) const override;
 
 protected:

@@ -1,0 +1,317 @@
+// Layout planning: the memory and time formulas of docs/cost-model.md.
+#include "parallel/layout_plan.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "io/hf_config.h"
+#include "parallel/pipeline_sim.h"
+
+namespace loom {
+
+namespace {
+
+constexpr double k_f32 = 4.0;
+
+int64_t ceil_div(int64_t a, int64_t b) {
+    return (a + b - 1) / b;
+}
+
+// Parameters of one transformer block, split into what tensor parallelism
+// divides (the four attention projections and both MLP matrices with their
+// column-parallel biases) and what every tp rank keeps (row-parallel biases,
+// LayerNorms).
+struct BlockParams {
+    double split = 0, replicated = 0;
+};
+BlockParams block_params(const PlanModel& m) {
+    const double C = double(m.hidden), I = double(m.intermediate);
+    return {4 * C * C + 2 * C * I + 3 * C + I, 2 * C + 4 * C};
+}
+
+// Embedding rows (vocab-parallel word table; positions and types replicated).
+BlockParams embedding_params(const PlanModel& m) {
+    const double E = double(m.embedding), C = double(m.hidden);
+    BlockParams p{double(m.vocab) * E, double(m.positions + m.type_vocab) * E + 2 * E};
+    if (m.embedding != m.hidden) p.replicated += E * C + C;  // ALBERT's projection
+    return p;
+}
+
+// Head rows beyond the tied decoder weight.
+BlockParams head_params(const PlanModel& m) {
+    const double C = double(m.hidden), V = double(m.vocab);
+    if (m.causal) return {0, 2 * C};  // GPT-2 ln_f; lm_head is the tied wte
+    const double E = double(m.embedding);
+    if (m.lm_head) return {V, C * E + E + 2 * E};  // decoder bias; transform to E + LayerNorm
+    if (m.span_head) return {0, 2 * C + 2};        // qa_outputs
+    return {0, C * C + C + C * double(m.num_labels) + double(m.num_labels)};  // pooler + classifier
+}
+
+// Blocks the busiest stage holds and runs.
+int64_t stage_applications(const PlanModel& m, int pp) {
+    return ceil_div(m.layers, pp);
+}
+int64_t stage_blocks(const PlanModel& m, int pp) {
+    // ALBERT's shared group lives on every stage; BERT's blocks are split.
+    if (m.distinct_blocks < m.layers) return m.distinct_blocks;
+    return ceil_div(m.distinct_blocks, pp);
+}
+
+// Floats one block application saves for backward (per micro-batch), and
+// the part of it that is the block's output (kept even when checkpointed).
+struct ActFloats {
+    double output = 0, internal = 0;
+};
+ActFloats block_acts(const PlanModel& m, const PlanWorkload& w, int tp) {
+    const double N = double(w.micro_batch * w.seq), C = double(m.hidden),
+                 I = double(m.intermediate);
+    const double att = double(w.micro_batch) * double(m.heads / tp) * double(w.seq) * double(w.seq);
+    // qkv (3C/tp), context (C/tp), MLP pre- and post-activation (2I/tp), the
+    // LayerNorm output, residual sum and second LayerNorm input (3C), LayerNorm
+    // statistics (4), attention probabilities.
+    return {N * C, N * (4 * C / tp + 2 * I / tp + 3 * C + 4) + att};
+}
+
+// Backward workspace shared by every block, plus embeddings and head buffers
+// (what the models' arena plans take).
+double workspace_floats(const PlanModel& m, const PlanWorkload& w, const LayoutChoice& l,
+                        bool first_stage, bool last_stage) {
+    const double N = double(w.micro_batch * w.seq), C = double(m.hidden),
+                 I = double(m.intermediate);
+    const double E = double(m.embedding);
+    const double att =
+        double(w.micro_batch) * double(m.heads / l.tp) * double(w.seq) * double(w.seq);
+    double f = N * (4 * C / l.tp + I / l.tp + 4 * C) + att;  // dqkv, dctx, dI, t, u, dh, du; datt
+    if (first_stage) {
+        f += N * C + 2 * N * E + 2 * N;               // hidden[0], embedding sum and its gradient
+        if (m.embedding != m.hidden) f += 2 * N * E;  // ALBERT's projection input and gradient
+    }
+    if (last_stage) {
+        const double V = double(m.vocab) / l.tp;
+        if (m.causal)
+            f += N * C + 2 * N + 2 * N * V;  // ln_f output; logits and their gradient
+        else if (m.lm_head)
+            // The arena holds every position's logits (the labelled share varies
+            // per batch); transform, GELU and LayerNorm buffers and gradients.
+            f += N * (2 * C + 5 * E + 2 + 2 * V);
+        else
+            f += N * (C + 6);  // QA span head (classification's is per row: negligible)
+    }
+    return f;
+}
+
+double ring_seconds(double bytes, int n, double gbps, double latency) {
+    if (n <= 1 || bytes <= 0) return 0;
+    return 2.0 * double(n - 1) / double(n) * bytes / (gbps * 1e9) + 2.0 * double(n - 1) * latency;
+}
+
+}  // namespace
+
+PlanModel plan_model_from_config(const ModelConfig& c) {
+    PlanModel m;
+    m.layers = c.num_hidden_layers;
+    m.distinct_blocks = c.family == ModelFamily::albert ? c.num_hidden_groups : c.num_hidden_layers;
+    m.hidden = c.hidden_size;
+    m.heads = c.num_attention_heads;
+    m.intermediate = c.intermediate_size;
+    m.vocab = c.vocab_size;
+    m.embedding = c.embedding_size > 0 ? c.embedding_size : c.hidden_size;
+    m.positions = c.sinusoidal_pos_embds ? 0 : c.max_position_embeddings;
+    m.type_vocab = c.type_vocab_size;
+    m.lm_head = c.task == TaskKind::masked_lm || c.task == TaskKind::causal_lm;
+    m.causal = c.task == TaskKind::causal_lm || c.family == ModelFamily::gpt2;
+    m.span_head = c.task == TaskKind::question_answering;
+    m.num_labels = c.num_labels;
+    const BlockParams b = block_params(m), e = embedding_params(m), h = head_params(m);
+    m.total_params = int64_t(double(m.distinct_blocks) * (b.split + b.replicated) + e.split +
+                             e.replicated + h.split + h.replicated);
+    return m;
+}
+
+double forward_flops_per_token(const PlanModel& m, int64_t seq) {
+    const double C = double(m.hidden), I = double(m.intermediate), V = double(m.vocab);
+    double f = double(m.layers) * (2 * (4 * C * C + 2 * C * I) + 4 * double(seq) * C);
+    if (m.embedding != m.hidden) f += 2 * double(m.embedding) * C;
+    if (m.causal)
+        f += 2 * C * V;
+    else if (m.lm_head)
+        f += m.labelled_share * 2 * (C * C + C * V);
+    return f;
+}
+
+PlanWorkload split_workload(int64_t global_batch, int64_t seq, int64_t microbatches, int dp) {
+    PlanWorkload w;
+    w.seq = seq;
+    w.microbatches = std::max<int64_t>(1, microbatches);
+    const int64_t parts = int64_t(dp) * w.microbatches;
+    w.micro_batch = global_batch % parts == 0 ? global_batch / parts : 0;
+    return w;
+}
+
+std::string layout_check(const PlanModel& m, const PlanWorkload& w, const LayoutChoice& l) {
+    if (l.dp < 1 || l.tp < 1 || l.pp < 1) return "degrees must be at least 1";
+    if (w.micro_batch < 1) return "global batch not divisible by dp x micro-batches";
+    if (m.heads % l.tp)
+        return "attention heads (" + std::to_string(m.heads) + ") not divisible by tp";
+    if (m.intermediate % l.tp) return "intermediate size not divisible by tp";
+    if (l.pp * l.virtual_stages > m.layers) return "more pipeline stages than layers";
+    if (l.pp > 1 && w.microbatches < l.pp && l.schedule != ScheduleKind::simple)
+        return "fewer micro-batches than pipeline stages";
+    if (l.schedule == ScheduleKind::interleaved && l.virtual_stages > 1 && w.microbatches % l.pp)
+        return "interleaved needs micro-batches divisible by pp";
+    return "";
+}
+
+MemoryPlan plan_memory(const PlanModel& m, const PlanWorkload& w, const LayoutChoice& l) {
+    MemoryPlan r;
+    const BlockParams b = block_params(m), e = embedding_params(m), h = head_params(m);
+    const double blocks = double(stage_blocks(m, l.pp));
+    const double body = blocks * (b.split / l.tp + b.replicated);
+    const double emb = e.split / l.tp + e.replicated, head = h.split / l.tp + h.replicated;
+    // Busiest rank: the first stage (embeddings) or the last (head, and a copy
+    // of the tied word embeddings when pp > 1).
+    const double tied_copy =
+        m.lm_head && l.pp > 1 ? double(m.vocab) * double(m.embedding) / l.tp : 0;
+    const double first = body + emb + (l.pp == 1 ? head : 0);
+    const double last = body + head + tied_copy;
+    const double P = std::max(first, last);
+    const bool busiest_is_first = first >= last;
+    r.params = k_f32 * P;
+    r.grads = k_f32 * P;
+    const double shard = k_f32 * P / l.dp;
+    if (l.zero_stage == 0)
+        r.optimizer = 2 * k_f32 * P;
+    else {
+        r.optimizer = 2 * shard;
+        r.grads += (l.zero_stage == 2 ? 2 : 1) * shard;  // reduced shard (+ receive buffer)
+    }
+
+    const int64_t apps = stage_applications(m, l.pp);
+    const ActFloats a = block_acts(m, w, l.tp);
+    double saved = double(apps) * (a.output + a.internal);
+    if (l.checkpointing) {
+        const int64_t every = std::max(1, l.checkpoint_every);
+        const int64_t ckpt = ceil_div(apps, every);  // applications 0, k, 2k, ...
+        // Checkpointed blocks keep only their output (the next block's input);
+        // backward recomputes one block at a time into one block's buffers.
+        saved -= double(ckpt) * a.internal;
+        saved += a.internal;
+    }
+    r.activations_per_micro = k_f32 * saved;
+    int in_flight = 1;
+    if (l.pp > 1) {
+        for (int s = 0; s < l.pp; ++s)
+            in_flight = std::max(
+                in_flight,
+                schedule_max_in_flight(l.schedule, l.pp, s, int(w.microbatches), l.virtual_stages));
+    }
+    r.in_flight = in_flight;
+    // Interleaved chunks hold 1/v of the stage's blocks each.
+    const double chunk_share =
+        l.schedule == ScheduleKind::interleaved ? 1.0 / l.virtual_stages : 1.0;
+    r.activations_in_flight = r.activations_per_micro * in_flight * chunk_share;
+    r.workspace = k_f32 * workspace_floats(m, w, l, busiest_is_first || l.pp == 1,
+                                           !busiest_is_first || l.pp == 1);
+    r.peak = r.params + r.grads + r.optimizer + r.activations_in_flight + r.workspace;
+    return r;
+}
+
+TimePlan plan_time(const PlanModel& m, const PlanWorkload& w, const LayoutChoice& l,
+                   const MachineModel& mc, int world) {
+    TimePlan t;
+    const double tokens = double(w.micro_batch * w.seq);
+    const double fwd_tok = forward_flops_per_token(m, w.seq);
+    // Work of one micro-batch on one rank: its share of blocks and tp split.
+    const double stage_share = double(stage_applications(m, l.pp)) / double(m.layers);
+    const double fwd = fwd_tok * tokens * stage_share / l.tp;
+    double recompute = 0;
+    if (l.checkpointing) {
+        const int64_t apps = stage_applications(m, l.pp);
+        const double ckpt = double(ceil_div(apps, std::max(1, l.checkpoint_every)));
+        recompute = fwd * ckpt / double(apps);
+    }
+    const double per_micro = 3 * fwd + recompute;  // backward = 2 x forward
+    const int ranks_node = mc.ranks_per_node > 0 ? mc.ranks_per_node : world;
+    // Each rank runs max(1, cores / ranks) threads.
+    const double threads = std::max(1.0, double(mc.cores) / double(ranks_node));
+    const double rank_rate = mc.gflops_per_core * 1e9 * threads;
+
+    // Pipeline: the simulated schedule's idle share stretches the busy time.
+    if (l.pp > 1) {
+        SimOptions so;
+        so.forward_time = 10;
+        so.backward_time = int64_t(std::lround(10.0 * (2 * fwd + recompute) / fwd));
+        const SimResult sim =
+            simulate_schedule(l.schedule, l.pp, int(w.microbatches), l.virtual_stages, so);
+        t.bubble = sim.ok ? sim.bubble : 0;
+    }
+    const double work = double(w.microbatches) * per_micro;  // FLOPs of one rank per step
+    const double critical = work / rank_rate / (1.0 - t.bubble);
+    // More ranks than cores: a rank waiting in a bubble frees its core for the
+    // others, so the node's total work over its cores bounds the step too.
+    const double node_bound = work * ranks_node / (mc.gflops_per_core * 1e9 * mc.cores);
+    const double compute = std::max(critical, node_bound);
+    t.compute_s = compute;
+
+    const double act_bytes = k_f32 * tokens * double(m.hidden);
+    const double apps = double(stage_applications(m, l.pp));
+    const double reduces = 4 + (l.checkpointing ? 2.0 / std::max(1, l.checkpoint_every) : 0);
+    t.tp_comm_s = double(w.microbatches) * apps * reduces *
+                  ring_seconds(act_bytes, l.tp, mc.allreduce_gbps, mc.latency_s);
+    if (l.pp > 1)
+        t.pp_comm_s =
+            double(w.microbatches) * 2 * (act_bytes / l.tp / (mc.p2p_gbps * 1e9) + mc.latency_s);
+    const MemoryPlan mem = plan_memory(m, w, l);
+    // Gradient reduction: the part not hidden behind backward (measured share
+    // hidden on this machine: docs/cost-model.md).
+    const double hidden_share = 0.4;
+    t.dp_comm_s = (1 - hidden_share) * ring_seconds(mem.grads / (l.zero_stage ? 2 : 1), l.dp,
+                                                    mc.allreduce_gbps, mc.latency_s);
+    t.step_s = t.compute_s + t.tp_comm_s + t.pp_comm_s + t.dp_comm_s;
+    return t;
+}
+
+std::vector<PlanRow> plan_layouts(const PlanModel& m, const PlanRequest& q,
+                                  const MachineModel& mc) {
+    std::vector<PlanRow> rows;
+    const int world = q.world;
+    for (int tp = 1; tp <= world; ++tp) {
+        if (world % tp) continue;
+        for (int pp = 1; pp <= world / tp; ++pp) {
+            if ((world / tp) % pp) continue;
+            const int dp = world / tp / pp;
+            std::vector<ScheduleKind> kinds{ScheduleKind::one_f_one_b};
+            if (pp > 1)
+                kinds = {ScheduleKind::simple, ScheduleKind::one_f_one_b,
+                         ScheduleKind::interleaved};
+            for (ScheduleKind k : kinds) {
+                for (bool ckpt : {false, true}) {
+                    PlanRow r;
+                    r.layout = {dp,   tp,
+                                pp,   dp > 1 ? q.zero_stage : 0,
+                                k,    k == ScheduleKind::interleaved ? 2 : 1,
+                                ckpt, 1};
+                    r.workload = split_workload(q.global_batch, q.seq, q.microbatches, dp);
+                    r.why_not = layout_check(m, r.workload, r.layout);
+                    r.feasible = r.why_not.empty();
+                    if (r.feasible) {
+                        r.memory = plan_memory(m, r.workload, r.layout);
+                        r.time = plan_time(m, r.workload, r.layout, mc, world);
+                        if (mc.memory_gib > 0 && r.memory.peak > mc.memory_gib * double(1 << 30)) {
+                            r.feasible = false;
+                            r.why_not = "predicted peak over the memory limit";
+                        }
+                    }
+                    rows.push_back(r);
+                }
+            }
+        }
+    }
+    std::stable_sort(rows.begin(), rows.end(), [](const PlanRow& a, const PlanRow& b) {
+        if (a.feasible != b.feasible) return a.feasible;
+        return a.time.step_s < b.time.step_s;
+    });
+    return rows;
+}
+
+}  // namespace loom

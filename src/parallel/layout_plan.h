@@ -1,0 +1,128 @@
+// Layout planning: predicted memory per rank and step time for every
+// (dp, tp, pp) layout of a world, from the model's shape, the batch and a
+// small machine model. `loom plan` prints the table; the trainer prints the
+// chosen layout's memory plan before step 0. The formulas (docs/cost-model.md)
+// follow what Loom actually allocates: one fp32 flat buffer each for
+// parameters and gradients, AdamW's two moments, and the activation arena of
+// StackModel (what each block application saves for backward plus the
+// backward workspace shared by all blocks).
+//
+// Pure arithmetic over plain structs: no model is built, nothing allocated.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "parallel/pipeline_schedule.h"
+
+namespace loom {
+
+struct ModelConfig;
+
+// The shape facts the cost model needs.
+struct PlanModel {
+    int64_t layers = 0;           // L: block applications
+    int64_t distinct_blocks = 0;  // parameter sets (ALBERT shares one group)
+    int64_t hidden = 0;           // C
+    int64_t heads = 0;            // NH
+    int64_t intermediate = 0;     // I
+    int64_t vocab = 0;            // V
+    int64_t embedding = 0;        // E (ALBERT); = C elsewhere
+    int64_t positions = 0;        // rows of the position table (0 = sinusoidal)
+    int64_t type_vocab = 0;
+    bool lm_head = false;          // logits over the vocabulary (MLM, CLM)
+    bool causal = false;           // GPT-2: logits at every position
+    bool span_head = false;        // question answering: start/end logits, no pooler
+    double labelled_share = 0.15;  // MLM: positions with labels (logits only there)
+    int64_t num_labels = 2;
+    int64_t total_params = 0;  // counted from the shapes above
+};
+
+PlanModel plan_model_from_config(const ModelConfig& config);
+
+// One optimizer step of one data-parallel replica.
+struct PlanWorkload {
+    int64_t micro_batch = 8;  // rows per micro-batch
+    int64_t seq = 128;        // max_seq_length
+    int64_t microbatches =
+        1;  // per optimizer step per replica (pipeline micro-batches or accumulation)
+};
+
+// The same global batch on every layout: each of dp replicas runs
+// `microbatches` micro-batches of global_batch / (dp * microbatches) rows.
+// micro_batch is 0 when that does not divide.
+PlanWorkload split_workload(int64_t global_batch, int64_t seq, int64_t microbatches, int dp);
+
+// What one rank can do. Defaults: this project's 2-core build machine
+// (docs/cost-model.md says where each figure comes from).
+struct MachineModel {
+    int cores = 2;                 // physical cores shared by all ranks of the node
+    int ranks_per_node = 0;        // 0 = the whole world on one node
+    double gflops_per_core = 170;  // sustained fp32 GEMM rate of one core inside a training step
+    double allreduce_gbps = 2.5;   // bucketed all-reduce algorithm bandwidth, GB/s
+    double p2p_gbps = 5.0;         // point-to-point (pipeline) bandwidth, GB/s
+    double latency_s = 20e-6;      // per message
+    double memory_gib = 0;         // per rank; 0 = no limit
+};
+
+struct LayoutChoice {
+    int dp = 1, tp = 1, pp = 1;
+    int zero_stage = 0;  // 0, 1 or 2 across dp
+    ScheduleKind schedule = ScheduleKind::one_f_one_b;
+    int virtual_stages = 1;      // interleaved only
+    bool checkpointing = false;  // keep block inputs, recompute in backward
+    int checkpoint_every = 1;
+};
+
+struct MemoryPlan {
+    double params = 0, grads = 0, optimizer = 0;  // bytes on the most loaded rank
+    double activations_per_micro = 0;             // saved for backward, one micro-batch
+    double activations_in_flight = 0;             // x the schedule's live micro-batches
+    double workspace = 0;                         // backward scratch, logits, embeddings
+    double peak = 0;                              // sum of the above
+    int in_flight = 1;                            // live micro-batches on that rank
+};
+
+struct TimePlan {
+    double compute_s = 0;  // GEMM work of the busiest rank, recompute included
+    double bubble = 0;     // pipeline idle share (simulated schedule)
+    double tp_comm_s = 0;  // activation all-reduces (4 per block per micro-batch)
+    double pp_comm_s = 0;  // activations and their gradients between stages
+    double dp_comm_s = 0;  // exposed gradient reduction (after overlap)
+    double step_s = 0;
+};
+
+struct PlanRow {
+    LayoutChoice layout;
+    PlanWorkload workload;  // this layout's split of the global batch
+    MemoryPlan memory;
+    TimePlan time;
+    bool feasible = true;
+    std::string why_not;  // when !feasible: the rule the layout breaks
+};
+
+// "" when the layout can run this model, else the reason (heads % tp, ...).
+std::string layout_check(const PlanModel& m, const PlanWorkload& w, const LayoutChoice& l);
+
+MemoryPlan plan_memory(const PlanModel& m, const PlanWorkload& w, const LayoutChoice& l);
+TimePlan plan_time(const PlanModel& m, const PlanWorkload& w, const LayoutChoice& l,
+                   const MachineModel& machine, int world);
+
+// Every dp x tp x pp = world (each schedule and checkpointing on/off where it
+// matters) at the same global batch, feasible ones first, fastest first;
+// rows over machine.memory_gib are marked infeasible.
+struct PlanRequest {
+    int world = 1;
+    int64_t global_batch = 8;
+    int64_t seq = 128;
+    int64_t microbatches = 1;
+    int zero_stage = 0;  // across dp when dp > 1
+};
+std::vector<PlanRow> plan_layouts(const PlanModel& m, const PlanRequest& request,
+                                  const MachineModel& machine);
+
+// Forward FLOPs per token of one full model (GEMMs and attention products).
+double forward_flops_per_token(const PlanModel& m, int64_t seq);
+
+}  // namespace loom

@@ -1,0 +1,163 @@
+// The layout cost model against what Loom really allocates: parameter counts
+// of every fixture model, the activation arena of a real forward, ZeRO
+// shards, checkpointing, the pipeline bubble of the simulated schedule, and
+// the enumeration of layouts.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <vector>
+
+#include "io/hf_config.h"
+#include "models/model.h"
+#include "parallel/layout_plan.h"
+
+namespace loom {
+namespace {
+
+std::string fixture(const std::string& name) {
+    return std::string(LOOM_TEST_DATA_DIR) + "/hf/" + name;
+}
+
+TEST(LayoutPlan, ParameterCountsMatchTheBuiltModels) {
+    for (const char* name : {"bert-mlm", "bert-cls", "bert-qa", "roberta-cls", "distilbert-mlm",
+                             "distilbert-cls", "albert-mlm", "albert-cls", "gpt2-lm"}) {
+        SCOPED_TRACE(name);
+        const ModelConfig c = load_hf_config(fixture(name));
+        const auto model = build_model(c);
+        const PlanModel m = plan_model_from_config(c);
+        const double built = double(model->params().num_parameters());
+        // DistilBERT's sinusoidal table and ALBERT's extra decoder bias are the
+        // only rows the shape formulas may count differently: within 2%.
+        EXPECT_NEAR(double(m.total_params), built, 0.02 * built);
+    }
+}
+
+// Runs one forward with labels at (B, T) and returns the arena's bytes.
+int64_t measured_activation_bytes(const ModelConfig& c, int64_t B, int64_t T) {
+    auto model = build_model(c);
+    model->init(1);
+    model->set_logits_scope(LogitsScope::labelled_positions);
+    std::vector<int64_t> ids(size_t(B * T)), mask(size_t(B * T), 1), labels(size_t(B * T), -100);
+    for (int64_t i = 0; i < B * T; ++i) {
+        ids[size_t(i)] = 5 + i % (c.vocab_size - 5);
+        if (i % 7 == 0 || c.task == TaskKind::causal_lm) labels[size_t(i)] = ids[size_t(i)];
+    }
+    std::vector<int64_t> cls_labels(size_t(B), 1);
+    ModelInputs in;
+    in.B = B;
+    in.T = T;
+    in.input_ids = ids.data();
+    in.attention_mask = mask.data();
+    in.labels = c.task == TaskKind::sequence_classification ? cls_labels.data() : labels.data();
+    model->forward(in, DropoutPlan{});
+    return model->activation_bytes();
+}
+
+TEST(LayoutPlan, ActivationMemoryMatchesTheArena) {
+    for (const char* name : {"bert-mlm", "gpt2-lm", "albert-mlm", "distilbert-cls"}) {
+        SCOPED_TRACE(name);
+        const ModelConfig c = load_hf_config(fixture(name));
+        const PlanModel m = plan_model_from_config(c);
+        for (auto [B, T] : {std::pair<int64_t, int64_t>{4, 32}, {8, 64}}) {
+            PlanWorkload w;
+            w.micro_batch = B;
+            w.seq = T;
+            const MemoryPlan p = plan_memory(m, w, LayoutChoice{});
+            const double predicted = p.activations_per_micro + p.workspace;
+            const double measured = double(measured_activation_bytes(c, B, T));
+            ASSERT_GT(measured, 0);
+            // The arena rounds each buffer up to 16 floats.
+            EXPECT_NEAR(predicted, measured, 0.03 * measured) << "B " << B << " T " << T;
+        }
+    }
+}
+
+TEST(LayoutPlan, ZeroShardsOptimizerStateAndCheckpointingKeepsBlockOutputs) {
+    PlanModel m = plan_model_from_config(load_hf_config(fixture("bert-mlm")));
+    m.layers = m.distinct_blocks = 8;
+    PlanWorkload w;
+    w.micro_batch = 8;
+    w.seq = 64;
+    LayoutChoice ddp;
+    ddp.dp = 4;
+    LayoutChoice z1 = ddp;
+    z1.zero_stage = 1;
+    const MemoryPlan a = plan_memory(m, w, ddp), b = plan_memory(m, w, z1);
+    EXPECT_DOUBLE_EQ(a.optimizer, 2 * a.params);
+    EXPECT_DOUBLE_EQ(b.optimizer, a.optimizer / 4);
+    EXPECT_DOUBLE_EQ(b.grads, a.grads + a.params / 4);
+
+    LayoutChoice ck;
+    ck.checkpointing = true;
+    const MemoryPlan full = plan_memory(m, w, LayoutChoice{}), kept = plan_memory(m, w, ck);
+    const double N = double(w.micro_batch * w.seq);
+    const double out = 4 * N * double(m.hidden);
+    const double per_app = full.activations_per_micro / double(m.layers);
+    // Every block keeps its output; one block's internals are rebuilt at a time.
+    EXPECT_NEAR(kept.activations_per_micro, double(m.layers) * out + (per_app - out),
+                1e-6 * per_app);
+    ck.checkpoint_every = 2;
+    const MemoryPlan half = plan_memory(m, w, ck);
+    EXPECT_GT(half.activations_per_micro, kept.activations_per_micro);
+    EXPECT_LT(half.activations_per_micro, full.activations_per_micro);
+}
+
+TEST(LayoutPlan, PipelineBubbleIsTheSimulatedSchedules) {
+    PlanModel m = plan_model_from_config(load_hf_config(fixture("bert-mlm")));
+    m.layers = m.distinct_blocks = 8;
+    PlanWorkload w;
+    w.micro_batch = 2;
+    w.seq = 32;
+    w.microbatches = 8;
+    MachineModel mc;
+    for (ScheduleKind k : {ScheduleKind::simple, ScheduleKind::one_f_one_b}) {
+        LayoutChoice l;
+        l.pp = 4;
+        l.schedule = k;
+        const TimePlan t = plan_time(m, w, l, mc, 4);
+        EXPECT_NEAR(t.bubble, schedule_bubble_theory(k, 4, 8, 1), 1e-9);
+        EXPECT_GT(t.step_s, t.compute_s);  // activations cross stages
+    }
+}
+
+TEST(LayoutPlan, EnumeratesEveryLayoutOfTheWorldAndRanksThem) {
+    ModelConfig c = load_hf_config(fixture("bert-mlm"));
+    c.num_attention_heads = 6;  // tp 4 and tp 8 cannot split 6 heads
+    c.num_hidden_layers = 4;    // pp 8 has more stages than layers
+    c.intermediate_size = 48;
+    c.hidden_size = 24;
+    const PlanModel m = plan_model_from_config(c);
+    PlanRequest q;
+    q.world = 8;
+    q.global_batch = 16;
+    q.seq = 32;
+    q.microbatches = 2;
+    q.zero_stage = 1;
+    const auto rows = plan_layouts(m, q, MachineModel{});
+    std::set<std::tuple<int, int, int>> seen;
+    bool sorted = true, saw_heads = false, saw_stages = false;
+    double last = 0;
+    bool in_feasible = true;
+    for (const PlanRow& r : rows) {
+        EXPECT_EQ(r.layout.dp * r.layout.tp * r.layout.pp, 8);
+        seen.insert({r.layout.dp, r.layout.tp, r.layout.pp});
+        if (!r.feasible) {
+            in_feasible = false;
+            saw_heads |= r.why_not.find("heads") != std::string::npos;
+            saw_stages |= r.why_not.find("stages") != std::string::npos;
+            continue;
+        }
+        EXPECT_TRUE(in_feasible) << "feasible rows come first";
+        sorted &= r.time.step_s >= last;
+        last = r.time.step_s;
+        EXPECT_EQ(r.workload.micro_batch * r.workload.microbatches * r.layout.dp, 16);
+        EXPECT_GT(r.memory.peak, r.memory.params);
+    }
+    EXPECT_TRUE(sorted);
+    EXPECT_EQ(seen.size(), 10u);  // ordered factorisations of 8 into three degrees
+    EXPECT_TRUE(saw_heads);
+    EXPECT_TRUE(saw_stages);
+}
+
+}  // namespace
+}  // namespace loom
