@@ -240,12 +240,12 @@ std::vector<std::string> rotate_checkpoints(const std::string& output_dir, int64
     int64_t keep = limit;
     auto best = std::find_if(order.begin(), order.end(),
                              [&](const std::string& p) { return same(p, best_path); });
-    if (best != order.end() && order.size() >= 2) {
+    if (best != order.end() && best + 1 != order.end()) {
         // HF: move the best to the second newest slot; with limit 1 keep two.
         const std::string b = *best;
         order.erase(best);
         order.insert(order.end() - 1, b);
-        if (limit == 1 && !same(order.back(), best_path)) keep = 2;
+        if (limit == 1) keep = 2;
     }
     const int64_t n_delete = int64_t(order.size()) - keep;
     for (int64_t i = 0; i < n_delete; ++i) {

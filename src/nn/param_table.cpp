@@ -177,7 +177,9 @@ LoadReport ParamTable::load(const SafetensorsFile& file, const std::string& expe
                    *found, dtype_safetensors_name(t.dtype));
         if (t.dtype != DType::f32) t = t.to(DType::f32);
         std::memcpy(param(i), t.raw(), size_t(r.numel()) * sizeof(float));
-        used.insert(*found);
+        // Tied copies some checkpoints store anyway are the same tensor, not unused.
+        for (const auto& c : candidates)
+            if (file.contains(c)) used.insert(c);
     }
     for (const auto& n : file.names())
         if (!used.count(n) && !is_known_buffer(n)) report.unused.push_back(n);

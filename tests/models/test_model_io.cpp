@@ -141,6 +141,19 @@ TEST(ModelSave, TiedWeightsOnceAndRoundTrip) {
     EXPECT_EQ(t.find("lm_head.weight"), t.find("transformer.wte.weight"));
 }
 
+// Some checkpoints store a tied copy anyway (lm_head.weight next to wte): it is
+// the same tensor, loaded once, and not reported as unused.
+TEST(ModelLoad, StoredTiedCopyIsNotUnused) {
+    TempDir tmp;
+    auto all = read_tensors(hf_dir() + "/gpt2-lm/model.safetensors");
+    all["lm_head.weight"] = all.at("transformer.wte.weight");
+    safetensors_write(tmp.file("model.safetensors"), all);
+    auto model = build_model(load_hf_config(hf_dir() + "/gpt2-lm"));
+    const LoadReport r = model->load(SafetensorsFile::open(tmp.file("model.safetensors")));
+    EXPECT_TRUE(r.unused.empty()) << r.unused.front();
+    EXPECT_TRUE(r.newly_initialised.empty());
+}
+
 TEST(ModelBuild, UnsupportedTaskForFamily) {
     ModelConfig c = load_hf_config(hf_dir() + "/gpt2-lm");
     c.task = TaskKind::masked_lm;
