@@ -14,7 +14,7 @@ namespace {
 namespace fs = std::filesystem;
 
 class CheckpointIo : public TrainDir {
-protected:
+  protected:
     std::string make(int64_t step) {
         CheckpointWriter w(dir_.string(), step);
         Tensor t = Tensor::empty(DType::f32, Shape{4}, "w");

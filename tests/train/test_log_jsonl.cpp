@@ -27,9 +27,13 @@ TEST_F(LogJsonl, WritesHfLogHistoryLines) {
     std::getline(lines, l2);
     std::getline(lines, l3);
     // Key order as HF's Trainer logs them.
-    EXPECT_EQ(l1, R"({"loss": 0.6931, "grad_norm": 1.5, "learning_rate": 4.5e-05, "epoch": 0.25, "step": 10})");
+    EXPECT_EQ(
+        l1,
+        R"({"loss": 0.6931, "grad_norm": 1.5, "learning_rate": 4.5e-05, "epoch": 0.25, "step": 10})");
     EXPECT_EQ(l2, R"({"loss": 0.5, "learning_rate": 4e-05, "epoch": 0.5, "step": 20})");
-    EXPECT_EQ(l3, R"({"eval_loss": 0.45, "eval_accuracy": 0.8125, "eval_f1": 0.79, "epoch": 0.5, "step": 20})");
+    EXPECT_EQ(
+        l3,
+        R"({"eval_loss": 0.45, "eval_accuracy": 0.8125, "eval_f1": 0.79, "epoch": 0.5, "step": 20})");
     // Each line is valid JSON to a strict parser.
     auto j = nlohmann::json::parse(l1);
     EXPECT_DOUBLE_EQ(j["learning_rate"].get<double>(), 4.5e-5);

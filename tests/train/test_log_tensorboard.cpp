@@ -140,7 +140,8 @@ TEST_F(TensorBoard, EventFileParsesBack) {
         w.add_scalar("big/step", 1.0, int64_t{1} << 40, 1.0);  // a multi-byte varint
     }
     EXPECT_EQ(std::filesystem::path(path).parent_path(), dir_ / "runs");
-    EXPECT_TRUE(std::filesystem::path(path).filename().string().starts_with("events.out.tfevents."));
+    EXPECT_TRUE(
+        std::filesystem::path(path).filename().string().starts_with("events.out.tfevents."));
     auto events = read_events(slurp(path));
     ASSERT_EQ(events.size(), 1u + 1u + 4u + 3u + 1u);
     EXPECT_EQ(events[0].file_version, "brain.Event:2");
@@ -178,8 +179,11 @@ TEST_F(TensorBoard, ReadableByTensorBoardItself) {
     }
     std::string script =
         "from tensorboard.backend.event_processing import event_accumulator as ea\n"
-        "a = ea.EventAccumulator('" + dir_.string() + "'); a.Reload()\n"
-        "s = a.Scalars('train/loss'); assert len(s) == 1 and s[0].step == 7 and s[0].value == 1.25\n";
+        "a = ea.EventAccumulator('" +
+        dir_.string() +
+        "'); a.Reload()\n"
+        "s = a.Scalars('train/loss'); assert len(s) == 1 and s[0].step == 7 and s[0].value == "
+        "1.25\n";
     std::ofstream(dir_ / "check.py") << script;
     EXPECT_EQ(std::system((std::string(py) + " " + (dir_ / "check.py").string()).c_str()), 0);
 }

@@ -63,7 +63,7 @@ TEST(LrSchedule, CosineWithRestarts) {
     EXPECT_DOUBLE_EQ(s.factor_at(2), 1.0);
     // progress 0.25: (2 * 0.25) % 1 = 0.5 -> 0.5 (1 + cos(pi/2)) = 0.5
     EXPECT_NEAR(s.factor_at(4), 0.5, 1e-15);
-    EXPECT_DOUBLE_EQ(s.factor_at(6), 1.0);  // progress 0.5: the restart
+    EXPECT_DOUBLE_EQ(s.factor_at(6), 1.0);   // progress 0.5: the restart
     EXPECT_DOUBLE_EQ(s.factor_at(10), 0.0);  // progress >= 1
     // HF's default num_cycles for this schedule is 1: one full half wave.
     EXPECT_NEAR(make(LrSchedulerType::cosine_with_restarts).factor_at(6), 0.5, 1e-15);
@@ -141,7 +141,8 @@ TEST(LrSchedule, NamesRoundTrip) {
 TEST(LrSchedule, MatchesTorchWhereEquivalent) {
     const char* py = "/usr/bin/python3";
     if (!std::filesystem::exists(py)) GTEST_SKIP() << py << " is not installed";
-    auto dir = std::filesystem::temp_directory_path() / ("loom_lr_torch_" + std::to_string(getpid()));
+    auto dir =
+        std::filesystem::temp_directory_path() / ("loom_lr_torch_" + std::to_string(getpid()));
     std::filesystem::create_directories(dir);
     {
         std::ofstream out(dir / "ours.txt");
@@ -180,8 +181,8 @@ worst = max(abs(a - b) for r, ref in zip(rows, refs) for a, b in zip(r, ref))
 print("max |loom - torch| =", worst)
 sys.exit(0 if worst < 1e-15 else 1)
 )";
-    std::string cmd = std::string(py) + " " + (dir / "check.py").string() + " " +
-                      (dir / "ours.txt").string();
+    std::string cmd =
+        std::string(py) + " " + (dir / "check.py").string() + " " + (dir / "ours.txt").string();
     int status = std::system(cmd.c_str());
     std::filesystem::remove_all(dir);
     int rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;

@@ -35,8 +35,8 @@ TEST(ClassificationMetrics, LabelsMissingFromOneSideScoreZero) {
     //   0: tp 2, fp 1, fn 0 -> P 2/3, R 1, F1 4/5
     //   1: tp 0, fp 0, fn 2 -> P 0 (0/0), R 0, F1 0
     //   3: tp 0, fp 1, fn 0 -> P 0, R 0 (0/0), F1 0
-    ClassificationMetrics m = classification_metrics(std::vector<int64_t>{0, 0, 0, 3},
-                                                     std::vector<int64_t>{0, 0, 1, 1});
+    ClassificationMetrics m =
+        classification_metrics(std::vector<int64_t>{0, 0, 0, 3}, std::vector<int64_t>{0, 0, 1, 1});
     EXPECT_EQ(m.labels, (std::vector<int64_t>{0, 1, 3}));
     EXPECT_DOUBLE_EQ(m.accuracy, 0.5);
     EXPECT_DOUBLE_EQ(m.precision, 2.0 / 9);
@@ -73,7 +73,9 @@ TEST(SquadMetrics, Normalization) {
     // ...but string.punctuation is ASCII only, so curly quotes stay.
     EXPECT_EQ(squad_normalize("\xe2\x80\x9cParis\xe2\x80\x9d"), "\xe2\x80\x9cparis\xe2\x80\x9d");
     // str.split() splits on Unicode whitespace (tab, no-break space).
-    EXPECT_EQ(squad_normalize("  New\tYork\xc2\xa0" "City "), "new york city");
+    EXPECT_EQ(squad_normalize("  New\tYork\xc2\xa0"
+                              "City "),
+              "new york city");
     // \b is Unicode-aware: "the" next to an accented letter is part of a word.
     EXPECT_EQ(squad_normalize("th\xc3\xa9 the"), "th\xc3\xa9");
 }
@@ -109,8 +111,8 @@ TEST(SquadMetrics, UnanswerableAndEmptyAnswers) {
 
 TEST(SquadMetrics, CounterReportsPercent) {
     SquadCounter c;
-    c.add("the Eiffel Tower!", {"Eiffel Tower"});       // EM 1, F1 1
-    c.add("in the city of Paris", {"Paris"});           // EM 0, F1 0.4
+    c.add("the Eiffel Tower!", {"Eiffel Tower"});  // EM 1, F1 1
+    c.add("in the city of Paris", {"Paris"});      // EM 0, F1 0.4
     SquadCounter d;
     d.add("Paris, France", {"Paris", "France and Paris"});  // EM 0, F1 0.8
     c.merge(d);
@@ -135,9 +137,9 @@ TEST(LanguageModelMetrics, PerplexityAndMaskedAccuracy) {
 }
 
 TEST(LanguageModelMetrics, ArgmaxTakesTheFirstMaximum) {
-    std::vector<float> logits = {0.1f, 0.7f, 0.7f,   // tie: index 1
-                                 -3.f, -2.f, -9.f,   // 1
-                                 5.f, 1.f, 4.f};     // 0
+    std::vector<float> logits = {0.1f, 0.7f, 0.7f,  // tie: index 1
+                                 -3.f, -2.f, -9.f,  // 1
+                                 5.f,  1.f,  4.f};  // 0
     EXPECT_EQ(argmax_rows(logits, 3, 3), (std::vector<int64_t>{1, 1, 0}));
     EXPECT_THROW(argmax_rows(logits, 2, 3), loom::Error);
 }

@@ -24,10 +24,10 @@ ReportInput sample() {
     in.throughput = {125.5, 31.9, 3.99, 4080.0};
     for (int s = 10; s <= 100; s += 10)
         in.history.push_back(train_log_entry(s, s / 100.0, 1.0 / s, 0.5, 5e-5 * (1 - s / 100.0)));
-    in.history.push_back(eval_log_entry(50, 0.5, {{"loss", 0.4}, {"accuracy", 0.75}, {"f1", 0.7},
-                                                  {"runtime", 1.5}}));
-    in.history.push_back(eval_log_entry(100, 1.0, {{"loss", 0.3}, {"accuracy", 0.875}, {"f1", 0.81},
-                                                   {"runtime", 1.4}}));
+    in.history.push_back(eval_log_entry(
+        50, 0.5, {{"loss", 0.4}, {"accuracy", 0.75}, {"f1", 0.7}, {"runtime", 1.5}}));
+    in.history.push_back(eval_log_entry(
+        100, 1.0, {{"loss", 0.3}, {"accuracy", 0.875}, {"f1", 0.81}, {"runtime", 1.4}}));
     in.job_yaml = "task: sequence-classification\ndata:\n  text_column: \"<b>&\"\n";
     return in;
 }

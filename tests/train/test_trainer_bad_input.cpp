@@ -12,7 +12,7 @@ namespace {
 namespace fs = std::filesystem;
 
 class TrainerBadInput : public TrainDir {
-protected:
+  protected:
     // A classification job whose training data is `train_text`.
     std::string job_with_train(const std::string& train_text, const std::string& data_extra = "") {
         const std::string train = write("train.jsonl", train_text);
@@ -55,9 +55,9 @@ TEST_F(TrainerBadInput, SkipBadLinesCountsThem) {
 }
 
 TEST_F(TrainerBadInput, LabelOutsideLabelMap) {
-    const std::string text = job_with_train(
-        "{\"text\": \"a cat\", \"label\": 1}\n{\"text\": \"bread\", \"label\": 7}\n",
-        "  label_map: {1: animal, 2: food}\n");
+    const std::string text =
+        job_with_train("{\"text\": \"a cat\", \"label\": 1}\n{\"text\": \"bread\", \"label\": 7}\n",
+                       "  label_map: {1: animal, 2: food}\n");
     expect_train_error([&] { Trainer(job(text), quiet()); }, {"train.jsonl:2", "7"});
 }
 
@@ -89,7 +89,8 @@ TEST_F(TrainerBadInput, UnwritableOutputDirFailsBeforeTraining) {
     // A path below a regular file can never be created, even as root.
     write("blocker", "x");
     const std::string text = job_text("sequence-classification", "blocker/out", "  max_steps: 1\n");
-    expect_train_error([&] { Trainer(job(text), quiet()); }, {"output_dir", "blocker/out", "not writable"});
+    expect_train_error([&] { Trainer(job(text), quiet()); },
+                       {"output_dir", "blocker/out", "not writable"});
 }
 
 TEST_F(TrainerBadInput, MaxSeqLengthBeyondThePositionTable) {

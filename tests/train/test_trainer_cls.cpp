@@ -37,9 +37,9 @@ TEST_F(TrainerCls, LossFallsAndExportReloadsWithTheSameLogits) {
 
     // The output folder is an HF folder with labels.
     const fs::path out = path("out");
-    for (const char* f : {"config.json", "model.safetensors", "tokenizer.json",
-                          "tokenizer_config.json", "special_tokens_map.json", "metrics.jsonl",
-                          "report.html", "trainer_state.json"})
+    for (const char* f :
+         {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
+          "special_tokens_map.json", "metrics.jsonl", "report.html", "trainer_state.json"})
         EXPECT_TRUE(fs::exists(out / f)) << f;
     const auto cfg = nlohmann::json::parse(read_file((out / "config.json").string()));
     EXPECT_EQ(cfg["architectures"][0], "BertForSequenceClassification");

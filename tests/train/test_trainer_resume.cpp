@@ -79,7 +79,8 @@ TEST_F(TrainerResume, CorruptCheckpointIsAClearError) {
     ASSERT_TRUE(fs::exists(ckpt));
     // Flips one byte in the middle of the weights (twice restores them).
     const auto flip = [&] {
-        std::fstream f(ckpt + "/model.safetensors", std::ios::in | std::ios::out | std::ios::binary);
+        std::fstream f(ckpt + "/model.safetensors",
+                       std::ios::in | std::ios::out | std::ios::binary);
         f.seekg(0, std::ios::end);
         const auto n = f.tellg();
         char c = 0;
@@ -90,19 +91,23 @@ TEST_F(TrainerResume, CorruptCheckpointIsAClearError) {
         f.write(&c, 1);
     };
     flip();
-    expect_train_error([&] { Trainer(job(text, {"hyperparameters.resume_from_checkpoint=latest"}), quiet()); },
-                       {"checkpoint", "model.safetensors", "corrupt"});
+    expect_train_error(
+        [&] { Trainer(job(text, {"hyperparameters.resume_from_checkpoint=latest"}), quiet()); },
+        {"checkpoint", "model.safetensors", "corrupt"});
     flip();
     // A truncated file says so.
     fs::resize_file(ckpt + "/optimizer.safetensors", 100);
-    expect_train_error([&] { Trainer(job(text, {"hyperparameters.resume_from_checkpoint=" + ckpt}), quiet()); },
-                       {"optimizer.safetensors"});
+    expect_train_error(
+        [&] { Trainer(job(text, {"hyperparameters.resume_from_checkpoint=" + ckpt}), quiet()); },
+        {"optimizer.safetensors"});
     // No manifest: not silently treated as a fresh start.
     fs::remove(ckpt + "/loom_checkpoint.json");
-    expect_train_error([&] { Trainer(job(text, {"hyperparameters.resume_from_checkpoint=" + ckpt}), quiet()); },
-                       {"loom_checkpoint.json", "missing"});
-    expect_train_error([&] { Trainer(job(text, {"hyperparameters.resume_from_checkpoint=latest"}), quiet()); },
-                       {"latest", "no checkpoint"});
+    expect_train_error(
+        [&] { Trainer(job(text, {"hyperparameters.resume_from_checkpoint=" + ckpt}), quiet()); },
+        {"loom_checkpoint.json", "missing"});
+    expect_train_error(
+        [&] { Trainer(job(text, {"hyperparameters.resume_from_checkpoint=latest"}), quiet()); },
+        {"latest", "no checkpoint"});
 }
 
 // eval and save every 3 steps, keep 1: the best (by accuracy) and the newest
@@ -137,8 +142,8 @@ TEST_F(TrainerResume, RotationKeepsTheBestAndLoadsItAtTheEnd) {
         EXPECT_EQ(steps, std::vector<int64_t>({best_step, 12}));
     // The exported model is the best checkpoint's.
     const auto exported = SafetensorsFile::open(path("out/model.safetensors"));
-    const auto saved = SafetensorsFile::open(path("out/checkpoint-" + std::to_string(best_step) +
-                                                  "/model.safetensors"));
+    const auto saved = SafetensorsFile::open(
+        path("out/checkpoint-" + std::to_string(best_step) + "/model.safetensors"));
     for (const auto& n : saved.names()) {
         const Tensor a = exported.get(n), b = saved.get(n);
         ASSERT_EQ(0, std::memcmp(a.raw(), b.raw(), a.nbytes())) << n;
@@ -166,9 +171,9 @@ TEST_F(TrainerResume, ExistingCheckpointsNeedResumeOrOverwrite) {
     const std::string text = job_text("sequence-classification", "out",
                                       "  max_steps: 2\n  save_strategy: steps\n  save_steps: 1\n");
     Trainer(job(text), quiet()).train();
-    expect_train_error([&] { Trainer(job(text), quiet()); },
-                       {"already holds checkpoints", "resume_from_checkpoint=latest",
-                        "overwrite_output_dir"});
+    expect_train_error(
+        [&] { Trainer(job(text), quiet()); },
+        {"already holds checkpoints", "resume_from_checkpoint=latest", "overwrite_output_dir"});
     Trainer again(job(text, {"hyperparameters.overwrite_output_dir=true"}), quiet());
     EXPECT_TRUE(list_checkpoints(path("out")).empty());
 }

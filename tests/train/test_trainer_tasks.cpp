@@ -28,7 +28,8 @@ TEST_F(TrainerTasks, MaskedLmLossFallsAndReportsPerplexity) {
     const EvalOutput ev = tr.evaluate();
     EXPECT_LT(ev.metric("loss"), before.metric("loss") - 2.0);
     EXPECT_GT(ev.metric("accuracy"), before.metric("accuracy"));
-    EXPECT_NEAR(ev.metric("perplexity"), std::exp(ev.metric("loss")), 1e-6 * ev.metric("perplexity"));
+    EXPECT_NEAR(ev.metric("perplexity"), std::exp(ev.metric("loss")),
+                1e-6 * ev.metric("perplexity"));
     EXPECT_GT(ev.metric("accuracy"), 0.0);
     EXPECT_EQ(architecture(path("out")), "BertForMaskedLM");
 }
@@ -42,15 +43,16 @@ TEST_F(TrainerTasks, CausalLmLossFallsAndReportsPerplexity) {
     EXPECT_LT(mean(r.step_losses, 25, 30), r.step_losses[0] - 2.0);
     const EvalOutput ev = tr.evaluate();
     EXPECT_LT(ev.metric("loss"), before.metric("loss") - 2.0);
-    EXPECT_NEAR(ev.metric("perplexity"), std::exp(ev.metric("loss")), 1e-6 * ev.metric("perplexity"));
+    EXPECT_NEAR(ev.metric("perplexity"), std::exp(ev.metric("loss")),
+                1e-6 * ev.metric("perplexity"));
     EXPECT_GT(ev.metric("accuracy"), before.metric("accuracy") + 0.05);
     EXPECT_EQ(architecture(path("out")), "GPT2LMHeadModel");
 }
 
 TEST_F(TrainerTasks, QuestionAnsweringLearnsTheSpan) {
-    Trainer tr(job(job_text("question-answering", "out",
-                            "  num_train_epochs: 8\n  warmup_steps: 4\n")),
-               quiet());
+    Trainer tr(
+        job(job_text("question-answering", "out", "  num_train_epochs: 8\n  warmup_steps: 4\n")),
+        quiet());
     const EvalOutput before = tr.evaluate();
     const TrainResult r = tr.train();
     EXPECT_LT(mean(r.step_losses, r.step_losses.size() - 5, r.step_losses.size()),

@@ -28,7 +28,7 @@ inline const char* k_wordpiece = "tokenizers/wordpiece-multilingual-cased/tokeni
 inline const char* k_unigram = "tokenizers/unigram-albert-style/tokenizer.json";
 
 class TrainDir : public ::testing::Test {
-protected:
+  protected:
     void SetUp() override {
         runtime_init({1});
         const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
@@ -73,15 +73,17 @@ protected:
         std::string hp;
         // Defaults, unless `extra` sets the key itself.
         const std::pair<const char*, const char*> defaults[] = {
-            {"per_device_train_batch_size", "16"}, {"per_device_eval_batch_size", "16"},
-            {"learning_rate", "1.0e-2"},           {"logging_steps", "1"},
+            {"per_device_train_batch_size", "16"},
+            {"per_device_eval_batch_size", "16"},
+            {"learning_rate", "1.0e-2"},
+            {"logging_steps", "1"},
             {"save_strategy", "'no'"}};
         for (const auto& [k, v] : defaults)
             if (extra.find(std::string("  ") + k + ":") == std::string::npos)
                 hp += std::string("  ") + k + ": " + v + "\n";
-        std::string data = "\n  max_seq_length: " +
-                           std::string(task == "question-answering" ? "48\n  doc_stride: 16" : "32") +
-                           "\n";
+        std::string data =
+            "\n  max_seq_length: " +
+            std::string(task == "question-answering" ? "48\n  doc_stride: 16" : "32") + "\n";
         return "model:\n  config: " + config + "\n  tokenizer: " + tok + "\ntask: " + task +
                "\ndata:\n  train: " + train + (eval_ ? "\n  eval: " + eval : "") + data +
                data_extra + "hyperparameters:\n  output_dir: " + path(out) + "\n" + hp + extra;
@@ -104,7 +106,7 @@ protected:
 
 // Runs fn and expects a loom::Error containing every piece; returns the message.
 inline std::string expect_train_error(const std::function<void()>& fn,
-                                const std::vector<std::string>& pieces) {
+                                      const std::vector<std::string>& pieces) {
     try {
         fn();
     } catch (const loom::Error& e) {
