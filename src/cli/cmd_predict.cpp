@@ -1,0 +1,98 @@
+// `loom predict --model DIR --input FILE`: runs a trained model folder over
+// input records and writes one JSON line per record (train/predict.h).
+#include <fmt/format.h>
+
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "cli/command.h"
+#include "core/check.h"
+#include "core/runtime.h"
+#include "train/predict.h"
+
+namespace loom::cli {
+
+namespace {
+
+struct PredictCliOptions {
+    std::string model_dir, input, output;
+    int threads = 0;
+    PredictOptions p;
+};
+
+void run_predict(const PredictCliOptions& o) {
+    if (o.threads > 0) runtime_init({o.threads});
+    Predictor predictor(o.model_dir, o.p);
+    const auto results = predictor.predict_file(o.input);
+    std::ofstream file;
+    if (!o.output.empty()) {
+        file.open(o.output, std::ios::binary);
+        LOOM_CHECK(file.good(), "--output: cannot write '{}'", o.output);
+    }
+    std::ostream& out = o.output.empty() ? std::cout : file;
+    for (const auto& r : results) out << r.dump() << '\n';
+    LOOM_CHECK(out.good(), "--output: writing '{}' failed", o.output.empty() ? "stdout" : o.output);
+    if (!o.output.empty())
+        fmt::print(stderr, "{} predictions ({}) written to {}\n", results.size(),
+                   predictor.config().architecture, o.output);
+}
+
+void setup_predict(CLI::App& app) {
+    auto o = std::make_shared<PredictCliOptions>();
+    CLI::App* sub = app.add_subcommand("predict", "Run a trained model folder over input records");
+    sub->footer(R"(
+The model folder is what `loom train` writes (config.json, model.safetensors,
+tokenizer.json); its architecture decides what is predicted. Inputs are read
+like training data (JSONL, CSV/TSV, plain text, SQuAD JSON). One JSON line per
+record:
+
+  sequence classification  {"label": "positive", "score": 0.93, "scores": {...}}
+                           input: {"text": ...} (+ --text-pair-column)
+  question answering       {"answer": "Paris", "start": 31, "end": 36, "score": 11.2}
+                           input: {"question": ..., "context": ...}; start/end
+                           are code-point offsets in the context
+  masked LM                {"masks": [[{"token", "id", "score"}, ...]], "filled": ...}
+                           input: {"text": "The capital of France is [MASK]."}
+  causal LM                {"continuation": ..., "text": ...}
+                           input: {"text": "Once upon a time"}; greedy, or
+                           --sample with --top-k, --temperature and --seed
+
+  loom predict --model out --input reviews.jsonl --output predictions.jsonl
+  loom predict --model gpt2-out --input prompts.jsonl --max-new-tokens 40 --sample --top-k 20
+)");
+    sub->add_option("--model", o->model_dir,
+                    "model folder (config.json, model.safetensors, tokenizer.json)")
+        ->required();
+    sub->add_option("--input", o->input, "input records (JSONL, CSV/TSV, text, SQuAD JSON)")
+        ->required();
+    sub->add_option("--output", o->output, "write JSON lines here (default: stdout)");
+    sub->add_option("--text-column", o->p.columns.text_column, "text column")
+        ->capture_default_str();
+    sub->add_option("--text-pair-column", o->p.columns.text_pair_column,
+                    "second text column (classification of pairs)");
+    sub->add_option("--question-column", o->p.columns.question_column)->capture_default_str();
+    sub->add_option("--context-column", o->p.columns.context_column)->capture_default_str();
+    sub->add_option("--max-seq-length", o->p.max_seq_length,
+                    "tokens per row (default: min(512, the model's positions))");
+    sub->add_option("--doc-stride", o->p.doc_stride, "QA window overlap")->capture_default_str();
+    sub->add_option("--max-answer-length", o->p.max_answer_length, "QA: longest answer in tokens")
+        ->capture_default_str();
+    sub->add_option("--top-k", o->p.top_k, "masked LM: choices per mask; causal LM: sampling pool")
+        ->capture_default_str();
+    sub->add_option("--max-new-tokens", o->p.max_new_tokens, "causal LM: tokens to generate")
+        ->capture_default_str();
+    sub->add_flag("--sample", o->p.sample, "causal LM: sample from the top-k instead of greedy");
+    sub->add_option("--temperature", o->p.temperature, "causal LM sampling temperature")
+        ->capture_default_str();
+    sub->add_option("--seed", o->p.seed, "causal LM sampling seed")->capture_default_str();
+    sub->add_option("--threads", o->threads, "CPU threads (default: all cores or OMP_NUM_THREADS)");
+    sub->callback([o] { run_predict(*o); });
+}
+
+}  // namespace
+
+LOOM_COMMAND(setup_predict);
+
+}  // namespace loom::cli
