@@ -3,13 +3,18 @@
 // SIGINT/SIGTERM after checkpointing (the message says how to resume).
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cli/command.h"
 #include "config/job.h"
+#include "core/check.h"
 #include "core/runtime.h"
+#include "parallel/comm_mpi.h"
 #include "train/trainer.h"
 
 namespace loom::cli {
@@ -23,11 +28,53 @@ struct TrainOptions {
     bool quiet = false;
 };
 
+// True when an MPI launcher (mpirun, srun, an MPIJob) started this process.
+bool launched_by_mpi() {
+    for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE", "PMI_RANK"})
+        if (std::getenv(v)) return true;
+    return false;
+}
+
+// Threads per rank when nobody chose: the node's cores shared by its ranks.
+int threads_per_rank() {
+    if (std::getenv("OMP_NUM_THREADS")) return 0;  // the launcher or the user chose
+    const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    const int ranks = local ? std::max(1, std::atoi(local)) : 1;
+    return std::max(1, int(std::thread::hardware_concurrency()) / ranks);
+}
+
 void run_train(const TrainOptions& o) {
-    if (o.threads > 0) runtime_init({o.threads});
     Job job = job_load(o.job_path, o.overrides);
     TrainerOptions topts;
     topts.quiet = o.quiet;
+    if (!launched_by_mpi() || !MpiSession::available()) {
+        if (o.threads > 0) runtime_init({o.threads});
+        LOOM_CHECK(job.distribution.data_parallel_degree <= 1 &&
+                       job.distribution.tensor_parallel_degree <= 1 &&
+                       job.distribution.pipeline_parallel_degree <= 1,
+                   "{}: distribution asks for more than one rank; start the job with `loom launch "
+                   "--nproc N {}` or `mpirun -np N loom train {}`",
+                   job.source, job.source, job.source);
+        Trainer trainer(std::move(job), topts);
+        trainer.train();
+        return;
+    }
+    runtime_init({o.threads > 0 ? o.threads : threads_per_rank()});
+    MpiSession mpi;
+    const DistributionArgs& d = job.distribution;
+    LOOM_CHECK(d.tensor_parallel_degree <= 1 && d.pipeline_parallel_degree <= 1,
+               "{}: distribution: tensor_parallel_degree {} and pipeline_parallel_degree {}: `loom "
+               "train` runs data parallelism only so far; set both to 1",
+               job.source, d.tensor_parallel_degree, d.pipeline_parallel_degree);
+    LOOM_CHECK(d.data_parallel_degree <= 0 || d.data_parallel_degree == mpi.world_size(),
+               "{}: distribution.data_parallel_degree is {} but the job runs on {} ranks",
+               job.source, d.data_parallel_degree, mpi.world_size());
+    CommOptions co;
+    co.timeout_s = d.collective_timeout_s;
+    auto world = comm_mpi_world(co);
+    topts.dp_comm = world.get();
+    // Messages, progress and files come from rank 0 only.
+    if (mpi.world_rank() != 0) topts.quiet = true;
     Trainer trainer(std::move(job), topts);
     trainer.train();
 }
@@ -52,6 +99,12 @@ model.safetensors, tokenizer.json), with checkpoint-<step>/ folders,
 metrics.jsonl, TensorBoard events in runs/ and report.html.
 Ctrl-C (or SIGTERM) finishes the step, writes a checkpoint and exits 0;
 continue with --set hyperparameters.resume_from_checkpoint=latest.
+
+Data parallel: the same job on N ranks, e.g. `loom launch --nproc 4 job.yaml`
+or `mpirun -np 4 loom train job.yaml` (or srun). Each rank reads its share of
+every global batch (per_device_train_batch_size x accumulation x ranks);
+`distribution: {zero_stage: 1, bucket_size_mb: 25}` shards the optimizer state
+(2: gradients too). Checkpoints resume on any number of ranks.
 See examples/*.yaml.
 )");
     sub->add_option("job", o->job_path, "job file (YAML)")->required();

@@ -2,9 +2,9 @@
 // the end of the run (see trainer.h for the order of one step).
 #include "train/trainer.h"
 
-#include <csignal>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -12,9 +12,11 @@
 #include "core/runtime.h"
 #include "io/checkpoint.h"
 #include "optim/grad_clip.h"
+#include "parallel/dp_step.h"
 #include "train/log_jsonl.h"
 #include "train/log_tensorboard.h"
 #include "train/progress.h"
+#include "train/replica_sync_comm.h"
 #include "train/report_html.h"
 
 namespace loom {
@@ -37,7 +39,7 @@ extern "C" void loom_trainer_on_signal(int sig) {
 
 // Installs the stop handlers for the lifetime of a train() call.
 class SignalGuard {
-public:
+  public:
     explicit SignalGuard(bool on) : on_(on) {
         trainer_stop_signal().store(0);
         if (!on_) return;
@@ -55,12 +57,14 @@ public:
     SignalGuard(const SignalGuard&) = delete;
     SignalGuard& operator=(const SignalGuard&) = delete;
 
-private:
+  private:
     bool on_;
     struct sigaction old_int_ = {}, old_term_ = {};
 };
 
-json entry_json(const LogEntry& e) { return json::parse(log_entry_to_json(e)); }
+json entry_json(const LogEntry& e) {
+    return json::parse(log_entry_to_json(e));
+}
 
 }  // namespace
 
@@ -88,8 +92,13 @@ double Trainer::train_step(int64_t step, TokenBatch* mb, double* grad_norm) {
     for (int64_t k = 0; k < n; ++k) local += mb[k].label_count;
     const double total = sync_->sum(double(local));
 
-    // 3. Forward/backward each micro-batch, scaled by 1 / total.
-    model_->zero_grad();
+    // 3. Forward/backward each micro-batch, scaled by 1 / total. A replica
+    //    whose share of a short last batch is empty still joins every
+    //    collective of the step.
+    if (dp_)
+        dp_->begin_step();
+    else
+        model_->zero_grad();
     double loss_sum = 0;
     for (int64_t k = 0; k < n; ++k) {
         DropoutPlan drop;
@@ -97,29 +106,38 @@ double Trainer::train_step(int64_t step, TokenBatch* mb, double* grad_norm) {
         drop.seed = uint64_t(t.seed);
         drop.step = uint64_t(step);
         drop.sample_offset = mb[k].first_global_sample;
-        const LossSum l = model_->forward(mb[k].inputs(), drop);
+        LossSum l;
+        if (mb[k].B > 0) l = model_->forward(mb[k].inputs(), drop);
         LOOM_ASSERT(l.count == mb[k].label_count,
                     "the model counted {} labels in a micro-batch, the loader {}", l.count,
                     mb[k].label_count);
         loss_sum += l.sum;
+        if (dp_) dp_->begin_micro_batch(k == n - 1);
         if (l.count > 0) model_->backward(1.0 / total);
+        if (dp_) dp_->end_micro_batch();
         state_.samples_seen += mb[k].B;
         for (int64_t v : mb[k].attention_mask) state_.tokens_seen += v;
     }
-    // 4. Data-parallel seam: sum gradients and loss over replicas.
-    sync_->reduce_grads(model_->params());
+    // 4. Gradients summed over replicas; the loss over the global batch.
+    if (dp_) dp_->finalize_grads();
     loss_sum = sync_->sum(loss_sum);
     const double loss = total > 0 ? loss_sum / total : 0.0;
     LOOM_CHECK(std::isfinite(loss),
                "training diverged: the loss is {} at step {}\nHINT: lower learning_rate, raise "
                "warmup_steps, or set max_grad_norm",
                loss, step + 1);
-    // 5. Clip, update, schedule.
+    // 5. Clip by the global norm, update, schedule.
+    const double lr = schedule_->lr_at(step);
+    if (dp_) {
+        *grad_norm = dp_->clip_grad_norm(t.max_grad_norm);
+        dp_->step(lr);
+        return loss;
+    }
     if (t.max_grad_norm > 0)
         *grad_norm = clip_grad_norm(model_->params(), t.max_grad_norm);
     else
         *grad_norm = std::sqrt(grad_norm_sq(model_->params()));
-    optimizer_->step(schedule_->lr_at(step));
+    optimizer_->step(lr);
     return loss;
 }
 
@@ -159,8 +177,8 @@ bool Trainer::early_stop_check() {
                state_.last_eval.dump());
     const double v = state_.last_eval[key].get<double>();
     const bool better = improves(v, state_.best_metric) &&
-                        (!state_.best_metric ||
-                         std::abs(v - *state_.best_metric) > job_.training.early_stopping_threshold);
+                        (!state_.best_metric || std::abs(v - *state_.best_metric) >
+                                                    job_.training.early_stopping_threshold);
     if (better) {
         state_.best_metric = v;
         state_.patience_counter = 0;
@@ -178,8 +196,12 @@ EvalOutput Trainer::evaluate(bool keep_outputs) {
     eo.task = job_.task;
     eo.keep_outputs = keep_outputs;
     eo.qa.max_answer_length = job_.data.max_answer_length;
-    return evaluate_model(*model_, eval_,
-                          loader_options(job_.training.per_device_eval_batch_size, false), eo);
+    // Every replica evaluates the whole eval set (the same numbers on every
+    // rank, so early stopping and best-model choices agree without messages).
+    LoaderOptions lo = loader_options(job_.training.per_device_eval_batch_size, false);
+    lo.dp_rank = 0;
+    lo.dp_size = 1;
+    return evaluate_model(*model_, eval_, lo, eo);
 }
 
 TrainResult Trainer::train() {
@@ -193,9 +215,8 @@ TrainResult Trainer::train() {
 
     if (main) {
         jsonl_ = std::make_unique<JsonlLogger>(t.output_dir, resumed ? state_.global_step : -1);
-        tb_ = std::make_unique<TensorBoardWriter>(t.logging_dir.empty()
-                                                      ? (fs::path(t.output_dir) / "runs").string()
-                                                      : t.logging_dir);
+        tb_ = std::make_unique<TensorBoardWriter>(
+            t.logging_dir.empty() ? (fs::path(t.output_dir) / "runs").string() : t.logging_dir);
     }
     auto say = [&](const std::string& s) {
         if (main && !opts_.quiet) {
@@ -207,12 +228,12 @@ TrainResult Trainer::train() {
     say(fmt::format("model: {} ({}), {} parameters; task {}", config_.architecture,
                     job_.model.weights_path.empty() ? "from scratch" : job_.model.weights_path,
                     model_->params().num_parameters(), enum_name(job_.task)));
-    say(fmt::format("plan: {} examples, {} steps ({} per epoch, {} epochs), global batch {} = {} "
-                    "x {} accumulation x {} replicas, warmup {}, {} threads",
-                    train_->features.size(), plan_.total_steps, plan_.updates_per_epoch,
-                    plan_.epochs, plan_.global_batch_size, t.per_device_train_batch_size,
-                    t.gradient_accumulation_steps, sync_->dp_size(), plan_.warmup_steps,
-                    runtime_threads()));
+    say(fmt::format(
+        "plan: {} examples, {} steps ({} per epoch, {} epochs), global batch {} = {} "
+        "x {} accumulation x {} replicas, warmup {}, {} threads",
+        train_->features.size(), plan_.total_steps, plan_.updates_per_epoch, plan_.epochs,
+        plan_.global_batch_size, t.per_device_train_batch_size, t.gradient_accumulation_steps,
+        sync_->dp_size(), plan_.warmup_steps, runtime_threads()));
     if (resumed)
         say(fmt::format("resumed at step {} (epoch {:.2f})", state_.global_step, state_.epoch));
     if (main && !opts_.quiet)
@@ -220,6 +241,14 @@ TrainResult Trainer::train() {
             plan_.total_steps, state_.global_step, stderr,
             t.disable_tqdm ? std::optional<bool>(false) : std::nullopt);
 
+    // Before step 0 the replicas prove they run the same job on the same data.
+    if (sync_->dp_size() > 1) {
+        sync_->check_same(fingerprint64(job_to_yaml(job_)), "job (the resolved job file)");
+        std::string plan =
+            fmt::format("{} {} {} {} {}", train_->features.size(), train_->stats.tokens,
+                        plan_.total_steps, plan_.global_batch_size, state_.global_step);
+        sync_->check_same(fingerprint64(plan), "data plan (examples, tokens, steps, batch, start)");
+    }
     SignalGuard guard(opts_.handle_signals);
     // The training step only needs the masked positions' logits.
     model_->set_logits_scope(LogitsScope::labelled_positions);
@@ -284,17 +313,17 @@ TrainResult Trainer::train() {
 
         // Evaluate before saving, so the checkpoint knows whether it is the best;
         // the last step is always evaluated (final metrics).
-        const bool do_eval = eval_ && ((t.eval_strategy == IntervalStrategy::steps &&
-                                        gs % plan_.eval_steps == 0) ||
-                                       (t.eval_strategy == IntervalStrategy::epoch && epoch_end) ||
-                                       last);
+        const bool do_eval =
+            eval_ && ((t.eval_strategy == IntervalStrategy::steps && gs % plan_.eval_steps == 0) ||
+                      (t.eval_strategy == IntervalStrategy::epoch && epoch_end) || last);
         if (do_eval) {
             run_evaluation(gs);
             stop_early = early_stop_check();
             model_->set_logits_scope(LogitsScope::labelled_positions);
         }
         if (opts_.interrupt_at_step == gs) trainer_stop_signal().store(SIGTERM);
-        interrupted = trainer_stop_signal().load() != 0;
+        // A signal on any replica stops them all after the same step.
+        interrupted = sync_->sum(trainer_stop_signal().load() != 0 ? 1.0 : 0.0) > 0;
         const bool do_save =
             (c.save_strategy == IntervalStrategy::steps && gs % plan_.save_steps == 0) ||
             (c.save_strategy == IntervalStrategy::epoch && epoch_end) ||
@@ -313,10 +342,10 @@ TrainResult Trainer::train() {
                          : (stop_early ? StopReason::early_stopped : StopReason::completed);
     if (interrupted) {
         r.best_checkpoint = state_.best_model_checkpoint;
-        say(fmt::format("interrupted by signal {} after step {}; checkpoint {}\nresume with: "
-                        "loom train {} --set hyperparameters.resume_from_checkpoint=latest",
-                        trainer_stop_signal().load(), state_.global_step, r.last_checkpoint,
-                        job_.source));
+        say(fmt::format(
+            "interrupted by signal {} after step {}; checkpoint {}\nresume with: "
+            "loom train {} --set hyperparameters.resume_from_checkpoint=latest",
+            trainer_stop_signal().load(), state_.global_step, r.last_checkpoint, job_.source));
         return r;
     }
     finish_run(r, runtime);

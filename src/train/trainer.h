@@ -2,12 +2,13 @@
 //
 // One optimizer step (train_step):
 //   1. fetch the step's gradient_accumulation_steps micro-batches;
-//   2. total = labelled tokens/samples over all of them (and, later, all
-//      data-parallel replicas: ReplicaSync::sum_count);
+//   2. total = labelled tokens/samples over all of them and all
+//      data-parallel replicas (ReplicaSync::sum);
 //   3. forward + backward each with loss_scale = 1 / total, so any split of
-//      the global batch gives the same update;
-//   4. ReplicaSync::reduce_grads (the data-parallel all-reduce seam);
-//   5. clip by global norm, optimizer update with the schedule's rate, log.
+//      the global batch gives the same update; under data parallelism the
+//      gradient buckets are reduced while backward runs (DataParallel);
+//   4. clip by the global norm over all replicas, optimizer update with the
+//      schedule's rate (ZeRO: sharded), log.
 // Dropout is keyed by (seed, step, site, global sample index), masks and
 // shuffles by (data_seed, epoch, sample), so (step, loader position) is the
 // whole RNG state and a resumed run repeats the uninterrupted run's losses.
@@ -50,26 +51,34 @@ class ProgressBar;
 // How replicas agree (data parallelism). The default is one process: every
 // call is the identity. A Communicator-backed implementation all-reduces.
 class ReplicaSync {
-public:
+  public:
     virtual ~ReplicaSync() = default;
     virtual int64_t dp_rank() const { return 0; }
     virtual int64_t dp_size() const { return 1; }
-    // Sum of gradients over replicas, in place, in a fixed order.
-    virtual void reduce_grads(ParamTable&) {}
-    // Sum of a scalar over replicas (loss sums, token counts).
+    // Sum of a scalar over replicas (loss sums, token counts, stop flags).
     virtual double sum(double local) { return local; }
+    // Every replica must run the same job on the same data: throws, naming
+    // the rank that differs, when the fingerprints disagree.
+    virtual void check_same(uint64_t /*fingerprint*/, const std::string& /*what*/) {}
     bool is_main() const { return dp_rank() == 0; }
 };
 
+class Communicator;
+class DataParallel;
+
 struct TrainerOptions {
-    ReplicaSync* sync = nullptr;     // null: one process
-    std::FILE* out = stdout;         // plain messages
-    bool quiet = false;              // no progress bar or messages (tests)
-    bool handle_signals = true;      // SIGINT/SIGTERM finish the step and checkpoint
+    ReplicaSync* sync = nullptr;  // null: one process (or dp_comm's replicas)
+    // The data-parallel group (mpirun, srun): with more than one rank the
+    // trainer runs DataParallel over it (distribution: zero_stage,
+    // bucket_size_mb, overlap_comm). Null: one process.
+    Communicator* dp_comm = nullptr;
+    std::FILE* out = stdout;     // plain messages
+    bool quiet = false;          // no progress bar or messages (tests)
+    bool handle_signals = true;  // SIGINT/SIGTERM finish the step and checkpoint
     // Tests: behave as if SIGTERM arrived during this step (1-based), -1 = never.
     int64_t interrupt_at_step = -1;
-    std::string job_text;            // the resolved job (report.html); "" = job_to_yaml
-    bool evaluation_only = false;    // `loom eval`: output_dir is neither checked nor touched
+    std::string job_text;          // the resolved job (report.html); "" = job_to_yaml
+    bool evaluation_only = false;  // `loom eval`: output_dir is neither checked nor touched
 };
 
 enum class StopReason { completed, interrupted, early_stopped };
@@ -77,18 +86,18 @@ enum class StopReason { completed, interrupted, early_stopped };
 struct TrainResult {
     StopReason stop = StopReason::completed;
     int64_t global_step = 0;
-    int64_t start_step = 0;                 // > 0 when resumed
-    std::vector<double> step_losses;        // mean loss of each step run here, in order
+    int64_t start_step = 0;           // > 0 when resumed
+    std::vector<double> step_losses;  // mean loss of each step run here, in order
     std::vector<std::pair<std::string, double>> final_metrics;  // eval_* of the last evaluation
-    std::string last_checkpoint;            // "" when none was written
+    std::string last_checkpoint;                                // "" when none was written
     std::string best_checkpoint;
     double train_runtime_s = 0;
-    double data_wait_s = 0;                 // time the loop waited for batches
-    int64_t samples = 0, tokens = 0;        // processed in this run
+    double data_wait_s = 0;           // time the loop waited for batches
+    int64_t samples = 0, tokens = 0;  // processed in this run
 };
 
 class Trainer {
-public:
+  public:
     // Validates what can be validated cheaply first (output_dir writable, the
     // tokenizer and config readable), then reads and featurizes the data and
     // builds the model; resumes when the job asks.
@@ -110,7 +119,7 @@ public:
     // Exports the current model as an HF folder (output_dir at the end of train()).
     void export_model(const std::string& dir) const;
 
-private:
+  private:
     // trainer_setup.cpp
     void check_output_dir();
     void load_tokenizer_and_config();
@@ -134,7 +143,10 @@ private:
     Job job_;
     TrainerOptions opts_;
     ReplicaSync local_sync_;
+    std::unique_ptr<ReplicaSync> comm_sync_;
     ReplicaSync* sync_;
+    // Data parallelism (dp_comm with > 1 rank): owns the optimizer then.
+    std::unique_ptr<DataParallel> dp_;
 
     std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
     ModelConfig config_;

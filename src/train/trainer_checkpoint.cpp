@@ -2,6 +2,7 @@
 // tracking, the end of a run (final evaluation, load_best_model_at_end, HF
 // export, trainer_state.json, report.html).
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "core/check.h"
@@ -10,6 +11,7 @@
 #include "io/export_hf.h"
 #include "io/file_utils.h"
 #include "io/safetensors.h"
+#include "parallel/dp_step.h"
 #include "train/log_jsonl.h"
 #include "train/log_tensorboard.h"
 #include "train/progress.h"
@@ -53,14 +55,23 @@ void Trainer::update_best(const std::string& checkpoint_name) {
 }
 
 std::string Trainer::save_checkpoint() {
-    if (!sync_->is_main()) return "";
+    // Layout-free optimizer state: under ZeRO every replica holds a shard,
+    // gathered into global tensors by HF name (a collective, so every rank
+    // comes here); rank 0 writes.
+    const std::map<std::string, Tensor> opt_state =
+        dp_ ? dp_->optimizer_state() : optimizer_->state_tensors();
+    const int64_t opt_step = dp_ ? dp_->step_count() : optimizer_->step_count();
     const int64_t step = state_.global_step;
     const std::string name = "checkpoint-" + std::to_string(step);
+    if (!sync_->is_main()) {
+        update_best(name);
+        return "";
+    }
     update_best(name);
     CheckpointWriter w(job_.training.output_dir, step);
     w.add_tensors("model.safetensors", model_->params().param_tensors(), {{"format", "pt"}});
-    w.add_tensors("optimizer.safetensors", optimizer_->state_tensors(),
-                  {{"step", std::to_string(optimizer_->step_count())}, {"optimizer", "adamw"}});
+    w.add_tensors("optimizer.safetensors", opt_state,
+                  {{"step", std::to_string(opt_step)}, {"optimizer", "adamw"}});
     const LrScheduleArgs& la = schedule_->args();
     const json sched = {{"last_epoch", step},
                         {"type", std::string(lr_scheduler_name(la.type))},
@@ -90,8 +101,9 @@ void Trainer::resume(const std::string& spec) {
     const int64_t step = verify_checkpoint(dir);
     const std::string state_path = (fs::path(dir) / "trainer_state.json").string();
     TrainState s = train_state_from_json(parse_json_file(state_path), state_path);
-    LOOM_CHECK(s.global_step == step, "checkpoint {}: trainer_state.json says step {}, the manifest {}",
-               dir, s.global_step, step);
+    LOOM_CHECK(s.global_step == step,
+               "checkpoint {}: trainer_state.json says step {}, the manifest {}", dir,
+               s.global_step, step);
     if (s.seed != state_.seed || s.data_seed != state_.data_seed)
         load_notes_.push_back(fmt::format(
             "NOTE: the checkpoint was trained with seed {} / data_seed {}, the job now says {} / "
@@ -119,7 +131,10 @@ void Trainer::resume(const std::string& spec) {
     for (const auto& n : opt.names()) tensors[n] = opt.get(n);
     auto it = opt.metadata().find("step");
     LOOM_CHECK(it != opt.metadata().end(), "{}: metadata has no 'step'", opt_path);
-    optimizer_->load_state(tensors, std::stoll(it->second));
+    if (dp_)
+        dp_->load_optimizer_state(tensors, std::stoll(it->second));
+    else
+        optimizer_->load_state(tensors, std::stoll(it->second));
     state_ = std::move(s);
     last_saved_step_ = state_.global_step;
 }
@@ -146,20 +161,25 @@ void Trainer::finish_run(TrainResult& r, double runtime_s) {
         }
     };
     const int64_t gs = state_.global_step;
+    // Throughput over all replicas (a collective: before any rank returns).
+    r.samples = int64_t(sync_->sum(double(r.samples)));
+    r.tokens = int64_t(sync_->sum(double(r.tokens)));
     // A final evaluation unless this step was just evaluated.
     if (eval_ && state_.last_eval.value("step", int64_t(-1)) != gs) run_evaluation(gs);
     std::vector<std::pair<std::string, double>> final_metrics;
     for (auto it = state_.last_eval.begin(); it != state_.last_eval.end(); ++it)
-        if (it.value().is_number_float()) final_metrics.emplace_back(it.key(), it.value().get<double>());
+        if (it.value().is_number_float())
+            final_metrics.emplace_back(it.key(), it.value().get<double>());
 
-    if (t.load_best_model_at_end && !state_.best_model_checkpoint.empty()) {
+    // Only rank 0 exports, and only it may read the checkpoints it wrote.
+    if (main && t.load_best_model_at_end && !state_.best_model_checkpoint.empty()) {
         load_best_model();
-        say(fmt::format("loaded the best model from {} ({} = {:.4f})",
-                        state_.best_model_checkpoint, best_metric_key(),
-                        state_.best_metric.value_or(0.0)));
+        say(fmt::format("loaded the best model from {} ({} = {:.4f})", state_.best_model_checkpoint,
+                        best_metric_key(), state_.best_metric.value_or(0.0)));
         if (eval_ && state_.best_model_checkpoint != "checkpoint-" + std::to_string(gs)) {
             final_metrics.clear();
-            for (const auto& [k, v] : evaluate(false).metrics) final_metrics.emplace_back("eval_" + k, v);
+            for (const auto& [k, v] : evaluate(false).metrics)
+                final_metrics.emplace_back("eval_" + k, v);
         }
     }
     r.final_metrics = final_metrics;
@@ -196,17 +216,19 @@ void Trainer::finish_run(TrainResult& r, double runtime_s) {
         {"task", std::string(enum_name(job_.task))},
         {"model", fmt::format("{} ({} parameters)", config_.architecture,
                               model_->params().num_parameters())},
-        {"started from", job_.model.weights_path.empty() ? "random initialisation"
-                                                         : job_.model.weights_path},
-        {"steps", fmt::format("{} of {}{}", gs, plan_.total_steps,
-                              r.start_step > 0 ? fmt::format(" (resumed at {})", r.start_step) : "")},
+        {"started from",
+         job_.model.weights_path.empty() ? "random initialisation" : job_.model.weights_path},
+        {"steps",
+         fmt::format("{} of {}{}", gs, plan_.total_steps,
+                     r.start_step > 0 ? fmt::format(" (resumed at {})", r.start_step) : "")},
         {"stopped", r.stop == StopReason::early_stopped ? "early stopping" : "completed"},
         {"global batch", fmt::format("{} ({} x {} accumulation x {} replicas)",
                                      plan_.global_batch_size, t.per_device_train_batch_size,
                                      t.gradient_accumulation_steps, sync_->dp_size())},
         {"device", fmt::format("CPU, {} threads", runtime_threads())},
         {"waiting for data", fmt::format("{:.1f}% of training time", 100.0 * wait_share)},
-        {"best checkpoint", state_.best_model_checkpoint.empty() ? "-" : state_.best_model_checkpoint},
+        {"best checkpoint",
+         state_.best_model_checkpoint.empty() ? "-" : state_.best_model_checkpoint},
         {"output", t.output_dir}};
     ri.throughput = tp;
     if (jsonl_) ri.history = read_metrics_jsonl(jsonl_->path());
@@ -217,9 +239,11 @@ void Trainer::finish_run(TrainResult& r, double runtime_s) {
 
     std::string m;
     for (const auto& [k, v] : final_metrics)
-        if (k != "eval_runtime" && k != "eval_samples_per_second") m += fmt::format(" {} {:.4f}", k, v);
+        if (k != "eval_runtime" && k != "eval_samples_per_second")
+            m += fmt::format(" {} {:.4f}", k, v);
     if (!m.empty()) say("final:" + m);
-    say(fmt::format("trained {} steps in {:.1f} s: {:.1f} samples/s, {:.0f} tokens/s, {:.1f}% of "
+    say(
+        fmt::format("trained {} steps in {:.1f} s: {:.1f} samples/s, {:.0f} tokens/s, {:.1f}% of "
                     "the time waiting for data",
                     r.step_losses.size(), runtime_s, tp.train_samples_per_second,
                     tp.train_tokens_per_second, 100.0 * wait_share));

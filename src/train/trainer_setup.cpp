@@ -9,10 +9,12 @@
 #include "io/checkpoint.h"
 #include "io/file_utils.h"
 #include "io/safetensors.h"
+#include "parallel/dp_step.h"
 #include "tokenizer/tokenizer.h"
 #include "train/log_jsonl.h"
 #include "train/log_tensorboard.h"
 #include "train/progress.h"
+#include "train/replica_sync_comm.h"
 #include "train/trainer.h"
 
 namespace loom {
@@ -24,19 +26,26 @@ namespace {
 
 TaskKind task_kind(Task t) {
     switch (t) {
-        case Task::masked_lm: return TaskKind::masked_lm;
-        case Task::sequence_classification: return TaskKind::sequence_classification;
-        case Task::question_answering: return TaskKind::question_answering;
-        case Task::causal_lm: return TaskKind::causal_lm;
+        case Task::masked_lm:
+            return TaskKind::masked_lm;
+        case Task::sequence_classification:
+            return TaskKind::sequence_classification;
+        case Task::question_answering:
+            return TaskKind::question_answering;
+        case Task::causal_lm:
+            return TaskKind::causal_lm;
     }
     return TaskKind::base;
 }
 
 RecordKind record_kind(Task t) {
     switch (t) {
-        case Task::sequence_classification: return RecordKind::classification;
-        case Task::question_answering: return RecordKind::qa;
-        default: return RecordKind::text;
+        case Task::sequence_classification:
+            return RecordKind::classification;
+        case Task::question_answering:
+            return RecordKind::qa;
+        default:
+            return RecordKind::text;
     }
 }
 
@@ -84,12 +93,20 @@ std::atomic<int>& trainer_stop_signal() {
 
 Trainer::Trainer(Job job, TrainerOptions options)
     : job_(std::move(job)), opts_(std::move(options)) {
-    sync_ = opts_.sync ? opts_.sync : &local_sync_;
+    if (opts_.sync) {
+        sync_ = opts_.sync;
+    } else if (opts_.dp_comm && opts_.dp_comm->size() > 1) {
+        comm_sync_ = std::make_unique<CommReplicaSync>(*opts_.dp_comm);
+        sync_ = comm_sync_.get();
+    } else {
+        sync_ = &local_sync_;
+    }
     if (!opts_.evaluation_only) check_output_dir();
     load_tokenizer_and_config();
     read_data();
     build_model_and_optimizer();
-    if (!job_.checkpoint.resume_from_checkpoint.empty()) resume(job_.checkpoint.resume_from_checkpoint);
+    if (!job_.checkpoint.resume_from_checkpoint.empty())
+        resume(job_.checkpoint.resume_from_checkpoint);
 }
 
 Trainer::~Trainer() = default;
@@ -100,9 +117,10 @@ void Trainer::check_output_dir() {
     try {
         check_writable_dir(dir);
     } catch (const Error& e) {
-        LOOM_FAIL("output_dir {} is not writable, so nothing could be saved: {}\nHINT: set "
-                  "hyperparameters.output_dir to a folder you can write to",
-                  dir, e.what());
+        LOOM_FAIL(
+            "output_dir {} is not writable, so nothing could be saved: {}\nHINT: set "
+            "hyperparameters.output_dir to a folder you can write to",
+            dir, e.what());
     }
     if (!job_.checkpoint.resume_from_checkpoint.empty()) return;
     const auto existing = list_checkpoints(dir);
@@ -149,10 +167,10 @@ void Trainer::read_data() {
     fo.max_seq_length = d.max_seq_length;
     fo.doc_stride = d.doc_stride;
     fo.packing = d.packing;
-    LOOM_CHECK(d.max_seq_length <= config_.max_position_embeddings ||
-                   config_.max_position_embeddings <= 0,
-               "data.max_seq_length {} exceeds the model's max_position_embeddings {} ({})",
-               d.max_seq_length, config_.max_position_embeddings, config_.source);
+    LOOM_CHECK(
+        d.max_seq_length <= config_.max_position_embeddings || config_.max_position_embeddings <= 0,
+        "data.max_seq_length {} exceeds the model's max_position_embeddings {} ({})",
+        d.max_seq_length, config_.max_position_embeddings, config_.source);
 
     if (job_.task == Task::sequence_classification) {
         // Label order: the label_map's names in job order, else names the
@@ -210,7 +228,8 @@ void Trainer::read_data() {
             n_labels = config_.num_labels;
             for (const auto* set : {train_.get(), eval_.get()})
                 if (set)
-                    for (const Feature& f : set->features) n_labels = std::max(n_labels, f.label + 1);
+                    for (const Feature& f : set->features)
+                        n_labels = std::max(n_labels, f.label + 1);
         }
         if (config_.num_labels != n_labels || (!names.empty() && config_.id2label != names)) {
             config_set_task(config_, TaskKind::sequence_classification, n_labels);
@@ -260,12 +279,27 @@ void Trainer::build_model_and_optimizer() {
     hp.eps = t.adam_epsilon;
     hp.weight_decay = t.weight_decay;
     // HF Trainer: no decay for biases and LayerNorm weights (ParamRow::decay).
-    optimizer_ = std::make_unique<AdamW>(model_->params(), hp, DecayPolicy::table);
+    if (opts_.dp_comm && opts_.dp_comm->size() > 1) {
+        const DistributionArgs& d = job_.distribution;
+        DpOptions o;
+        o.zero = d.zero_stage == 0   ? ZeroStage::none
+                 : d.zero_stage == 1 ? ZeroStage::optimizer
+                                     : ZeroStage::gradients;
+        o.bucket_size_mb = d.bucket_size_mb;
+        o.overlap = d.overlap_comm;
+        dp_ = std::make_unique<DataParallel>(*model_, *opts_.dp_comm, hp, DecayPolicy::table, o);
+        // Replicas start from rank 0's parameters whatever each loaded.
+        dp_->broadcast_parameters();
+        load_notes_.push_back("data parallel: " + dp_->memory_plan().describe());
+    } else {
+        optimizer_ = std::make_unique<AdamW>(model_->params(), hp, DecayPolicy::table);
+    }
 
     state_.seed = uint64_t(t.seed);
     state_.data_seed = uint64_t(t.data_seed);
     if (train_) {
-        loader_ = std::make_unique<Loader>(train_, loader_options(t.per_device_train_batch_size, true));
+        loader_ =
+            std::make_unique<Loader>(train_, loader_options(t.per_device_train_batch_size, true));
         plan_ = plan_steps(t, job_.checkpoint, int64_t(train_->features.size()), sync_->dp_size());
         LrScheduleArgs la;
         la.type = t.lr_scheduler_type;
