@@ -191,7 +191,7 @@ struct DistributionArgs {
     bool offload_activations = false;
     int64_t activation_loading_horizon = 4;
     std::vector<int64_t> partition;  // blocks per pipeline stage; empty = even split
-    double collective_timeout_s = 1800.0;
+    double collective_timeout_s = 300.0;  // a dead or stalled rank stops the job after this
     bool smddp = false;  // written as smdistributed.dataparallel
     bool smp = false;    // written as smdistributed.modelparallel
     int64_t processes_per_host = 0;  // the `mpi` block; 0 = launcher decides
