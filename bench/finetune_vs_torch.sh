@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Fine-tuning throughput of a BERT-base-shaped classifier (12 layers, hidden
+# 768, vocab 30522, sequence 128, batch 8) through the real `loom train` -
+# tokenizing on background threads, loader, optimizer, logging - next to the
+# same step in PyTorch (bench/torch_bert_step.py --task cls), side by side in
+# one run and one environment.
+#
+# Loom's steady-state rate is taken between two runs of different length (so
+# start-up and the first step's page faults cancel out); the share of step
+# time spent waiting for data comes from the longer run's summary.
+#   bench/finetune_vs_torch.sh [BUILD_DIR]
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$root/build/cpu-release}
+loom=$build/loom
+[[ -x $loom ]] || { echo "finetune_vs_torch.sh: build loom first (cmake --build $build --target loom)" >&2; exit 2; }
+python=/usr/bin/python3
+"$python" -c 'import torch' 2>/dev/null || { echo "finetune_vs_torch.sh: needs Debian's python3-torch" >&2; exit 2; }
+unset OPENBLAS_CORETYPE
+export MALLOC_MMAP_THRESHOLD_=1073741824 MALLOC_TRIM_THRESHOLD_=1073741824 OMP_WAIT_POLICY=passive
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+cat > "$work/config.json" <<'JSON'
+{"architectures": ["BertForSequenceClassification"], "model_type": "bert", "vocab_size": 30522,
+ "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072,
+ "hidden_act": "gelu", "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
+ "max_position_embeddings": 512, "type_vocab_size": 2, "layer_norm_eps": 1e-12, "pad_token_id": 0,
+ "id2label": {"0": "a", "1": "b", "2": "c"}, "label2id": {"a": 0, "b": 1, "c": 2}}
+JSON
+# Real English text, long enough that every row fills the 128 tokens.
+python3 - "$work/train.jsonl" <<'PY'
+import json, sys, glob
+words = []
+for f in sorted(glob.glob("/usr/share/games/fortunes/*")):
+    if "." in f.rsplit("/", 1)[-1]:
+        continue
+    words += open(f, encoding="utf-8", errors="replace").read().replace("%", " ").split()
+with open(sys.argv[1], "w") as out:
+    for i in range(400):
+        chunk = words[(i * 150) % max(1, len(words) - 150):][:150]
+        out.write(json.dumps({"text": " ".join(chunk), "label": "abc"[i % 3]}) + "\n")
+PY
+cat > "$work/job.yaml" <<YAML
+model: {config: $work/config.json, tokenizer: $root/tests/data/tokenizers/bert-base-uncased/tokenizer.json}
+task: sequence-classification
+data: {train: $work/train.jsonl, max_seq_length: 128}
+hyperparameters:
+  output_dir: $work/out
+  overwrite_output_dir: true
+  per_device_train_batch_size: 8
+  learning_rate: 2.0e-5
+  logging_steps: 1
+  save_strategy: 'no'
+YAML
+run() {  # run STEPS DTYPE_FLAGS... -> "runtime tokens wait_share"
+  local steps=$1; shift
+  "$loom" train "$work/job.yaml" --quiet --set "hyperparameters.max_steps=$steps" "$@" >/dev/null
+  python3 -c 'import json,sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+s = [r for r in rows if "train_runtime" in r][-1]
+print(s["train_runtime"], s["train_tokens_per_second"] * s["train_runtime"], s["data_wait_share"])' "$work/out/metrics.jsonl"
+}
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg), cores: $(nproc)"
+read -r t_short n_short _ < <(run 3)
+read -r t_long n_long wait_long < <(run 13)
+loom_tps=$(python3 -c "print(($n_long - $n_short) / ($t_long - $t_short))")
+torch_fp32=$("$python" "$root/bench/torch_bert_step.py" --task cls --dtype fp32 --steps 5 | tail -1)
+torch_bf16=$("$python" "$root/bench/torch_bert_step.py" --task cls --dtype bf16 --steps 5 | tail -1)
+echo "$torch_fp32"
+echo "$torch_bf16"
+python3 - "$loom_tps" "$wait_long" "$torch_fp32" "$torch_bf16" <<'PY'
+import json, sys
+loom, wait = float(sys.argv[1]), float(sys.argv[2])
+f32, b16 = json.loads(sys.argv[3]), json.loads(sys.argv[4])
+print(json.dumps({"peer": "loom train", "task": "cls", "dtype": "fp32", "tokens_per_s": round(loom, 1),
+                  "data_wait_share": round(wait, 4)}))
+print(f"fine-tuning, BERT-base classifier, batch 8 x 128: loom fp32 {loom:.0f} tokens/s, "
+      f"pytorch fp32 {f32['tokens_per_s']:.0f} ({loom / f32['tokens_per_s']:.2f}x), "
+      f"pytorch bf16 autocast {b16['tokens_per_s']:.0f} ({loom / b16['tokens_per_s']:.2f}x); "
+      f"loom waited for data {100 * wait:.2f}% of the time")
+print("loom bf16: not implemented yet (fp32 only)")
+PY
