@@ -6,6 +6,7 @@
 #include <cmath>
 #include <csignal>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "core/check.h"
@@ -13,6 +14,7 @@
 #include "io/checkpoint.h"
 #include "optim/grad_clip.h"
 #include "parallel/dp_step.h"
+#include "parallel/layout_plan.h"
 #include "train/log_jsonl.h"
 #include "train/log_tensorboard.h"
 #include "train/progress.h"
@@ -64,6 +66,19 @@ class SignalGuard {
 
 json entry_json(const LogEntry& e) {
     return json::parse(log_entry_to_json(e));
+}
+
+double mib(double bytes) {
+    return bytes / double(1 << 20);
+}
+
+// The process's peak resident set (VmHWM), in bytes; 0 where /proc lacks it.
+double peak_resident_bytes() {
+    std::ifstream in("/proc/self/status");
+    std::string line;
+    while (std::getline(in, line))
+        if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) * 1024.0;
+    return 0;
 }
 
 }  // namespace
@@ -190,6 +205,20 @@ bool Trainer::early_stop_check() {
            state_.patience_counter >= job_.training.early_stopping_patience;
 }
 
+// What this layout should take per rank (parallel/layout_plan.h: the same
+// formulas as `loom plan`).
+MemoryPlan Trainer::memory_plan(bool checkpointing) const {
+    PlanWorkload w;
+    w.micro_batch = job_.training.per_device_train_batch_size;
+    w.seq = job_.data.max_seq_length;
+    w.microbatches = job_.training.gradient_accumulation_steps;
+    LayoutChoice l;
+    l.dp = int(sync_->dp_size());
+    l.zero_stage = dp_ ? int(job_.distribution.zero_stage) : 0;
+    l.checkpointing = checkpointing;
+    return plan_memory(plan_model_from_config(config_), w, l);
+}
+
 EvalOutput Trainer::evaluate(bool keep_outputs) {
     LOOM_CHECK(eval_ != nullptr, "no eval data: set data.eval in the job");
     EvalOptions eo;
@@ -236,6 +265,14 @@ TrainResult Trainer::train() {
         sync_->dp_size(), plan_.warmup_steps, runtime_threads()));
     if (resumed)
         say(fmt::format("resumed at step {} (epoch {:.2f})", state_.global_step, state_.epoch));
+    const MemoryPlan mem = memory_plan(false);
+    say(fmt::format(
+        "memory plan per rank: parameters {:.1f} MiB, gradients {:.1f} MiB, optimizer "
+        "{:.1f} MiB, activations {:.1f} MiB per micro-batch ({:.1f} MiB with "
+        "activation checkpointing), backward workspace {:.1f} MiB; predicted peak {:.1f} "
+        "MiB",
+        mib(mem.params), mib(mem.grads), mib(mem.optimizer), mib(mem.activations_per_micro),
+        mib(memory_plan(true).activations_per_micro), mib(mem.workspace), mib(mem.peak)));
     if (main && !opts_.quiet)
         progress_ = std::make_unique<ProgressBar>(
             plan_.total_steps, state_.global_step, stderr,
@@ -266,6 +303,21 @@ TrainResult Trainer::train() {
         const int64_t samples0 = state_.samples_seen, tokens0 = state_.tokens_seen;
         double grad_norm = 0;
         const double loss = train_step(step, mb.data(), &grad_norm);
+        if (step == r.start_step) {
+            // The arena holds what the longest batch so far needed; the plan
+            // assumes max_seq_length, so dynamic padding comes in under it.
+            const std::string m = fmt::format(
+                "after the first step: activations {:.1f} MiB measured (longest batch so far; "
+                "planned {:.1f} MiB at max_seq_length), process peak resident {:.1f} MiB "
+                "(predicted {:.1f} MiB + the runtime)",
+                mib(double(model_->activation_bytes())),
+                mib(mem.activations_per_micro + mem.workspace), mib(peak_resident_bytes()),
+                mib(mem.peak));
+            if (progress_)
+                progress_->message(m);
+            else
+                say(m);
+        }
         state_.global_step = step + 1;
         r.step_losses.push_back(loss);
         r.samples += state_.samples_seen - samples0;

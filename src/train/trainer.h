@@ -45,6 +45,7 @@
 namespace loom {
 
 class JsonlLogger;
+struct MemoryPlan;
 class TensorBoardWriter;
 class ProgressBar;
 
@@ -132,6 +133,7 @@ class Trainer {
     void run_evaluation(int64_t step);
     bool early_stop_check();
     void finish_run(TrainResult& r, double runtime_s);
+    MemoryPlan memory_plan(bool checkpointing) const;
     // trainer_checkpoint.cpp
     std::string save_checkpoint();
     void resume(const std::string& spec);
