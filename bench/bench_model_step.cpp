@@ -4,7 +4,7 @@
 //
 //   bench_model_step [--task mlm|cls] [--batch 8] [--seq 128] [--layers 12]
 //                    [--steps 5] [--warmup 2] [--hidden 768] [--vocab 30522]
-//                    [--all-logits 0|1]
+//                    [--all-logits 0|1] [--dtype fp32|bf16]
 //
 // Masked LM computes logits only at labelled positions unless --all-logits 1
 // (what PyTorch/HF do; same loss and gradients).
@@ -47,17 +47,29 @@ int main(int argc, char** argv) {
     runtime_init();
     std::string task = "mlm";
     int64_t B = 8, T = 128, L = 12, C = 768, V = 30522, steps = 5, warmup = 2, all_logits = 0;
+    std::string dtype = "fp32";
     for (int i = 1; i + 1 < argc; i += 2) {
         const std::string k = argv[i], v = argv[i + 1];
-        if (k == "--task") task = v;
-        else if (k == "--batch") B = std::stoll(v);
-        else if (k == "--seq") T = std::stoll(v);
-        else if (k == "--layers") L = std::stoll(v);
-        else if (k == "--hidden") C = std::stoll(v);
-        else if (k == "--vocab") V = std::stoll(v);
-        else if (k == "--steps") steps = std::stoll(v);
-        else if (k == "--warmup") warmup = std::stoll(v);
-        else if (k == "--all-logits") all_logits = std::stoll(v);
+        if (k == "--task")
+            task = v;
+        else if (k == "--batch")
+            B = std::stoll(v);
+        else if (k == "--seq")
+            T = std::stoll(v);
+        else if (k == "--layers")
+            L = std::stoll(v);
+        else if (k == "--hidden")
+            C = std::stoll(v);
+        else if (k == "--vocab")
+            V = std::stoll(v);
+        else if (k == "--steps")
+            steps = std::stoll(v);
+        else if (k == "--warmup")
+            warmup = std::stoll(v);
+        else if (k == "--all-logits")
+            all_logits = std::stoll(v);
+        else if (k == "--dtype")
+            dtype = v;
         else {
             fmt::print(stderr, "unknown option {}\n", k);
             return 2;
@@ -74,6 +86,8 @@ int main(int argc, char** argv) {
     auto model = build_model(config);
     model->init(0);
     if (!all_logits) model->set_logits_scope(LogitsScope::labelled_positions);
+    // bf16: the blocks' linear layers in bf16 with fp32 accumulation (autocast).
+    model->set_compute_bf16(dtype == "bf16");
 
     std::vector<int64_t> ids(size_t(B * T)), types(size_t(B * T), 0), mask(size_t(B * T), 1);
     std::vector<int64_t> labels(size_t(mlm ? B * T : B), -100);
@@ -136,9 +150,10 @@ int main(int argc, char** argv) {
                median(tf), median(tb), median(to), loss, runtime_threads());
     fmt::print("cpu time: forward {:.1f} ms, backward {:.1f} ms, adamw {:.1f} ms, step {:.1f} ms\n",
                median(cf), median(cb), median(co), median(cf) + median(cb) + median(co));
-    fmt::print(R"({{"peer": "loom", "task": "{}", "dtype": "fp32", "threads": {}, "ms_per_step": {:.1f}, "tokens_per_s": {:.1f}, "gflops": {:.1f}}})"
-               "\n",
-               task, runtime_threads(), step_ms, double(B * T) / (step_ms / 1000),
-               flops / (step_ms / 1000) / 1e9);
+    fmt::print(
+        R"({{"peer": "loom", "task": "{}", "dtype": "{}", "threads": {}, "ms_per_step": {:.1f}, "tokens_per_s": {:.1f}, "gflops": {:.1f}}})"
+        "\n",
+        task, dtype, runtime_threads(), step_ms, double(B * T) / (step_ms / 1000),
+        flops / (step_ms / 1000) / 1e9);
     return 0;
 }

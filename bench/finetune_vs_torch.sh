@@ -65,19 +65,22 @@ echo "load average: $(cut -d' ' -f1-3 /proc/loadavg), cores: $(nproc)"
 read -r t_short n_short _ < <(run 3)
 read -r t_long n_long wait_long < <(run 13)
 loom_tps=$(python3 -c "print(($n_long - $n_short) / ($t_long - $t_short))")
+read -r t_short n_short _ < <(run 3 --set hyperparameters.bf16=true)
+read -r t_long n_long wait_bf16 < <(run 13 --set hyperparameters.bf16=true)
+loom_bf16=$(python3 -c "print(($n_long - $n_short) / ($t_long - $t_short))")
 torch_fp32=$("$python" "$root/bench/torch_bert_step.py" --task cls --dtype fp32 --steps 5 | tail -1)
 torch_bf16=$("$python" "$root/bench/torch_bert_step.py" --task cls --dtype bf16 --steps 5 | tail -1)
 echo "$torch_fp32"
 echo "$torch_bf16"
-python3 - "$loom_tps" "$wait_long" "$torch_fp32" "$torch_bf16" <<'PY'
+python3 - "$loom_tps" "$wait_long" "$loom_bf16" "$wait_bf16" "$torch_fp32" "$torch_bf16" <<'PY'
 import json, sys
-loom, wait = float(sys.argv[1]), float(sys.argv[2])
-f32, b16 = json.loads(sys.argv[3]), json.loads(sys.argv[4])
-print(json.dumps({"peer": "loom train", "task": "cls", "dtype": "fp32", "tokens_per_s": round(loom, 1),
-                  "data_wait_share": round(wait, 4)}))
-print(f"fine-tuning, BERT-base classifier, batch 8 x 128: loom fp32 {loom:.0f} tokens/s, "
-      f"pytorch fp32 {f32['tokens_per_s']:.0f} ({loom / f32['tokens_per_s']:.2f}x), "
-      f"pytorch bf16 autocast {b16['tokens_per_s']:.0f} ({loom / b16['tokens_per_s']:.2f}x); "
-      f"loom waited for data {100 * wait:.2f}% of the time")
-print("loom bf16: not implemented yet (fp32 only)")
+loom, wait, lb16, wait16 = map(float, sys.argv[1:5])
+f32, b16 = json.loads(sys.argv[5]), json.loads(sys.argv[6])
+for dt, tps, w in (("fp32", loom, wait), ("bf16", lb16, wait16)):
+    print(json.dumps({"peer": "loom train", "task": "cls", "dtype": dt, "tokens_per_s": round(tps, 1),
+                      "data_wait_share": round(w, 4)}))
+print(f"fine-tuning, BERT-base classifier, batch 8 x 128 (tokens/s):")
+print(f"  fp32: loom {loom:.0f}, pytorch {f32['tokens_per_s']:.0f} -> {loom / f32['tokens_per_s']:.2f}x")
+print(f"  bf16: loom {lb16:.0f}, pytorch autocast {b16['tokens_per_s']:.0f} -> {lb16 / b16['tokens_per_s']:.2f}x")
+print(f"  loom waited for data {100 * wait:.2f}% (fp32) and {100 * wait16:.2f}% (bf16) of the time")
 PY

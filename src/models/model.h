@@ -56,7 +56,7 @@ struct LossSum {
 };
 
 class Model {
-public:
+  public:
     virtual ~Model() = default;
 
     const ModelConfig& config() const { return config_; }
@@ -82,6 +82,12 @@ public:
     // those positions instead of "logits". Other heads ignore it.
     virtual void set_logits_scope(LogitsScope scope) = 0;
 
+    // Mixed precision (hyperparameters.bf16): the transformer blocks' linear
+    // layers multiply bf16-rounded operands with fp32 accumulation, as PyTorch's
+    // CPU autocast does; parameters, gradients, optimizer state, layer norms,
+    // softmax, the heads and the loss stay fp32.
+    virtual void set_compute_bf16(bool /*on*/) {}
+
     // Data parallelism: during backward() the model calls `hook(begin, end)`
     // for ranges of the flat gradient buffer whose gradients are final (no later
     // op of this backward adds to them), so their all-reduce can start while the
@@ -100,7 +106,7 @@ public:
     virtual int num_hidden_states() const = 0;
     virtual Tensor hidden_state(int i) const = 0;
 
-protected:
+  protected:
     explicit Model(ModelConfig c) : config_(std::move(c)) {}
     ModelConfig config_;
     ParamTable table_;

@@ -21,9 +21,13 @@
 namespace loom {
 
 class StackModel : public Model {
-public:
+  public:
     LossSum forward(const ModelInputs& in, const DropoutPlan& dropout) override;
     void backward(double loss_scale) override;
+    void set_compute_bf16(bool on) override {
+        for (TransformerBlock& b : blocks_)
+            b.attn.qkv.bf16 = b.attn.proj.bf16 = b.mlp.fc.bf16 = b.mlp.proj.bf16 = on;
+    }
     void set_logits_scope(LogitsScope scope) override {
         if (head_) head_->set_logits_scope(scope);
     }
@@ -34,7 +38,7 @@ public:
     }
     Tensor hidden_state(int i) const override;
 
-protected:
+  protected:
     explicit StackModel(ModelConfig c) : Model(std::move(c)) {}
     // Call at the end of the subclass constructor: allocates the table and binds
     // every module to it.
@@ -61,7 +65,7 @@ protected:
 
     ActArena arena_;
 
-private:
+  private:
     void plan(int64_t B, int64_t T);
     TransformerBlock::Step step_for(int app) const;
     const float* final_hidden() const;
@@ -79,8 +83,8 @@ private:
     bool has_labels_ = false;
     bool ready_for_backward_ = false;
     int64_t planned_B_ = -1, planned_T_ = -1;
-    float* hidden_ = nullptr;       // (A + 1, B, T, C) block outputs, [0] = embeddings
-    float* final_ = nullptr;        // (B, T, C) after final_norm_ (GPT-2)
+    float* hidden_ = nullptr;  // (A + 1, B, T, C) block outputs, [0] = embeddings
+    float* final_ = nullptr;   // (B, T, C) after final_norm_ (GPT-2)
     LayerNorm::Acts final_acts_;
     std::vector<TransformerBlock::Acts> acts_;  // (A) one per application
     TransformerBlock::Scratch scratch_;

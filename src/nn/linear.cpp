@@ -91,13 +91,21 @@ Linear Linear::make_tied(int weight_row_idx, int bias_row_idx, int64_t in, int64
 }
 
 void Linear::forward(float* y, const float* x, int64_t N) const {
-    matmul_forward(y, x, weight.data, bias.defined() ? bias.data : nullptr, N, in, out, layout);
+    const float* b = bias.defined() ? bias.data : nullptr;
+    if (bf16)
+        matmul_forward_bf16(y, x, weight.data, b, N, in, out, layout);
+    else
+        matmul_forward(y, x, weight.data, b, N, in, out, layout);
 }
 
 void Linear::backward(float* dx, const float* dy, const float* x, int64_t N,
                       bool accumulate_dx) const {
-    matmul_backward(dx, weight.grad, bias.defined() ? bias.grad : nullptr, dy, x, weight.data, N,
-                    in, out, layout, accumulate_dx);
+    float* db = bias.defined() ? bias.grad : nullptr;
+    if (bf16)
+        matmul_backward_bf16(dx, weight.grad, db, dy, x, weight.data, N, in, out, layout,
+                             accumulate_dx);
+    else
+        matmul_backward(dx, weight.grad, db, dy, x, weight.data, N, in, out, layout, accumulate_dx);
 }
 
 }  // namespace loom

@@ -21,8 +21,8 @@ namespace loom {
 enum class TpRole { none, column, row };
 
 struct LinearInit {
-    double std = 0.02;   // N(0, std) for the weight; the bias starts at zero
-    bool head = false;   // rows may be absent from a checkpoint
+    double std = 0.02;  // N(0, std) for the weight; the bias starts at zero
+    bool head = false;  // rows may be absent from a checkpoint
     TpRole tp = TpRole::none;
 };
 
@@ -30,6 +30,9 @@ struct Linear {
     int64_t in = 0, out = 0;  // C, OC
     WeightLayout layout = WeightLayout::out_in;
     ParamRef weight, bias;  // bias undefined: no bias
+    // Compute precision: bf16 GEMM operands with fp32 accumulation (autocast)
+    // when set; parameters, gradients and outputs stay fp32 either way.
+    bool bf16 = false;
 
     // Rows "<prefix>.weight" (OC, C) or (C, OC) and "<prefix>.bias" (OC).
     static Linear make(ParamTable& t, const std::string& prefix, int64_t in, int64_t out,
@@ -46,8 +49,8 @@ struct Linear {
         weight.bind(t);
         bias.bind(t);
     }
-    void forward(float* y,          // (N, OC)
-                 const float* x,    // (N, C)
+    void forward(float* y,        // (N, OC)
+                 const float* x,  // (N, C)
                  int64_t N) const;
     void backward(float* dx,        // (N, C) or null
                   const float* dy,  // (N, OC)

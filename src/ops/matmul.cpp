@@ -10,6 +10,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <vector>
 
 #include "ops/gemm.h"
 
@@ -46,8 +47,7 @@ void matmul_forward(T* out, const T* inp, const T* weight, const T* bias, int64_
 
 template <typename T>
 void matmul_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight,
-                     int64_t N, int64_t C, int64_t OC, WeightLayout layout,
-                     bool accumulate_dinp) {
+                     int64_t N, int64_t C, int64_t OC, WeightLayout layout, bool accumulate_dinp) {
     const T beta_inp = accumulate_dinp ? T(1) : T(0);
     if (layout == WeightLayout::out_in) {
         if (dinp != nullptr)
@@ -61,14 +61,68 @@ void matmul_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp,
     if (dbias != nullptr) bias_backward(dbias, dout, N, OC);
 }
 
+namespace {
+
+// Grows (never shrinks) a reused bf16 workspace: fresh pages are slow to touch here.
+uint16_t* workspace(std::vector<uint16_t>& w, int64_t n) {
+    if (int64_t(w.size()) < n) w.resize(size_t(n));
+    return w.data();
+}
+
+struct Bf16Workspaces {
+    std::vector<uint16_t> inp, weight, dout;
+};
+Bf16Workspaces& bf16_workspaces() {
+    thread_local Bf16Workspaces w;
+    return w;
+}
+
+}  // namespace
+
+void matmul_forward_bf16(float* out, const float* inp, const float* weight, const float* bias,
+                         int64_t N, int64_t C, int64_t OC, WeightLayout layout) {
+    Bf16Workspaces& ws = bf16_workspaces();
+    uint16_t* x = workspace(ws.inp, N * C);
+    uint16_t* w = workspace(ws.weight, C * OC);
+    convert_f32_to_bf16(x, inp, N * C);
+    convert_f32_to_bf16(w, weight, C * OC);
+    if (layout == WeightLayout::out_in)
+        gemm_bf16(false, true, N, OC, C, 1.0f, x, C, w, C, 0.0f, out, OC, bias);
+    else
+        gemm_bf16(false, false, N, OC, C, 1.0f, x, C, w, OC, 0.0f, out, OC, bias);
+}
+
+void matmul_backward_bf16(float* dinp, float* dweight, float* dbias, const float* dout,
+                          const float* inp, const float* weight, int64_t N, int64_t C, int64_t OC,
+                          WeightLayout layout, bool accumulate_dinp) {
+    Bf16Workspaces& ws = bf16_workspaces();
+    uint16_t* x = workspace(ws.inp, N * C);
+    uint16_t* dy = workspace(ws.dout, N * OC);
+    convert_f32_to_bf16(x, inp, N * C);
+    convert_f32_to_bf16(dy, dout, N * OC);
+    const float beta_inp = accumulate_dinp ? 1.0f : 0.0f;
+    if (dinp != nullptr) {
+        uint16_t* w = workspace(ws.weight, C * OC);
+        convert_f32_to_bf16(w, weight, C * OC);
+        if (layout == WeightLayout::out_in)
+            gemm_bf16(false, false, N, C, OC, 1.0f, dy, OC, w, C, beta_inp, dinp, C);
+        else
+            gemm_bf16(false, true, N, C, OC, 1.0f, dy, OC, w, OC, beta_inp, dinp, C);
+    }
+    if (layout == WeightLayout::out_in)
+        gemm_bf16(true, false, OC, C, N, 1.0f, dy, OC, x, C, 1.0f, dweight, C);
+    else
+        gemm_bf16(true, false, C, OC, N, 1.0f, x, C, dy, OC, 1.0f, dweight, OC);
+    if (dbias != nullptr) bias_backward(dbias, dout, N, OC);
+}
+
 template void matmul_forward<float>(float*, const float*, const float*, const float*, int64_t,
                                     int64_t, int64_t, WeightLayout);
-template void matmul_forward<double>(double*, const double*, const double*, const double*,
-                                     int64_t, int64_t, int64_t, WeightLayout);
+template void matmul_forward<double>(double*, const double*, const double*, const double*, int64_t,
+                                     int64_t, int64_t, WeightLayout);
 template void matmul_backward<float>(float*, float*, float*, const float*, const float*,
                                      const float*, int64_t, int64_t, int64_t, WeightLayout, bool);
 template void matmul_backward<double>(double*, double*, double*, const double*, const double*,
-                                      const double*, int64_t, int64_t, int64_t, WeightLayout,
-                                      bool);
+                                      const double*, int64_t, int64_t, int64_t, WeightLayout, bool);
 
 }  // namespace loom

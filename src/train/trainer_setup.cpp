@@ -269,6 +269,10 @@ void Trainer::build_model_and_optimizer() {
         model_->init(uint64_t(t.seed));
         load_notes_.push_back("no weights given: parameters initialised for pretraining");
     }
+    LOOM_CHECK(!t.fp16,
+               "hyperparameters.fp16: fp16 training is not implemented yet; use bf16: true "
+               "(mixed precision with fp32 master weights) or neither");
+    model_->set_compute_bf16(t.bf16);
     LOOM_CHECK(t.optim == OptimizerKind::adamw,
                "hyperparameters.optim: {} is not implemented yet; use adamw (adamw_torch)",
                enum_name(t.optim));

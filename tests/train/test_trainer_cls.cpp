@@ -99,3 +99,34 @@ TEST_F(TrainerCls, GradientAccumulationEqualsTheLargerBatch) {
 
 }  // namespace
 }  // namespace loom::test
+
+namespace loom::test {
+namespace {
+
+// hyperparameters.bf16: the loss curve follows the fp32 run within bf16's
+// precision, and fp16 (not implemented) is refused up front.
+TEST_F(TrainDir, Bf16FollowsTheFp32LossCurve) {
+    const std::string extra = "  max_steps: 10\n";
+    const TrainResult a =
+        Trainer(job(job_text("sequence-classification", "fp32", extra)), quiet()).train();
+    const TrainResult b =
+        Trainer(job(job_text("sequence-classification", "bf16", extra + "  bf16: true\n")), quiet())
+            .train();
+    ASSERT_EQ(a.step_losses.size(), b.step_losses.size());
+    bool differs = false;
+    for (size_t i = 0; i < a.step_losses.size(); ++i) {
+        EXPECT_NEAR(b.step_losses[i], a.step_losses[i], 0.03 * a.step_losses[i])
+            << "step " << i + 1;
+        differs |= b.step_losses[i] != a.step_losses[i];
+    }
+    EXPECT_TRUE(differs) << "bf16 changed nothing: is the flag wired?";
+    expect_train_error(
+        [&] {
+            Trainer(job(job_text("sequence-classification", "fp16", extra + "  fp16: true\n")),
+                    quiet());
+        },
+        {"fp16", "not implemented"});
+}
+
+}  // namespace
+}  // namespace loom::test

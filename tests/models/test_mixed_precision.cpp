@@ -1,0 +1,129 @@
+// bf16 mixed precision (Model::set_compute_bf16): the linear layers' GEMMs
+// take bf16-rounded operands and accumulate in fp32. Checked two ways:
+//   - the bf16 matmul equals an fp64 product of the same rounded operands
+//     (so only the rounding of the inputs differs from fp32, nothing else);
+//   - every HF fixture's logits, loss and gradients stay within bf16's
+//     precision of transformers' fp32 numbers.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "core/dtype.h"
+#include "hf_fixture.h"
+#include "ops/matmul.h"
+
+namespace loom::test {
+namespace {
+
+std::vector<float> random_vec(int64_t n, uint32_t seed) {
+    std::mt19937 g(seed);
+    std::normal_distribution<float> d(0.f, 1.f);
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float& x : v) x = d(g);
+    return v;
+}
+
+double round_bf16(float x) {
+    return double(bf16_to_f32(f32_to_bf16(x)));
+}
+
+// out(n, o) = sum_c r(inp(n, c)) r(W(o, c)) [+ bias(o)] in double.
+TEST(MixedPrecision, MatmulIsTheProductOfRoundedOperands) {
+    for (auto layout : {WeightLayout::out_in, WeightLayout::in_out}) {
+        const int64_t N = 37, C = 45, OC = 29;
+        const auto x = random_vec(N * C, 1), w = random_vec(C * OC, 2), b = random_vec(OC, 3),
+                   dy = random_vec(N * OC, 4);
+        auto W = [&](int64_t o, int64_t c) {
+            return layout == WeightLayout::out_in ? w[size_t(o * C + c)] : w[size_t(c * OC + o)];
+        };
+        std::vector<float> y(size_t(N * OC));
+        matmul_forward_bf16(y.data(), x.data(), w.data(), b.data(), N, C, OC, layout);
+        std::vector<float> dx(size_t(N * C)), dw(size_t(C * OC), 0.f), db(size_t(OC), 0.f);
+        matmul_backward_bf16(dx.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(), N, C,
+                             OC, layout);
+        double worst_y = 0, worst_dx = 0, worst_dw = 0;
+        for (int64_t n = 0; n < N; ++n)
+            for (int64_t o = 0; o < OC; ++o) {
+                double ref = b[size_t(o)];
+                for (int64_t c = 0; c < C; ++c)
+                    ref += round_bf16(x[size_t(n * C + c)]) * round_bf16(W(o, c));
+                worst_y = std::max(worst_y, std::fabs(ref - y[size_t(n * OC + o)]));
+            }
+        for (int64_t n = 0; n < N; ++n)
+            for (int64_t c = 0; c < C; ++c) {
+                double ref = 0;
+                for (int64_t o = 0; o < OC; ++o)
+                    ref += round_bf16(dy[size_t(n * OC + o)]) * round_bf16(W(o, c));
+                worst_dx = std::max(worst_dx, std::fabs(ref - dx[size_t(n * C + c)]));
+            }
+        for (int64_t o = 0; o < OC; ++o)
+            for (int64_t c = 0; c < C; ++c) {
+                double ref = 0;
+                for (int64_t n = 0; n < N; ++n)
+                    ref += round_bf16(dy[size_t(n * OC + o)]) * round_bf16(x[size_t(n * C + c)]);
+                const size_t at =
+                    layout == WeightLayout::out_in ? size_t(o * C + c) : size_t(c * OC + o);
+                worst_dw = std::max(worst_dw, std::fabs(ref - dw[at]));
+            }
+        // fp32 accumulation of ~40 products of size ~1: a few ulps of ~10.
+        EXPECT_LT(worst_y, 1e-4);
+        EXPECT_LT(worst_dx, 1e-4);
+        EXPECT_LT(worst_dw, 1e-4);
+        // The bias gradient stays an fp32 column sum of the unrounded dy.
+        for (int64_t o = 0; o < OC; ++o) {
+            double ref = 0;
+            for (int64_t n = 0; n < N; ++n) ref += dy[size_t(n * OC + o)];
+            EXPECT_NEAR(db[size_t(o)], ref, 1e-4);
+        }
+    }
+}
+
+// Relative error of x against ref, as ||x - ref|| / ||ref||.
+double rel_l2(const float* x, const float* ref, int64_t n) {
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < n; ++i) {
+        num += (double(x[i]) - ref[i]) * (double(x[i]) - ref[i]);
+        den += double(ref[i]) * ref[i];
+    }
+    return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
+TEST(MixedPrecision, FixturesStayWithinBf16OfTransformers) {
+    for (const std::string& name : hf_fixture_names()) {
+        SCOPED_TRACE(name);
+        const Fixture f(name);
+        auto model = f.load_model();
+        model->set_logits_scope(LogitsScope::all_positions);
+        model->set_compute_bf16(true);
+        model->zero_grad();
+        const LossSum loss = model->forward(f.inputs(), DropoutPlan{});
+        ASSERT_GT(loss.count, 0);
+        model->backward(1.0 / double(loss.count));
+        const double ref_loss = double(f.expected.at("loss").data<float>()[0]);
+        // bf16 keeps 8 significant bits: about 0.4% per rounding.
+        EXPECT_NEAR(loss.mean(), ref_loss, 2e-2 * std::fabs(ref_loss)) << "loss";
+        for (const auto& [k, out] : model->outputs()) {
+            if (k.find("logits") == std::string::npos || !f.expected.count(k)) continue;
+            const Tensor& ref = f.expected.at(k);
+            EXPECT_LT(rel_l2(out.data<float>(), ref.data<float>(), ref.numel()), 2e-2) << k;
+        }
+        // Gradients: direction and size agree (each within a few percent).
+        const ParamTable& t = model->params();
+        // Rows whose true gradient is zero (attention key biases: softmax
+        // ignores a constant per query) hold rounding noise in the reference.
+        const auto noise = f.noise_level_grads();
+        int checked = 0;
+        for (int i = 0; i < int(t.rows().size()); ++i) {
+            const auto it = f.expected.find("grad." + t.row(i).name);
+            if (it == f.expected.end() || noise.count(t.row(i).name)) continue;
+            const Tensor& g = it->second;
+            EXPECT_LT(rel_l2(t.grad(i), g.data<float>(), g.numel()), 5e-2) << t.row(i).name;
+            ++checked;
+        }
+        EXPECT_GT(checked, 5);
+    }
+}
+
+}  // namespace
+}  // namespace loom::test
