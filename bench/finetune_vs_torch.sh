@@ -5,7 +5,8 @@
 # same step in PyTorch (bench/torch_bert_step.py --task cls), side by side in
 # one run and one environment.
 #
-# Loom's steady-state rate is taken between two runs of different length (so
+# The same step on both sides: no dropout and no gradient clipping (the
+# PyTorch peer has neither). Loom's steady-state rate is taken between two runs of different length (so
 # start-up and the first step's page faults cancel out); the share of step
 # time spent waiting for data comes from the longer run's summary.
 #   bench/finetune_vs_torch.sh [BUILD_DIR]
@@ -24,7 +25,7 @@ trap 'rm -rf "$work"' EXIT
 cat > "$work/config.json" <<'JSON'
 {"architectures": ["BertForSequenceClassification"], "model_type": "bert", "vocab_size": 30522,
  "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072,
- "hidden_act": "gelu", "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
+ "hidden_act": "gelu", "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0, "classifier_dropout": 0.0,
  "max_position_embeddings": 512, "type_vocab_size": 2, "layer_norm_eps": 1e-12, "pad_token_id": 0,
  "id2label": {"0": "a", "1": "b", "2": "c"}, "label2id": {"a": 0, "b": 1, "c": 2}}
 JSON
@@ -50,6 +51,7 @@ hyperparameters:
   overwrite_output_dir: true
   per_device_train_batch_size: 8
   learning_rate: 2.0e-5
+  max_grad_norm: 0
   logging_steps: 1
   save_strategy: 'no'
 YAML
