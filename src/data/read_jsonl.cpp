@@ -225,6 +225,9 @@ private:
         } catch (const json::parse_error& e) {
             bad_line(ctx_, ln, "malformed JSON: " + parse_error_text(e));
             return false;
+        } catch (const json::exception& e) {  // out_of_range: a number past double's range
+            bad_line(ctx_, ln, std::string("malformed JSON: ") + e.what());
+            return false;
         }
         return record_from_json(ctx_, obj, ln, "", out);
     }

@@ -38,7 +38,7 @@ public:
         json doc;
         try {
             doc = json::parse(ss.str());
-        } catch (const json::parse_error& e) {
+        } catch (const json::exception& e) {  // parse_error, or out_of_range for huge numbers
             std::string what = e.what();
             auto p = what.find("] ");
             LOOM_FAIL("{}: malformed JSON document: {}", ctx.path,

@@ -275,7 +275,7 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& sou
     json j;
     try {
         j = json::parse(json_text);
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {  // parse_error, or out_of_range for huge numbers
         LOOM_FAIL("{}: not valid JSON: {}", source, e.what());
     }
     LOOM_CHECK(j.is_object(), "{}: expected a JSON object at the top level", source);

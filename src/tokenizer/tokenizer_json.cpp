@@ -278,7 +278,8 @@ Tokenizer Tokenizer::from_json(std::string_view json_text, const std::string& na
     Json root;
     try {
         root = Json::parse(json_text.begin(), json_text.end());
-    } catch (const Json::parse_error& e) {
+    } catch (const Json::exception& e) {
+        // parse_error, and out_of_range for numbers past double's range.
         throw TokenizerError(name + ": invalid JSON: " + e.what());
     }
     const JsonAt r{root, "", name};
