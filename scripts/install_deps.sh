@@ -8,6 +8,7 @@ packages=(
   libdnnl-dev libopenblas-dev
   nlohmann-json3-dev libyaml-cpp-dev libcli11-dev libfmt-dev
   libutf8proc-dev libpcre2-dev
+  libcurl4-openssl-dev s3cmd
   libopenmpi-dev openmpi-bin
   libgtest-dev libgmock-dev libbenchmark-dev
   fortunes fortunes-min
