@@ -112,6 +112,20 @@ private:
         mapping_in_.bind(t);
     }
 
+    EmbeddingsView embeddings_view() const override {
+        EmbeddingsView v;
+        v.word = &word_;
+        v.position = &pos_;
+        v.token_type = type_.table.defined() ? &type_ : nullptr;
+        v.positions = roberta_ ? PositionIds::from_padding : PositionIds::sequential;
+        v.pad_token_id = config_.pad_token_id;
+        v.norm = &emb_norm_;
+        v.mapping = albert_ ? &mapping_in_ : nullptr;
+        v.dropout = config_.embedding_dropout;
+        v.E = config_.embedding_size;
+        return v;
+    }
+
     void plan_embeddings(ActArena& a, int64_t B, int64_t T) override {
         const int64_t N = B * T, E = config_.embedding_size;
         sum_ = a.take(N * E);

@@ -81,6 +81,16 @@ private:
         wpe_.bind(t);
     }
 
+    EmbeddingsView embeddings_view() const override {
+        EmbeddingsView v;
+        v.word = &wte_;
+        v.position = &wpe_;
+        v.positions = PositionIds::sequential;
+        v.dropout = config_.embedding_dropout;
+        v.E = config_.hidden_size;
+        return v;
+    }
+
     void plan_embeddings(ActArena&, int64_t B, int64_t T) override {
         pos_ids_.resize(size_t(B * T));
     }

@@ -160,6 +160,17 @@ void StackModel::backward(double loss_scale) {
     ready_for_backward_ = false;  // saved activations were consumed with this loss scale
 }
 
+StackView StackModel::view() const {
+    StackView v;
+    v.blocks = &blocks_;
+    v.schedule = &schedule_;
+    v.apps_per_layer = apps_per_layer_;
+    v.final_norm = final_norm_.weight.defined() ? &final_norm_ : nullptr;
+    v.embeddings = embeddings_view();
+    if (head_) v.head = head_->view();
+    return v;
+}
+
 int StackModel::num_hidden_states() const {
     return int(int64_t(schedule_.size()) / apps_per_layer_) + 1;
 }

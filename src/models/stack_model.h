@@ -15,6 +15,7 @@
 
 #include "models/heads/head.h"
 #include "models/model.h"
+#include "models/stack_view.h"
 #include "nn/layer_norm.h"
 #include "nn/transformer_block.h"
 
@@ -37,6 +38,8 @@ class StackModel : public Model {
         return arena_.capacity_elems() * int64_t(sizeof(float));
     }
     Tensor hidden_state(int i) const override;
+    // The modules, for executors that replay this model with other kernels.
+    StackView view() const;
 
   protected:
     explicit StackModel(ModelConfig c) : Model(std::move(c)) {}
@@ -50,6 +53,8 @@ class StackModel : public Model {
     virtual void embed_forward(float* h0) = 0;
     // dh0 (B, T, C) may be clobbered.
     virtual void embed_backward(float* dh0) = 0;
+    // The embedding modules and how they combine (StackView).
+    virtual EmbeddingsView embeddings_view() const = 0;
 
     std::vector<TransformerBlock> blocks_;  // distinct parameter sets
     std::vector<int> schedule_;             // layer application -> block

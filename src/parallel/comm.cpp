@@ -125,10 +125,9 @@ void Communicator::check_buffer(const void* p, int64_t count, DType dtype, const
     LOOM_CHECK(count >= 0, "{} on group '{}': negative element count {}", op, name_, count);
     LOOM_CHECK(count == 0 || p != nullptr, "{} on group '{}': null buffer for {} elements", op,
                name_, count);
-    LOOM_CHECK(dtype == DType::f32 || dtype == DType::f64 || dtype == DType::i32 ||
-                   dtype == DType::i64,
-               "{} on group '{}': dtype {} is not supported (f32, f64, i32, i64)", op, name_,
-               dtype_name(dtype));
+    LOOM_CHECK(accepts_dtype(dtype),
+               "{} on group '{}': dtype {} is not supported (f32, f64, i32, i64{})", op, name_,
+               dtype_name(dtype), accepts_dtype(DType::bf16) ? ", bf16, f16" : "");
 }
 
 void Communicator::check_peer(int peer, const char* op) const {
@@ -208,11 +207,14 @@ WorkPtr Communicator::recv(void* buf, int64_t count, DType dtype, int peer, int 
 
 WorkPtr Communicator::barrier() { return track(post_barrier(make_info("barrier"))); }
 
-void Communicator::group_start() { ++group_depth_; }
+void Communicator::group_start() {
+    if (group_depth_++ == 0) on_group_start();
+}
 
 WorkPtr Communicator::group_end() {
     LOOM_CHECK(group_depth_ > 0, "group_end on group '{}' without group_start", name_);
     if (--group_depth_ > 0) return work_done(make_info("nested group"));
+    on_group_end();
     std::vector<WorkPtr> parts;
     parts.swap(group_parts_);
     auto info = make_info(fmt::format("group of {} operations", parts.size()));

@@ -211,6 +211,16 @@ protected:
     virtual WorkPtr post_barrier(WorkInfo info) = 0;
     virtual std::unique_ptr<Communicator> do_split(const std::vector<int>& ranks,
                                                    const std::string& name) = 0;
+    // Called when the outermost group_start()/group_end() pair opens and
+    // closes (NCCL must bracket paired send/recv with ncclGroupStart/End).
+    // on_group_end runs before the group's Work is formed.
+    virtual void on_group_start() {}
+    virtual void on_group_end() {}
+    // Element types this implementation moves and reduces. CPU communicators:
+    // f32, f64, i32, i64; CommNccl adds bf16 and f16 (device gradients).
+    virtual bool accepts_dtype(DType d) const {
+        return d == DType::f32 || d == DType::f64 || d == DType::i32 || d == DType::i64;
+    }
 
     WorkInfo make_info(std::string what) const;
 

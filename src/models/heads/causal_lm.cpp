@@ -27,6 +27,14 @@ public:
 
     void bind(const ParamTable& t) override { decoder_.bind(t); }
 
+    HeadView view() const override {
+        HeadView v;
+        v.kind = HeadKind::causal_lm;
+        v.decoder = &decoder_;
+        v.n_out = spec_.V;
+        return v;
+    }
+
     void plan(ActArena& a, int64_t B, int64_t T) override {
         B_ = B;
         T_ = T;

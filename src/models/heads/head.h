@@ -15,6 +15,7 @@
 
 #include "io/hf_config.h"
 #include "models/model.h"
+#include "models/stack_view.h"
 #include "nn/linear.h"
 #include "nn/layer_norm.h"
 #include "ops/activation.h"
@@ -39,6 +40,8 @@ public:
     virtual void backward(float* dhidden, const float* hidden, double loss_scale) = 0;
     virtual void outputs(const ActArena& a, std::map<std::string, Tensor>& out) const = 0;
     virtual void set_logits_scope(LogitsScope) {}
+    // The head's modules (StackView), for executors with other kernels.
+    virtual HeadView view() const = 0;
 };
 
 // Masked LM: transform dense (C -> E), activation, LayerNorm (E), decoder

@@ -51,6 +51,17 @@ public:
 
     void set_logits_scope(LogitsScope s) override { scope_ = s; }
 
+    HeadView view() const override {
+        HeadView v;
+        v.kind = HeadKind::masked_lm;
+        v.dense = &dense_;
+        v.norm = &norm_;
+        v.decoder = &decoder_;
+        v.act = spec_.act;
+        v.n_out = spec_.V;
+        return v;
+    }
+
     void plan(ActArena& a, int64_t B, int64_t T) override {
         B_ = B;
         T_ = T;

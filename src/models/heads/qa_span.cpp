@@ -23,6 +23,15 @@ public:
 
     void bind(const ParamTable& t) override { out_.bind(t); }
 
+    HeadView view() const override {
+        HeadView v;
+        v.kind = HeadKind::question_answering;
+        v.decoder = &out_;
+        v.p_drop_a = spec_.p_drop;
+        v.n_out = 2;
+        return v;
+    }
+
     void plan(ActArena& a, int64_t B, int64_t T) override {
         B_ = B;
         T_ = T;

@@ -28,6 +28,18 @@ public:
         out_.bind(t);
     }
 
+    HeadView view() const override {
+        HeadView v;
+        v.kind = HeadKind::sequence_classification;
+        v.dense = &dense_;
+        v.decoder = &out_;
+        v.act = spec_.act;
+        v.p_drop_a = spec_.p_drop_a;
+        v.p_drop_b = spec_.p_drop_b;
+        v.n_out = spec_.num_labels;
+        return v;
+    }
+
     void plan(ActArena& a, int64_t B, int64_t T) override {
         B_ = B;
         T_ = T;
