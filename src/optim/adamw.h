@@ -17,6 +17,7 @@
 #include "core/tensor.h"
 #include "nn/param_table.h"
 #include "ops/adamw.h"
+#include "optim/optimizer.h"
 
 namespace loom {
 
@@ -25,31 +26,31 @@ enum class DecayPolicy {
     all,    // every trainable parameter decays
 };
 
-class AdamW {
-public:
+class AdamW : public Optimizer {
+  public:
     AdamW(ParamTable& table, const AdamWParams& hp, DecayPolicy decay = DecayPolicy::table);
 
     // One update with learning rate `lr` (the schedule's value for this step).
-    void step(double lr);
+    void step(double lr) override;
     void step() { step(hp_.lr); }
-    int64_t step_count() const { return step_; }
+    int64_t step_count() const override { return step_; }
     const AdamWParams& hyperparams() const { return hp_; }
 
     // Moments by parameter name ("exp_avg.<name>", "exp_avg_sq.<name>", torch's
     // names) as views, plus the step count: a layout-free checkpoint.
-    std::map<std::string, Tensor> state_tensors() const;
+    std::map<std::string, Tensor> state_tensors() const override;
     // Restores moments saved by state_tensors(); every trainable row must be
     // present with its shape (errors name the tensor).
-    void load_state(const std::map<std::string, Tensor>& state, int64_t step);
+    void load_state(const std::map<std::string, Tensor>& state, int64_t step) override;
 
-private:
+  private:
     struct Segment {
         int64_t offset, n;
         bool decay;
     };
     ParamTable& table_;
     AdamWParams hp_;
-    std::vector<Segment> segments_;  // runs of rows with the same decay flag
+    std::vector<Segment> segments_;   // runs of rows with the same decay flag
     std::shared_ptr<Storage> m_, v_;  // (flat_numel) each
     int64_t step_ = 0;
 };

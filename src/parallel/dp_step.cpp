@@ -8,8 +8,8 @@
 
 namespace loom {
 
-DataParallel::DataParallel(Model& model, Communicator& dp, const AdamWParams& hp,
-                           DecayPolicy decay, const DpOptions& options)
+DataParallel::DataParallel(Model& model, Communicator& dp, const AdamWParams& hp, DecayPolicy decay,
+                           const DpOptions& options)
     : model_(model), dp_(dp), opt_(options) {
     ParamTable& t = model.params();
     LOOM_CHECK(t.allocated(), "data parallel over a model whose parameters are not allocated");
@@ -18,7 +18,13 @@ DataParallel::DataParallel(Model& model, Communicator& dp, const AdamWParams& hp
     g.bucket_elems = bucket_elems_from_mb(options.bucket_size_mb);
     g.overlap = options.overlap;
     sync_ = std::make_unique<GradSync>(t.grads_data(), t.flat_numel(), dp, g);
-    if (options.zero == ZeroStage::none)
+    LOOM_CHECK(!options.make_optimizer || options.zero == ZeroStage::none,
+               "data parallel: only AdamW runs sharded (ZeRO stage {}); LAMB's per-tensor trust "
+               "ratios need whole tensors, so use zero_stage 0 with optim: lamb",
+               int(options.zero));
+    if (options.zero == ZeroStage::none && options.make_optimizer)
+        adamw_ = options.make_optimizer(t);
+    else if (options.zero == ZeroStage::none)
         adamw_ = std::make_unique<AdamW>(t, hp, decay);
     else
         zero_ = std::make_unique<ZeroAdamW>(t, *sync_, hp, decay);
@@ -26,7 +32,9 @@ DataParallel::DataParallel(Model& model, Communicator& dp, const AdamWParams& hp
     model.set_grad_ready_hook([s](int64_t b, int64_t e) { s->grads_ready(b, e); });
 }
 
-DataParallel::~DataParallel() { model_.set_grad_ready_hook({}); }
+DataParallel::~DataParallel() {
+    model_.set_grad_ready_hook({});
+}
 
 void DataParallel::broadcast_parameters() {
     ParamTable& t = model_.params();
@@ -43,9 +51,15 @@ void DataParallel::begin_step() {
     sync_->begin_step();
 }
 
-void DataParallel::begin_micro_batch(bool last) { sync_->begin_micro_batch(last); }
-void DataParallel::end_micro_batch() { sync_->end_micro_batch(); }
-void DataParallel::finalize_grads(double scale) { sync_->finalize(scale); }
+void DataParallel::begin_micro_batch(bool last) {
+    sync_->begin_micro_batch(last);
+}
+void DataParallel::end_micro_batch() {
+    sync_->end_micro_batch();
+}
+void DataParallel::finalize_grads(double scale) {
+    sync_->finalize(scale);
+}
 
 double DataParallel::clip_grad_norm(double max_norm) {
     if (zero_) return zero_->clip_grad_norm(max_norm);
@@ -71,8 +85,7 @@ std::map<std::string, Tensor> DataParallel::optimizer_state() const {
     return adamw_->state_tensors();
 }
 
-void DataParallel::load_optimizer_state(const std::map<std::string, Tensor>& state,
-                                        int64_t step) {
+void DataParallel::load_optimizer_state(const std::map<std::string, Tensor>& state, int64_t step) {
     if (zero_)
         zero_->load_state(state, step);
     else

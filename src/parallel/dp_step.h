@@ -23,6 +23,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -39,10 +40,14 @@ struct DpOptions {
     ZeroStage zero = ZeroStage::none;
     double bucket_size_mb = 25.0;  // HF ddp_bucket_cap_mb
     bool overlap = true;           // reduce buckets while backward runs
+    // ZeRO none only: builds the replicated optimizer (LAMB) instead of AdamW
+    // from `hp`. Every rank holds the same reduced gradients, so any
+    // optimizer, elementwise or not, stays in step across replicas.
+    std::function<std::unique_ptr<Optimizer>(ParamTable&)> make_optimizer;
 };
 
 class DataParallel {
-public:
+  public:
     // Installs the grad-ready hook on `model` (removed by the destructor).
     // model and dp must outlive this object.
     DataParallel(Model& model, Communicator& dp, const AdamWParams& hp, DecayPolicy decay,
@@ -82,13 +87,13 @@ public:
     const GradSyncStats& stats() const { return sync_->stats(); }
     GradSync& grad_sync() { return *sync_; }
 
-private:
+  private:
     Model& model_;
     Communicator& dp_;
     DpOptions opt_;
     std::unique_ptr<GradSync> sync_;
-    std::unique_ptr<AdamW> adamw_;     // ZeRO none
-    std::unique_ptr<ZeroAdamW> zero_;  // ZeRO-1/2
+    std::unique_ptr<Optimizer> adamw_;  // ZeRO none (AdamW, or make_optimizer's)
+    std::unique_ptr<ZeroAdamW> zero_;   // ZeRO-1/2
 };
 
 }  // namespace loom

@@ -155,7 +155,7 @@ class Trainer {
     std::shared_ptr<const FeatureSet> train_, eval_;
     std::unique_ptr<Model> model_;
     std::unique_ptr<Loader> loader_;
-    std::unique_ptr<AdamW> optimizer_;
+    std::unique_ptr<Optimizer> optimizer_;  // AdamW or Lamb (hyperparameters.optim)
     std::unique_ptr<LrSchedule> schedule_;
     StepPlan plan_;
     TrainState state_;

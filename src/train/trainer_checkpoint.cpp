@@ -71,7 +71,8 @@ std::string Trainer::save_checkpoint() {
     CheckpointWriter w(job_.training.output_dir, step);
     w.add_tensors("model.safetensors", model_->params().param_tensors(), {{"format", "pt"}});
     w.add_tensors("optimizer.safetensors", opt_state,
-                  {{"step", std::to_string(opt_step)}, {"optimizer", "adamw"}});
+                  {{"step", std::to_string(opt_step)},
+                   {"optimizer", std::string(enum_name(job_.training.optim))}});
     const LrScheduleArgs& la = schedule_->args();
     const json sched = {{"last_epoch", step},
                         {"type", std::string(lr_scheduler_name(la.type))},

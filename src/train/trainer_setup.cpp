@@ -9,6 +9,7 @@
 #include "io/checkpoint.h"
 #include "io/file_utils.h"
 #include "io/safetensors.h"
+#include "optim/lamb.h"
 #include "parallel/dp_step.h"
 #include "tokenizer/tokenizer.h"
 #include "train/log_jsonl.h"
@@ -273,8 +274,8 @@ void Trainer::build_model_and_optimizer() {
                "hyperparameters.fp16: fp16 training is not implemented yet; use bf16: true "
                "(mixed precision with fp32 master weights) or neither");
     model_->set_compute_bf16(t.bf16);
-    LOOM_CHECK(t.optim == OptimizerKind::adamw,
-               "hyperparameters.optim: {} is not implemented yet; use adamw (adamw_torch)",
+    LOOM_CHECK(t.optim == OptimizerKind::adamw || t.optim == OptimizerKind::lamb,
+               "hyperparameters.optim: {} is not implemented yet; use adamw (adamw_torch) or lamb",
                enum_name(t.optim));
     AdamWParams hp;
     hp.lr = t.learning_rate;
@@ -282,7 +283,16 @@ void Trainer::build_model_and_optimizer() {
     hp.beta2 = t.adam_beta2;
     hp.eps = t.adam_epsilon;
     hp.weight_decay = t.weight_decay;
-    // HF Trainer: no decay for biases and LayerNorm weights (ParamRow::decay).
+    // HF Trainer: no decay for biases and LayerNorm weights (ParamRow::decay);
+    // LAMB also leaves them out of layer adaptation (optim/lamb.h).
+    LambParams lamb;
+    lamb.beta1 = t.adam_beta1;
+    lamb.beta2 = t.adam_beta2;
+    lamb.eps = t.adam_epsilon;
+    lamb.weight_decay = t.weight_decay;
+    auto make_lamb = [lamb](ParamTable& table) -> std::unique_ptr<Optimizer> {
+        return std::make_unique<Lamb>(table, lamb, DecayPolicy::table);
+    };
     if (opts_.dp_comm && opts_.dp_comm->size() > 1) {
         const DistributionArgs& d = job_.distribution;
         DpOptions o;
@@ -291,10 +301,13 @@ void Trainer::build_model_and_optimizer() {
                                      : ZeroStage::gradients;
         o.bucket_size_mb = d.bucket_size_mb;
         o.overlap = d.overlap_comm;
+        if (t.optim == OptimizerKind::lamb) o.make_optimizer = make_lamb;
         dp_ = std::make_unique<DataParallel>(*model_, *opts_.dp_comm, hp, DecayPolicy::table, o);
         // Replicas start from rank 0's parameters whatever each loaded.
         dp_->broadcast_parameters();
         load_notes_.push_back("data parallel: " + dp_->memory_plan().describe());
+    } else if (t.optim == OptimizerKind::lamb) {
+        optimizer_ = make_lamb(model_->params());
     } else {
         optimizer_ = std::make_unique<AdamW>(model_->params(), hp, DecayPolicy::table);
     }

@@ -70,6 +70,56 @@ TEST_F(TrainerResume, ResumedRunRepeatsTheUninterruptedLosses) {
     EXPECT_EQ(lines, 14);
 }
 
+// LAMB steps are relative to each tensor's norm (trust ratio), so its
+// learning rates run larger than AdamW's for the same progress.
+TEST_F(TrainerResume, LambLearnsTheTask) {
+    Trainer tr(job(job_text("sequence-classification", "out",
+                            "  num_train_epochs: 8\n  warmup_steps: 4\n  optim: lamb\n"
+                            "  learning_rate: 5.0e-2\n")),
+               quiet());
+    const TrainResult r = tr.train();
+    ASSERT_EQ(r.step_losses.size(), 96u);
+    EXPECT_LT(mean(r.step_losses, 88, 96), mean(r.step_losses, 0, 8) - 0.3);
+}
+
+TEST_F(TrainerResume, LambTrainsAndResumesExactly) {
+    const std::string extra =
+        "  per_device_train_batch_size: 8\n  max_steps: 10\n  learning_rate: 2.0e-2\n"
+        "  warmup_steps: 2\n  weight_decay: 0.01\n  optim: lamb\n";
+    auto make = [&](const std::string& out, const std::vector<std::string>& ov) {
+        Job j = job(job_text("sequence-classification", out, extra), ov);
+        j.data.eval.clear();
+        return j;
+    };
+    Trainer full(make("full", {}), quiet());
+    const TrainResult a = full.train();
+    ASSERT_EQ(a.step_losses.size(), 10u);
+
+    // Not AdamW under another name: the same job with adamw takes other steps.
+    Trainer adamw(make("adamw", {"hyperparameters.optim=adamw"}), quiet());
+    const TrainResult w = adamw.train();
+    EXPECT_NE(w.step_losses[2], a.step_losses[2]);
+
+    TrainerOptions o = quiet();
+    o.interrupt_at_step = 6;
+    Trainer first(make("split", {}), o);
+    const TrainResult b = first.train();
+    ASSERT_EQ(b.global_step, 6);
+    std::ifstream meta(path("split/checkpoint-6/optimizer.safetensors"), std::ios::binary);
+    std::string head(4096, '\0');
+    meta.read(head.data(), std::streamsize(head.size()));
+    EXPECT_NE(head.find("\"optimizer\":\"lamb\""), std::string::npos);
+
+    Trainer second(make("split", {"hyperparameters.resume_from_checkpoint=latest"}), quiet());
+    const TrainResult c = second.train();
+    std::vector<double> joined = b.step_losses;
+    joined.insert(joined.end(), c.step_losses.begin(), c.step_losses.end());
+    ASSERT_EQ(joined.size(), a.step_losses.size());
+    for (size_t i = 0; i < joined.size(); ++i)
+        EXPECT_EQ(joined[i], a.step_losses[i]) << "step " << i + 1;
+    EXPECT_EQ(params_of(second), params_of(full));
+}
+
 TEST_F(TrainerResume, CorruptCheckpointIsAClearError) {
     TrainerOptions o = quiet();
     o.interrupt_at_step = 2;
