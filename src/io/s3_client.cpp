@@ -31,20 +31,30 @@ std::string xml_unescape(std::string_view s) {
             continue;
         }
         const std::string_view ent = s.substr(i + 1, semi - i - 1);
-        if (ent == "amp") out += '&';
-        else if (ent == "lt") out += '<';
-        else if (ent == "gt") out += '>';
-        else if (ent == "quot") out += '"';
-        else if (ent == "apos") out += '\'';
-        else if (ent.starts_with("#x")) out += char(std::stoi(std::string(ent.substr(2)), nullptr, 16));
-        else if (ent.starts_with('#')) out += char(std::stoi(std::string(ent.substr(1))));
-        else out += std::string(s.substr(i, semi - i + 1));
+        if (ent == "amp")
+            out += '&';
+        else if (ent == "lt")
+            out += '<';
+        else if (ent == "gt")
+            out += '>';
+        else if (ent == "quot")
+            out += '"';
+        else if (ent == "apos")
+            out += '\'';
+        else if (ent.starts_with("#x"))
+            out += char(std::stoi(std::string(ent.substr(2)), nullptr, 16));
+        else if (ent.starts_with('#'))
+            out += char(std::stoi(std::string(ent.substr(1))));
+        else
+            out += std::string(s.substr(i, semi - i + 1));
         i = semi;
     }
     return out;
 }
 
-std::string os_reason(int err) { return std::generic_category().message(err); }
+std::string os_reason(int err) {
+    return std::generic_category().message(err);
+}
 
 // Strips the quotes S3 puts around ETags.
 std::string unquote(std::string s) {
@@ -138,20 +148,26 @@ void S3Client::get_range(const std::string& bucket, const std::string& key, uint
     size_t got = 0;
     char* out = static_cast<char*>(dst);
     r.sink = [&](const char* data, size_t len) {
-        LOOM_CHECK(got + len <= n, "GET {}: the server sent more than the {} bytes asked for at "
-                   "offset {} (it ignored the Range header)", r.what, n, offset);
+        LOOM_CHECK(got + len <= n,
+                   "GET {}: the server sent more than the {} bytes asked for at "
+                   "offset {} (it ignored the Range header)",
+                   r.what, n, offset);
         std::memcpy(out + got, data, len);
         got += len;
     };
     r.reset = [&] { got = 0; };
     HttpResponse resp = http_.perform(r);
     if (resp.status == 416)
-        LOOM_FAIL("GET {}: truncated object: bytes {}..{} asked for, but the object ends before "
-                  "offset {} (HTTP 416)", r.what, offset, offset + n, offset);
+        LOOM_FAIL(
+            "GET {}: truncated object: bytes {}..{} asked for, but the object ends before "
+            "offset {} (HTTP 416)",
+            r.what, offset, offset + n, offset);
     if (resp.status == 404) fail_status("GET", bucket, key, resp);
     if (resp.status != 206 && resp.status != 200) fail_status("GET", bucket, key, resp);
-    LOOM_CHECK(got == n, "GET {}: truncated object: expected {} bytes at offset {}, got {} (the "
-               "object ends at offset {})", r.what, n, offset, got, offset + got);
+    LOOM_CHECK(got == n,
+               "GET {}: truncated object: expected {} bytes at offset {}, got {} (the "
+               "object ends at offset {})",
+               r.what, n, offset, got, offset + got);
 }
 
 std::string S3Client::get(const std::string& bucket, const std::string& key) {
@@ -178,7 +194,8 @@ uint64_t S3Client::get_to_file(const std::string& bucket, const std::string& key
         while (done < len) {
             const ssize_t w = ::write(fd, data + done, len - done);
             if (w < 0 && errno == EINTR) continue;
-            LOOM_CHECK(w > 0, "cannot write '{}' (downloading {}): {}", tmp, r.what, os_reason(errno));
+            LOOM_CHECK(w > 0, "cannot write '{}' (downloading {}): {}", tmp, r.what,
+                       os_reason(errno));
             done += size_t(w);
         }
         got += len;
@@ -205,10 +222,11 @@ uint64_t S3Client::get_to_file(const std::string& bucket, const std::string& key
     const std::string len = resp.header("content-length");
     if (!len.empty() && std::stoull(len) != got) {
         ::unlink(tmp.c_str());
-        LOOM_FAIL("GET {}: truncated object: Content-Length {} but {} bytes arrived", r.what, len, got);
+        LOOM_FAIL("GET {}: truncated object: Content-Length {} but {} bytes arrived", r.what, len,
+                  got);
     }
-    LOOM_CHECK(::rename(tmp.c_str(), path.c_str()) == 0, "cannot rename '{}' to '{}': {}", tmp, path,
-               os_reason(errno));
+    LOOM_CHECK(::rename(tmp.c_str(), path.c_str()) == 0, "cannot rename '{}' to '{}': {}", tmp,
+               path, os_reason(errno));
     return got;
 }
 
@@ -222,7 +240,8 @@ void S3Client::put(const std::string& bucket, const std::string& key, std::strin
     if (resp.status != 200) fail_status("PUT", bucket, key, resp);
 }
 
-void S3Client::put_file(const std::string& bucket, const std::string& key, const std::string& path) {
+void S3Client::put_file(const std::string& bucket, const std::string& key,
+                        const std::string& path) {
     struct stat st {};
     LOOM_CHECK(::stat(path.c_str(), &st) == 0, "cannot upload '{}' to {}: {}", path,
                s3_uri(bucket, key), os_reason(errno));
@@ -241,7 +260,8 @@ void S3Client::put_file(const std::string& bucket, const std::string& key, const
         if (n <= 0) {
             const int err = errno;
             ::close(fd);
-            LOOM_FAIL("cannot read '{}' to upload it: {}", path, n == 0 ? "file shrank" : os_reason(err));
+            LOOM_FAIL("cannot read '{}' to upload it: {}", path,
+                      n == 0 ? "file shrank" : os_reason(err));
         }
         done += size_t(n);
     }
@@ -329,7 +349,8 @@ std::vector<S3ObjectInfo> S3Client::list(const std::string& bucket, const std::s
         // Parameters in byte order, as SigV4's canonical query string requires.
         std::string q;
         if (!token.empty()) q += "continuation-token=" + uri_encode(token, false) + "&";
-        q += "list-type=2&prefix=" + uri_encode(prefix, false);
+        q += fmt::format("list-type=2&max-keys={}&prefix={}", options_.list_page_keys,
+                         uri_encode(prefix, false));
         HttpRequest r;
         r.url = object_url(bucket, "", q);
         r.what = s3_uri(bucket, prefix);

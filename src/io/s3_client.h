@@ -41,10 +41,11 @@ struct S3ObjectInfo {
 struct S3Options {
     uint64_t multipart_threshold_bytes = uint64_t(64) << 20;  // larger files go in parts
     uint64_t part_bytes = uint64_t(16) << 20;                 // S3's minimum is 5 MiB
+    int list_page_keys = 1000;  // ListObjectsV2 max-keys (S3's own page limit is 1000)
 };
 
 class S3Client {
-public:
+  public:
     explicit S3Client(AwsSettings settings = resolve_aws_settings(),
                       RetryPolicy policy = RetryPolicy::from_environment(), S3Options options = {});
 
@@ -56,7 +57,8 @@ public:
     std::string get(const std::string& bucket, const std::string& key);
     // Streams the object into `path` (written as path.tmp.<pid>, renamed when
     // complete); returns its size.
-    uint64_t get_to_file(const std::string& bucket, const std::string& key, const std::string& path);
+    uint64_t get_to_file(const std::string& bucket, const std::string& key,
+                         const std::string& path);
     void put(const std::string& bucket, const std::string& key, std::string_view bytes);
     // Single PUT up to multipart_threshold_bytes, multipart above.
     void put_file(const std::string& bucket, const std::string& key, const std::string& path);
@@ -71,7 +73,7 @@ public:
     const AwsSettings& settings() const { return http_.settings(); }
     S3Options& options() { return options_; }
 
-private:
+  private:
     [[noreturn]] void fail_status(const char* op, const std::string& bucket, const std::string& key,
                                   const HttpResponse& resp) const;
     void put_multipart(const std::string& bucket, const std::string& key, const std::string& path,
