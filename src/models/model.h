@@ -27,6 +27,7 @@
 #include "io/hf_config.h"
 #include "nn/module.h"
 #include "nn/param_table.h"
+#include "ops/matmul.h"
 
 namespace loom {
 
@@ -82,11 +83,11 @@ class Model {
     // those positions instead of "logits". Other heads ignore it.
     virtual void set_logits_scope(LogitsScope scope) = 0;
 
-    // Mixed precision (hyperparameters.bf16): the transformer blocks' linear
-    // layers multiply bf16-rounded operands with fp32 accumulation, as PyTorch's
-    // CPU autocast does; parameters, gradients, optimizer state, layer norms,
-    // softmax, the heads and the loss stay fp32.
-    virtual void set_compute_bf16(bool /*on*/) {}
+    // Mixed precision (hyperparameters.bf16 / fp16): the transformer blocks'
+    // linear layers multiply bf16- or fp16-rounded operands with fp32
+    // accumulation, as PyTorch's autocast does; parameters, gradients,
+    // optimizer state, layer norms, softmax, the heads and the loss stay fp32.
+    virtual void set_compute_dtype(ComputeDtype /*dtype*/) {}
 
     // Data parallelism: during backward() the model calls `hook(begin, end)`
     // for ranges of the flat gradient buffer whose gradients are final (no later

@@ -25,9 +25,9 @@ class StackModel : public Model {
   public:
     LossSum forward(const ModelInputs& in, const DropoutPlan& dropout) override;
     void backward(double loss_scale) override;
-    void set_compute_bf16(bool on) override {
+    void set_compute_dtype(ComputeDtype d) override {
         for (TransformerBlock& b : blocks_)
-            b.attn.qkv.bf16 = b.attn.proj.bf16 = b.mlp.fc.bf16 = b.mlp.proj.bf16 = on;
+            b.attn.qkv.compute = b.attn.proj.compute = b.mlp.fc.compute = b.mlp.proj.compute = d;
     }
     void set_logits_scope(LogitsScope scope) override {
         if (head_) head_->set_logits_scope(scope);

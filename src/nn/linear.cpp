@@ -92,8 +92,10 @@ Linear Linear::make_tied(int weight_row_idx, int bias_row_idx, int64_t in, int64
 
 void Linear::forward(float* y, const float* x, int64_t N) const {
     const float* b = bias.defined() ? bias.data : nullptr;
-    if (bf16)
+    if (compute == ComputeDtype::bf16)
         matmul_forward_bf16(y, x, weight.data, b, N, in, out, layout);
+    else if (compute == ComputeDtype::fp16)
+        matmul_forward_fp16(y, x, weight.data, b, N, in, out, layout);
     else
         matmul_forward(y, x, weight.data, b, N, in, out, layout);
 }
@@ -101,8 +103,11 @@ void Linear::forward(float* y, const float* x, int64_t N) const {
 void Linear::backward(float* dx, const float* dy, const float* x, int64_t N,
                       bool accumulate_dx) const {
     float* db = bias.defined() ? bias.grad : nullptr;
-    if (bf16)
+    if (compute == ComputeDtype::bf16)
         matmul_backward_bf16(dx, weight.grad, db, dy, x, weight.data, N, in, out, layout,
+                             accumulate_dx);
+    else if (compute == ComputeDtype::fp16)
+        matmul_backward_fp16(dx, weight.grad, db, dy, x, weight.data, N, in, out, layout,
                              accumulate_dx);
     else
         matmul_backward(dx, weight.grad, db, dy, x, weight.data, N, in, out, layout, accumulate_dx);

@@ -30,9 +30,9 @@ struct Linear {
     int64_t in = 0, out = 0;  // C, OC
     WeightLayout layout = WeightLayout::out_in;
     ParamRef weight, bias;  // bias undefined: no bias
-    // Compute precision: bf16 GEMM operands with fp32 accumulation (autocast)
-    // when set; parameters, gradients and outputs stay fp32 either way.
-    bool bf16 = false;
+    // Compute precision: bf16 or fp16 GEMM operands with fp32 accumulation
+    // (autocast); parameters and gradients stay fp32 either way.
+    ComputeDtype compute = ComputeDtype::fp32;
 
     // Rows "<prefix>.weight" (OC, C) or (C, OC) and "<prefix>.bias" (OC).
     static Linear make(ParamTable& t, const std::string& prefix, int64_t in, int64_t out,

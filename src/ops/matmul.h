@@ -8,6 +8,10 @@
 
 namespace loom {
 
+// The precision of a linear layer's GEMM operands (parameters, gradients and
+// optimizer state are fp32 whatever this says).
+enum class ComputeDtype { fp32, bf16, fp16 };
+
 enum class WeightLayout {
     out_in,  // (OC, C): torch.nn.Linear
     in_out,  // (C, OC): transformers' GPT-2 Conv1D
@@ -40,5 +44,22 @@ void matmul_forward_bf16(float* out, const float* inp, const float* weight, cons
 void matmul_backward_bf16(float* dinp, float* dweight, float* dbias, const float* dout,
                           const float* inp, const float* weight, int64_t N, int64_t C, int64_t OC,
                           WeightLayout layout, bool accumulate_dinp = false);
+
+// fp16 mixed precision, as CUDA autocast runs nn.Linear in half: the input,
+// weight and output gradient are rounded to fp16 (round to nearest even;
+// past 65504 they become inf, below 2^-24 they flush to zero), and so are the
+// layer's output and its weight/input gradients, the tensors autocast keeps in
+// half. Products accumulate in fp32. This is what dynamic loss scaling
+// (optim/loss_scale.h) exists for: unscaled gradients underflow and overly
+// scaled ones overflow exactly as they would on a GPU. CPUs without fp16
+// arithmetic run the GEMM itself in fp32 on the rounded values (matmul_fp16.cpp).
+void matmul_forward_fp16(float* out, const float* inp, const float* weight, const float* bias,
+                         int64_t N, int64_t C, int64_t OC, WeightLayout layout);
+void matmul_backward_fp16(float* dinp, float* dweight, float* dbias, const float* dout,
+                          const float* inp, const float* weight, int64_t N, int64_t C, int64_t OC,
+                          WeightLayout layout, bool accumulate_dinp = false);
+// Rounds n floats to the nearest fp16 value, in place (inf past fp16's range).
+void round_to_fp16(float* x, int64_t n);
+void round_to_fp16(float* out, const float* in, int64_t n);
 
 }  // namespace loom

@@ -69,6 +69,13 @@ double DataParallel::clip_grad_norm(double max_norm) {
     return std::sqrt(grad_norm_sq(model_.params()));
 }
 
+void DataParallel::scale_grads(float s) {
+    ParamTable& t = model_.params();
+    float* g = zero_ ? sync_->shard_grads() : t.grads_data();
+    const int64_t n = zero_ ? sync_->shard_size() : t.flat_numel();
+    for (int64_t i = 0; i < n; ++i) g[i] *= s;
+}
+
 void DataParallel::step(double lr) {
     if (zero_)
         zero_->step(lr);

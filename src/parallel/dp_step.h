@@ -75,6 +75,9 @@ class DataParallel {
     // Global gradient norm over every rank's (reduced) gradients; clips to
     // max_norm when max_norm > 0. Returns the norm before clipping.
     double clip_grad_norm(double max_norm);
+    // Multiplies the gradients step() will read by s: the whole reduced
+    // buffer (replicated) or this rank's shard (ZeRO-1/2). fp16 unscaling.
+    void scale_grads(float s);
     void step(double lr);
     int64_t step_count() const;
 

@@ -22,6 +22,10 @@ json train_state_to_json(const TrainState& s) {
                  {"samples_seen", s.samples_seen},
                  {"patience_counter", s.patience_counter},
                  {"last_eval", s.last_eval}};
+    if (s.loss_scale > 0)
+        j["loom"]["loss_scale"] = {{"scale", s.loss_scale},
+                                   {"growth_tracker", s.loss_scale_growth_tracker},
+                                   {"skipped_steps", s.skipped_steps}};
     return j;
 }
 
@@ -50,6 +54,13 @@ TrainState train_state_from_json(const json& j, const std::string& source) {
         s.samples_seen = need(l, "samples_seen", "loom.").get<int64_t>();
         s.patience_counter = need(l, "patience_counter", "loom.").get<int64_t>();
         s.last_eval = l.value("last_eval", json::object());
+        if (l.contains("loss_scale")) {
+            const json& ls = l["loss_scale"];
+            s.loss_scale = need(ls, "scale", "loom.loss_scale.").get<double>();
+            s.loss_scale_growth_tracker =
+                need(ls, "growth_tracker", "loom.loss_scale.").get<int64_t>();
+            s.skipped_steps = need(ls, "skipped_steps", "loom.loss_scale.").get<int64_t>();
+        }
     } catch (const json::exception& e) {
         LOOM_FAIL("{}: a field has the wrong type ({})", source, e.what());
     }

@@ -115,6 +115,8 @@ double Trainer::train_step(int64_t step, TokenBatch* mb, double* grad_norm) {
     else
         model_->zero_grad();
     double loss_sum = 0;
+    // fp16: backward runs on loss x scale so small gradients survive fp16.
+    const double loss_scale = scaler_ ? scaler_->scale() : 1.0;
     for (int64_t k = 0; k < n; ++k) {
         DropoutPlan drop;
         drop.training = true;
@@ -128,7 +130,7 @@ double Trainer::train_step(int64_t step, TokenBatch* mb, double* grad_norm) {
                     mb[k].label_count);
         loss_sum += l.sum;
         if (dp_) dp_->begin_micro_batch(k == n - 1);
-        if (l.count > 0) model_->backward(1.0 / total);
+        if (l.count > 0) model_->backward(loss_scale / total);
         if (dp_) dp_->end_micro_batch();
         state_.samples_seen += mb[k].B;
         for (int64_t v : mb[k].attention_mask) state_.tokens_seen += v;
@@ -141,18 +143,48 @@ double Trainer::train_step(int64_t step, TokenBatch* mb, double* grad_norm) {
                "training diverged: the loss is {} at step {}\nHINT: lower learning_rate, raise "
                "warmup_steps, or set max_grad_norm",
                loss, step + 1);
-    // 5. Clip by the global norm, update, schedule.
-    const double lr = schedule_->lr_at(step);
-    if (dp_) {
-        *grad_norm = dp_->clip_grad_norm(t.max_grad_norm);
-        dp_->step(lr);
-        return loss;
+    // 5. fp16: unscale (exact: the scale is a power of two). The global norm
+    //    is inf/NaN exactly when some gradient is, on every rank alike, so
+    //    it decides whether the step is skipped (GradScaler's rule).
+    if (scaler_) {
+        const float inv = float(1.0 / loss_scale);
+        if (dp_) {
+            dp_->scale_grads(inv);
+        } else {
+            ParamTable& p = model_->params();
+            float* g = p.grads_data();
+            for (int64_t i = 0, e = p.flat_numel(); i < e; ++i) g[i] *= inv;
+        }
     }
-    if (t.max_grad_norm > 0)
-        *grad_norm = clip_grad_norm(model_->params(), t.max_grad_norm);
+    // 6. Clip by the global norm, update. The schedule advances only on
+    //    applied updates (HF skips lr_scheduler.step() with the optimizer).
+    const double lr = schedule_->lr_at(step - state_.skipped_steps);
+    const double max_norm = scaler_ ? 0.0 : t.max_grad_norm;
+    if (dp_)
+        *grad_norm = dp_->clip_grad_norm(max_norm);
+    else if (max_norm > 0)
+        *grad_norm = clip_grad_norm(model_->params(), max_norm);
     else
         *grad_norm = std::sqrt(grad_norm_sq(model_->params()));
-    optimizer_->step(lr);
+    if (scaler_) {
+        const bool finite = std::isfinite(*grad_norm);
+        scaler_->update(finite);
+        state_.loss_scale = scaler_->scale();
+        state_.loss_scale_growth_tracker = scaler_->growth_tracker();
+        state_.skipped_steps = scaler_->skipped();
+        if (!finite) return loss;
+        // Clip now that the norm is known to be finite (the same norm again).
+        if (t.max_grad_norm > 0) {
+            if (dp_)
+                dp_->clip_grad_norm(t.max_grad_norm);
+            else
+                clip_grad_norm(model_->params(), t.max_grad_norm);
+        }
+    }
+    if (dp_)
+        dp_->step(lr);
+    else
+        optimizer_->step(lr);
     return loss;
 }
 
@@ -335,7 +367,8 @@ TrainResult Trainer::train() {
         state_.epoch = double(pos.epoch) + double(pos.batches) / double(bpe);
 
         const int64_t gs = state_.global_step;
-        const double lr_logged = schedule_->lr_at(gs);  // HF logs the rate after the scheduler step
+        // HF logs the rate after the scheduler step, which skipped fp16 steps do not take.
+        const double lr_logged = schedule_->lr_at(gs - state_.skipped_steps);
         log_loss_sum_ += loss;
         ++log_steps_;
         const bool last = gs >= plan_.total_steps;

@@ -38,6 +38,7 @@
 #include "io/hf_config.h"
 #include "models/model.h"
 #include "optim/adamw.h"
+#include "optim/loss_scale.h"
 #include "optim/lr_schedule.h"
 #include "train/evaluate.h"
 #include "train/train_state.h"
@@ -80,6 +81,7 @@ struct TrainerOptions {
     int64_t interrupt_at_step = -1;
     std::string job_text;          // the resolved job (report.html); "" = job_to_yaml
     bool evaluation_only = false;  // `loom eval`: output_dir is neither checked nor touched
+    LossScaleOptions loss_scale;   // fp16: GradScaler's defaults
 };
 
 enum class StopReason { completed, interrupted, early_stopped };
@@ -95,6 +97,7 @@ struct TrainResult {
     double train_runtime_s = 0;
     double data_wait_s = 0;           // time the loop waited for batches
     int64_t samples = 0, tokens = 0;  // processed in this run
+    int64_t skipped_steps = 0;        // fp16: updates skipped for inf/NaN gradients (whole run)
 };
 
 class Trainer {
@@ -155,7 +158,8 @@ class Trainer {
     std::shared_ptr<const FeatureSet> train_, eval_;
     std::unique_ptr<Model> model_;
     std::unique_ptr<Loader> loader_;
-    std::unique_ptr<Optimizer> optimizer_;  // AdamW or Lamb (hyperparameters.optim)
+    std::unique_ptr<Optimizer> optimizer_;      // AdamW or Lamb (hyperparameters.optim)
+    std::unique_ptr<DynamicLossScale> scaler_;  // fp16 only
     std::unique_ptr<LrSchedule> schedule_;
     StepPlan plan_;
     TrainState state_;

@@ -79,7 +79,7 @@ std::string Trainer::save_checkpoint() {
                         {"base_lr", la.base_lr},
                         {"warmup_steps", la.warmup_steps},
                         {"total_steps", la.total_steps},
-                        {"last_lr", schedule_->lr_at(step)}};
+                        {"last_lr", schedule_->lr_at(step - state_.skipped_steps)}};
     w.add_text("scheduler.json", sched.dump(2) + "\n");
     w.add_text("trainer_state.json", train_state_to_json(state_).dump(2) + "\n");
     w.add_text("job.yaml", job_to_yaml(job_));
@@ -136,6 +136,12 @@ void Trainer::resume(const std::string& spec) {
         dp_->load_optimizer_state(tensors, std::stoll(it->second));
     else
         optimizer_->load_state(tensors, std::stoll(it->second));
+    if (scaler_) {
+        // A checkpoint from an fp32/bf16 run starts fp16 at the initial scale.
+        if (s.loss_scale > 0)
+            scaler_->restore(s.loss_scale, s.loss_scale_growth_tracker, s.skipped_steps);
+        s.loss_scale = scaler_->scale();
+    }
     state_ = std::move(s);
     last_saved_step_ = state_.global_step;
 }
@@ -164,6 +170,7 @@ void Trainer::finish_run(TrainResult& r, double runtime_s) {
     const int64_t gs = state_.global_step;
     // Throughput over all replicas (a collective: before any rank returns).
     r.samples = int64_t(sync_->sum(double(r.samples)));
+    r.skipped_steps = state_.skipped_steps;
     r.tokens = int64_t(sync_->sum(double(r.tokens)));
     // A final evaluation unless this step was just evaluated.
     if (eval_ && state_.last_eval.value("step", int64_t(-1)) != gs) run_evaluation(gs);

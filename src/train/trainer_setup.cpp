@@ -270,10 +270,13 @@ void Trainer::build_model_and_optimizer() {
         model_->init(uint64_t(t.seed));
         load_notes_.push_back("no weights given: parameters initialised for pretraining");
     }
-    LOOM_CHECK(!t.fp16,
-               "hyperparameters.fp16: fp16 training is not implemented yet; use bf16: true "
-               "(mixed precision with fp32 master weights) or neither");
-    model_->set_compute_bf16(t.bf16);
+    model_->set_compute_dtype(t.bf16   ? ComputeDtype::bf16
+                              : t.fp16 ? ComputeDtype::fp16
+                                       : ComputeDtype::fp32);
+    if (t.fp16) {
+        scaler_ = std::make_unique<DynamicLossScale>(opts_.loss_scale);
+        state_.loss_scale = scaler_->scale();
+    }
     LOOM_CHECK(t.optim == OptimizerKind::adamw || t.optim == OptimizerKind::lamb,
                "hyperparameters.optim: {} is not implemented yet; use adamw (adamw_torch) or lamb",
                enum_name(t.optim));

@@ -1,4 +1,4 @@
-// bf16 mixed precision (Model::set_compute_bf16): the linear layers' GEMMs
+// bf16 mixed precision (Model::set_compute_dtype): the linear layers' GEMMs
 // take bf16-rounded operands and accumulate in fp32. Checked two ways:
 //   - the bf16 matmul equals an fp64 product of the same rounded operands
 //     (so only the rounding of the inputs differs from fp32, nothing else);
@@ -95,7 +95,7 @@ TEST(MixedPrecision, FixturesStayWithinBf16OfTransformers) {
         const Fixture f(name);
         auto model = f.load_model();
         model->set_logits_scope(LogitsScope::all_positions);
-        model->set_compute_bf16(true);
+        model->set_compute_dtype(ComputeDtype::bf16);
         model->zero_grad();
         const LossSum loss = model->forward(f.inputs(), DropoutPlan{});
         ASSERT_GT(loss.count, 0);

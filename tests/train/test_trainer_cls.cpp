@@ -120,12 +120,69 @@ TEST_F(TrainDir, Bf16FollowsTheFp32LossCurve) {
         differs |= b.step_losses[i] != a.step_losses[i];
     }
     EXPECT_TRUE(differs) << "bf16 changed nothing: is the flag wired?";
-    expect_train_error(
-        [&] {
-            Trainer(job(job_text("sequence-classification", "fp16", extra + "  fp16: true\n")),
-                    quiet());
-        },
-        {"fp16", "not implemented"});
+}
+
+TEST_F(TrainDir, Fp16WithLossScalingFollowsTheFp32LossCurve) {
+    const std::string extra = "  max_steps: 10\n  max_grad_norm: 1.0\n";
+    const TrainResult a =
+        Trainer(job(job_text("sequence-classification", "fp32", extra)), quiet()).train();
+    const TrainResult b =
+        Trainer(job(job_text("sequence-classification", "fp16", extra + "  fp16: true\n")), quiet())
+            .train();
+    ASSERT_EQ(a.step_losses.size(), b.step_losses.size());
+    EXPECT_EQ(b.skipped_steps, 0);  // 2^16 overflows nothing here
+    bool differs = false;
+    for (size_t i = 0; i < a.step_losses.size(); ++i) {
+        // fp16 keeps 11 significant bits, more than bf16's 8.
+        EXPECT_NEAR(b.step_losses[i], a.step_losses[i], 0.01 * a.step_losses[i])
+            << "step " << i + 1;
+        differs |= b.step_losses[i] != a.step_losses[i];
+    }
+    EXPECT_TRUE(differs) << "fp16 changed nothing: is the flag wired?";
+}
+
+// A scale far too large overflows fp16 in backward: those steps must be
+// skipped (parameters untouched, the scale halved) until the scale fits, and
+// the scaler's state must resume exactly.
+TEST_F(TrainDir, Fp16OverflowSkipsStepsAndBacksOff) {
+    const std::string extra = "  max_steps: 16\n  fp16: true\n  warmup_steps: 2\n";
+    TrainerOptions o = quiet();
+    o.loss_scale.init_scale = std::ldexp(1.0, 32);
+
+    Trainer one(
+        job(job_text("sequence-classification", "one", extra), {"hyperparameters.max_steps=1"}), o);
+    const auto before = params_of(one);
+    EXPECT_EQ(one.train().skipped_steps, 1);
+    EXPECT_EQ(params_of(one), before) << "a skipped step changed the parameters";
+
+    Trainer big(job(job_text("sequence-classification", "big", extra)), o);
+    const TrainResult r = big.train();
+    ASSERT_EQ(r.global_step, 16);
+    EXPECT_GT(r.skipped_steps, 1);
+    EXPECT_LT(r.skipped_steps, 16);
+    EXPECT_NE(params_of(big), before);
+    for (double l : r.step_losses) EXPECT_TRUE(std::isfinite(l));
+
+    TrainerOptions oi = o;
+    oi.interrupt_at_step = 12;
+    const TrainResult first =
+        Trainer(job(job_text("sequence-classification", "split", extra)), oi).train();
+    const auto j = nlohmann::json::parse(read_file(path("split/checkpoint-12/trainer_state.json")));
+    const int64_t skipped = j["loom"]["loss_scale"]["skipped_steps"].get<int64_t>();
+    EXPECT_GT(skipped, 1);
+    // Halved once per skipped step; growth needs 2000 finite steps in a row.
+    EXPECT_EQ(j["loom"]["loss_scale"]["scale"].get<double>(), std::ldexp(1.0, 32 - int(skipped)));
+    Trainer second(job(job_text("sequence-classification", "split", extra),
+                       {"hyperparameters.resume_from_checkpoint=latest"}),
+                   o);
+    const TrainResult rest = second.train();
+    std::vector<double> joined = first.step_losses;
+    joined.insert(joined.end(), rest.step_losses.begin(), rest.step_losses.end());
+    ASSERT_EQ(joined.size(), r.step_losses.size());
+    for (size_t i = 0; i < joined.size(); ++i)
+        EXPECT_EQ(joined[i], r.step_losses[i]) << "step " << i + 1;
+    EXPECT_EQ(rest.skipped_steps, r.skipped_steps);
+    EXPECT_EQ(params_of(second), params_of(big));
 }
 
 }  // namespace

@@ -20,11 +20,6 @@ namespace fs = std::filesystem;
 
 class TrainerResume : public TrainDir {};
 
-std::vector<float> params_of(Trainer& tr) {
-    const ParamTable& t = tr.model().params();
-    return std::vector<float>(t.params_data(), t.params_data() + t.flat_numel());
-}
-
 // Dropout on, gradient accumulation, a step count that crosses an epoch
 // boundary with a short last group (192 / 16 = 12 batches, GA 5 -> 5, 5, 2),
 // warmup and decay: everything the position and RNG state must carry.

@@ -119,6 +119,12 @@ inline std::string expect_train_error(const std::function<void()>& fn,
     return "";
 }
 
+// Every parameter of a trainer's model, flat.
+inline std::vector<float> params_of(Trainer& tr) {
+    const ParamTable& t = tr.model().params();
+    return std::vector<float>(t.params_data(), t.params_data() + t.flat_numel());
+}
+
 inline double mean(const std::vector<double>& v, size_t begin, size_t end) {
     double s = 0;
     for (size_t i = begin; i < end; ++i) s += v[i];
