@@ -19,8 +19,8 @@ DataParallel::DataParallel(Model& model, Communicator& dp, const AdamWParams& hp
     g.overlap = options.overlap;
     sync_ = std::make_unique<GradSync>(t.grads_data(), t.flat_numel(), dp, g);
     LOOM_CHECK(!options.make_optimizer || options.zero == ZeroStage::none,
-               "data parallel: only AdamW runs sharded (ZeRO stage {}); LAMB's per-tensor trust "
-               "ratios need whole tensors, so use zero_stage 0 with optim: lamb",
+               "data parallel: only AdamW runs sharded (ZeRO stage {}); use zero_stage 0 with "
+               "optim: lamb (its per-tensor trust ratios need whole tensors) or sgd",
                int(options.zero));
     if (options.zero == ZeroStage::none && options.make_optimizer)
         adamw_ = options.make_optimizer(t);

@@ -10,6 +10,7 @@
 #include "io/file_utils.h"
 #include "io/safetensors.h"
 #include "optim/lamb.h"
+#include "optim/sgd.h"
 #include "parallel/dp_step.h"
 #include "tokenizer/tokenizer.h"
 #include "train/log_jsonl.h"
@@ -277,9 +278,6 @@ void Trainer::build_model_and_optimizer() {
         scaler_ = std::make_unique<DynamicLossScale>(opts_.loss_scale);
         state_.loss_scale = scaler_->scale();
     }
-    LOOM_CHECK(t.optim == OptimizerKind::adamw || t.optim == OptimizerKind::lamb,
-               "hyperparameters.optim: {} is not implemented yet; use adamw (adamw_torch) or lamb",
-               enum_name(t.optim));
     AdamWParams hp;
     hp.lr = t.learning_rate;
     hp.beta1 = t.adam_beta1;
@@ -305,12 +303,19 @@ void Trainer::build_model_and_optimizer() {
         o.bucket_size_mb = d.bucket_size_mb;
         o.overlap = d.overlap_comm;
         if (t.optim == OptimizerKind::lamb) o.make_optimizer = make_lamb;
+        if (t.optim == OptimizerKind::sgd)
+            o.make_optimizer =
+                [wd = t.weight_decay](ParamTable& table) -> std::unique_ptr<Optimizer> {
+                return std::make_unique<Sgd>(table, wd, DecayPolicy::table);
+            };
         dp_ = std::make_unique<DataParallel>(*model_, *opts_.dp_comm, hp, DecayPolicy::table, o);
         // Replicas start from rank 0's parameters whatever each loaded.
         dp_->broadcast_parameters();
         load_notes_.push_back("data parallel: " + dp_->memory_plan().describe());
     } else if (t.optim == OptimizerKind::lamb) {
         optimizer_ = make_lamb(model_->params());
+    } else if (t.optim == OptimizerKind::sgd) {
+        optimizer_ = std::make_unique<Sgd>(model_->params(), t.weight_decay, DecayPolicy::table);
     } else {
         optimizer_ = std::make_unique<AdamW>(model_->params(), hp, DecayPolicy::table);
     }

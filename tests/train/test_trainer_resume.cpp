@@ -115,6 +115,33 @@ TEST_F(TrainerResume, LambTrainsAndResumesExactly) {
     EXPECT_EQ(params_of(second), params_of(full));
 }
 
+// Plain SGD needs a far larger rate than AdamW on this tiny model.
+TEST_F(TrainerResume, SgdLearnsAndResumesExactly) {
+    const std::string extra =
+        "  per_device_train_batch_size: 16\n  max_steps: 48\n  optim: sgd\n"
+        "  learning_rate: 3.0\n  weight_decay: 0.01\n";
+    auto make = [&](const std::string& out, const std::vector<std::string>& ov) {
+        Job j = job(job_text("sequence-classification", out, extra), ov);
+        j.data.eval.clear();
+        return j;
+    };
+    Trainer full(make("full", {}), quiet());
+    const TrainResult a = full.train();
+    ASSERT_EQ(a.step_losses.size(), 48u);
+    EXPECT_LT(mean(a.step_losses, 40, 48), mean(a.step_losses, 0, 8) - 0.2);
+    TrainerOptions o = quiet();
+    o.interrupt_at_step = 20;
+    const TrainResult b = Trainer(make("split", {}), o).train();
+    Trainer second(make("split", {"hyperparameters.resume_from_checkpoint=latest"}), quiet());
+    const TrainResult c = second.train();
+    std::vector<double> joined = b.step_losses;
+    joined.insert(joined.end(), c.step_losses.begin(), c.step_losses.end());
+    ASSERT_EQ(joined.size(), a.step_losses.size());
+    for (size_t i = 0; i < joined.size(); ++i)
+        EXPECT_EQ(joined[i], a.step_losses[i]) << "step " << i + 1;
+    EXPECT_EQ(params_of(second), params_of(full));
+}
+
 TEST_F(TrainerResume, CorruptCheckpointIsAClearError) {
     TrainerOptions o = quiet();
     o.interrupt_at_step = 2;
