@@ -103,6 +103,12 @@ class Model {
     // activations, backward workspace, head buffers): the figure the memory
     // plan (parallel/layout_plan.h) predicts. 0 before the first forward.
     virtual int64_t activation_bytes() const { return 0; }
+    // Activation checkpointing (distribution.activation_checkpointing): every
+    // k-th transformer-layer application keeps only its input and recomputes
+    // its saved activations right before its backward; 0 turns it off.
+    // Gradients are bitwise those without it (dropout is keyed by counters).
+    // Takes effect at the next forward.
+    virtual void set_activation_checkpointing(int64_t /*every_k*/) {}
     // HF output_hidden_states: i = 0 embeddings, i = k after layer k (L + 1 of them).
     virtual int num_hidden_states() const = 0;
     virtual Tensor hidden_state(int i) const = 0;

@@ -21,10 +21,10 @@ void StackModel::finish_build() {
     block_first_app_.assign(blocks_.size(), int(schedule_.size()));
     for (size_t b = 0; b < blocks_.size(); ++b) {
         const TransformerBlock& k = blocks_[b];
-        for (const ParamRef* r : {&k.attn.qkv.weight, &k.attn.qkv.bias, &k.attn.proj.weight,
-                                  &k.attn.proj.bias, &k.mlp.fc.weight, &k.mlp.fc.bias,
-                                  &k.mlp.proj.weight, &k.mlp.proj.bias, &k.ln1.weight, &k.ln1.bias,
-                                  &k.ln2.weight, &k.ln2.bias})
+        for (const ParamRef* r :
+             {&k.attn.qkv.weight, &k.attn.qkv.bias, &k.attn.proj.weight, &k.attn.proj.bias,
+              &k.mlp.fc.weight, &k.mlp.fc.bias, &k.mlp.proj.weight, &k.mlp.proj.bias, &k.ln1.weight,
+              &k.ln1.bias, &k.ln2.weight, &k.ln2.bias})
             if (r->defined())
                 block_begin_[b] = std::min(block_begin_[b], table_.row(r->row).offset);
     }
@@ -59,7 +59,18 @@ void StackModel::plan(int64_t B, int64_t T) {
             final_ = a.take(N * C);
             final_acts_.plan(a, N);
         }
-        for (int64_t i = 0; i < A; ++i) blocks_[size_t(schedule_[size_t(i)])].plan(acts_[size_t(i)], a, B, T);
+        bool shared_planned = false;
+        for (int64_t i = 0; i < A; ++i) {
+            const TransformerBlock& blk = blocks_[size_t(schedule_[size_t(i)])];
+            if (!checkpointed(i)) {
+                blk.plan(acts_[size_t(i)], a, B, T);
+                continue;
+            }
+            // Every block of a model has the same shapes, so one set serves all.
+            if (!shared_planned) blk.plan(ckpt_acts_, a, B, T);
+            shared_planned = true;
+            acts_[size_t(i)] = ckpt_acts_;
+        }
         scratch_.plan(a, B, T, C, config_.num_attention_heads, config_.intermediate_size);
         dh_ = a.take(N * C);
         du_ = a.take(N * C);
@@ -68,6 +79,12 @@ void StackModel::plan(int64_t B, int64_t T) {
     });
     planned_B_ = B;
     planned_T_ = T;
+    planned_ckpt_every_ = ckpt_every_;
+}
+
+void StackModel::set_activation_checkpointing(int64_t every_k) {
+    LOOM_CHECK(every_k >= 0, "activation checkpointing: every_k must be >= 0, got {}", every_k);
+    ckpt_every_ = every_k;
 }
 
 TransformerBlock::Step StackModel::step_for(int app) const {
@@ -109,13 +126,14 @@ LossSum StackModel::forward(const ModelInputs& in, const DropoutPlan& dropout) {
     if (in.end_positions) ends_.assign(in.end_positions, in.end_positions + B_);
     drop_ = dropout;
 
-    if (B_ != planned_B_ || T_ != planned_T_) plan(B_, T_);
+    if (B_ != planned_B_ || T_ != planned_T_ || ckpt_every_ != planned_ckpt_every_) plan(B_, T_);
 
     embed_forward(hidden_);
     for (size_t a = 0; a < schedule_.size(); ++a) {
         const float* x = hidden_ + int64_t(a) * N * C;
         blocks_[size_t(schedule_[a])].forward(hidden_ + int64_t(a + 1) * N * C, acts_[a], x,
                                               step_for(int(a)));
+        if (checkpointed(int64_t(a))) ckpt_holds_ = int64_t(a);
     }
     if (final_norm_.weight.defined())
         final_norm_.forward(final_, final_acts_, hidden_ + int64_t(schedule_.size()) * N * C, N);
@@ -140,7 +158,8 @@ void StackModel::backward(double loss_scale) {
     LOOM_CHECK(ready_for_backward_, "backward called without a forward");
     LOOM_CHECK(head_ != nullptr, "{} has no task head, so there is no loss to differentiate",
                config_.architecture);
-    LOOM_CHECK(has_labels_, "backward needs labels in the batch (task {})", task_name(config_.task));
+    LOOM_CHECK(has_labels_, "backward needs labels in the batch (task {})",
+               task_name(config_.task));
     const int64_t N = B_ * T_, C = config_.hidden_size;
     const int64_t A = int64_t(schedule_.size());
     if (final_norm_.weight.defined()) {
@@ -151,8 +170,16 @@ void StackModel::backward(double loss_scale) {
     }
     int64_t reported = table_.flat_numel();  // [reported, flat) went to the hook
     for (int64_t a = A - 1; a >= 0; --a) {
-        blocks_[size_t(schedule_[size_t(a)])].backward(dh_, acts_[size_t(a)], hidden_ + a * N * C,
-                                                       step_for(int(a)), scratch_);
+        const TransformerBlock& blk = blocks_[size_t(schedule_[size_t(a)])];
+        if (checkpointed(a) && ckpt_holds_ != a) {
+            // Recompute: the same ops on the same input with the same dropout
+            // counters rewrite the activations (and the output, which the
+            // application above has already consumed) bit for bit.
+            blk.forward(hidden_ + (a + 1) * N * C, acts_[size_t(a)], hidden_ + a * N * C,
+                        step_for(int(a)));
+            ckpt_holds_ = a;
+        }
+        blk.backward(dh_, acts_[size_t(a)], hidden_ + a * N * C, step_for(int(a)), scratch_);
         report_blocks_done(int(a), reported);
     }
     embed_backward(dh_);

@@ -35,9 +35,10 @@ class StackModel : public Model {
     std::map<std::string, Tensor> outputs() const override;
     int num_hidden_states() const override;
     int64_t activation_bytes() const override {
-        return arena_.capacity_elems() * int64_t(sizeof(float));
+        return arena_.planned_elems() * int64_t(sizeof(float));
     }
     Tensor hidden_state(int i) const override;
+    void set_activation_checkpointing(int64_t every_k) override;
     // The modules, for executors that replay this model with other kernels.
     StackView view() const;
 
@@ -87,11 +88,18 @@ class StackModel : public Model {
 
     bool has_labels_ = false;
     bool ready_for_backward_ = false;
-    int64_t planned_B_ = -1, planned_T_ = -1;
+    int64_t planned_B_ = -1, planned_T_ = -1, planned_ckpt_every_ = 0;
     float* hidden_ = nullptr;  // (A + 1, B, T, C) block outputs, [0] = embeddings
     float* final_ = nullptr;   // (B, T, C) after final_norm_ (GPT-2)
     LayerNorm::Acts final_acts_;
     std::vector<TransformerBlock::Acts> acts_;  // (A) one per application
+    // Activation checkpointing: applications a with a % ckpt_every_ == 0 share
+    // one set of saved activations (ckpt_acts_), refilled by recomputing the
+    // application's forward from its kept input before its backward.
+    int64_t ckpt_every_ = 0;  // 0: off
+    bool checkpointed(int64_t app) const { return ckpt_every_ > 0 && app % ckpt_every_ == 0; }
+    TransformerBlock::Acts ckpt_acts_;
+    int64_t ckpt_holds_ = -1;  // the application whose activations ckpt_acts_ holds
     TransformerBlock::Scratch scratch_;
     float* dh_ = nullptr;  // (B, T, C) gradient flowing down the stack
     float* du_ = nullptr;  // (B, T, C) gradient into final_norm_

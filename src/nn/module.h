@@ -41,7 +41,7 @@ struct ParamRef {
 // Offsets are 16-float aligned. The storage only ever grows: a smaller batch
 // reuses it, so steady-state steps allocate nothing.
 class ActArena {
-public:
+  public:
     template <typename Layout>
     void build(Layout&& layout) {
         planning_ = true;
@@ -59,10 +59,12 @@ public:
         return p;
     }
     int64_t capacity_elems() const { return capacity_; }
+    // What the last build() laid out (<= capacity after a smaller plan).
+    int64_t planned_elems() const { return used_; }
     // A named tensor view of memory inside the arena (outputs for callers).
     Tensor view(const float* p, Shape shape, std::string name) const;
 
-private:
+  private:
     // Zero-filled on growth, so pages are touched here, once.
     void grow(int64_t n);
     float* base() const { return static_cast<float*>(storage_->data()); }

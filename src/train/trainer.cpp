@@ -248,6 +248,7 @@ MemoryPlan Trainer::memory_plan(bool checkpointing) const {
     l.dp = int(sync_->dp_size());
     l.zero_stage = dp_ ? int(job_.distribution.zero_stage) : 0;
     l.checkpointing = checkpointing;
+    l.checkpoint_every = int(std::max<int64_t>(job_.distribution.checkpoint_every, 1));
     return plan_memory(plan_model_from_config(config_), w, l);
 }
 
@@ -297,14 +298,15 @@ TrainResult Trainer::train() {
         sync_->dp_size(), plan_.warmup_steps, runtime_threads()));
     if (resumed)
         say(fmt::format("resumed at step {} (epoch {:.2f})", state_.global_step, state_.epoch));
-    const MemoryPlan mem = memory_plan(false);
+    const bool ckpt = job_.distribution.activation_checkpointing;
+    const MemoryPlan mem = memory_plan(ckpt);
     say(fmt::format(
         "memory plan per rank: parameters {:.1f} MiB, gradients {:.1f} MiB, optimizer "
-        "{:.1f} MiB, activations {:.1f} MiB per micro-batch ({:.1f} MiB with "
-        "activation checkpointing), backward workspace {:.1f} MiB; predicted peak {:.1f} "
-        "MiB",
+        "{:.1f} MiB, activations {:.1f} MiB per micro-batch{} ({:.1f} MiB {} it), backward "
+        "workspace {:.1f} MiB; predicted peak {:.1f} MiB",
         mib(mem.params), mib(mem.grads), mib(mem.optimizer), mib(mem.activations_per_micro),
-        mib(memory_plan(true).activations_per_micro), mib(mem.workspace), mib(mem.peak)));
+        ckpt ? " with activation checkpointing" : "", mib(memory_plan(!ckpt).activations_per_micro),
+        ckpt ? "without" : "with", mib(mem.workspace), mib(mem.peak)));
     if (main && !opts_.quiet)
         progress_ = std::make_unique<ProgressBar>(
             plan_.total_steps, state_.global_step, stderr,

@@ -274,6 +274,17 @@ void Trainer::build_model_and_optimizer() {
     model_->set_compute_dtype(t.bf16   ? ComputeDtype::bf16
                               : t.fp16 ? ComputeDtype::fp16
                                        : ComputeDtype::fp32);
+    const DistributionArgs& dist = job_.distribution;
+    if (dist.activation_checkpointing) {
+        model_->set_activation_checkpointing(std::max<int64_t>(dist.checkpoint_every, 1));
+        load_notes_.push_back(fmt::format(
+            "activation checkpointing: every {} layer application(s) recompute in backward",
+            std::max<int64_t>(dist.checkpoint_every, 1)));
+    }
+    if (dist.offload_activations)
+        load_notes_.push_back(
+            "offload_activations: on CPU the checkpointed inputs already live in host memory, so "
+            "there is nothing to move");
     if (t.fp16) {
         scaler_ = std::make_unique<DynamicLossScale>(opts_.loss_scale);
         state_.loss_scale = scaler_->scale();

@@ -33,9 +33,11 @@ TEST(LayoutPlan, ParameterCountsMatchTheBuiltModels) {
 }
 
 // Runs one forward with labels at (B, T) and returns the arena's bytes.
-int64_t measured_activation_bytes(const ModelConfig& c, int64_t B, int64_t T) {
+int64_t measured_activation_bytes(const ModelConfig& c, int64_t B, int64_t T,
+                                  int64_t checkpoint_every = 0) {
     auto model = build_model(c);
     model->init(1);
+    model->set_activation_checkpointing(checkpoint_every);
     model->set_logits_scope(LogitsScope::labelled_positions);
     std::vector<int64_t> ids(size_t(B * T)), mask(size_t(B * T), 1), labels(size_t(B * T), -100);
     for (int64_t i = 0; i < B * T; ++i) {
@@ -68,6 +70,31 @@ TEST(LayoutPlan, ActivationMemoryMatchesTheArena) {
             ASSERT_GT(measured, 0);
             // The arena rounds each buffer up to 16 floats.
             EXPECT_NEAR(predicted, measured, 0.03 * measured) << "B " << B << " T " << T;
+        }
+    }
+}
+
+// Activation checkpointing as the model runs it (every k-th application
+// shares one set of saved activations) against the plan's formula.
+TEST(LayoutPlan, CheckpointedActivationMemoryMatchesTheArena) {
+    for (const char* name : {"bert-mlm", "gpt2-lm", "albert-mlm", "distilbert-cls"}) {
+        SCOPED_TRACE(name);
+        ModelConfig c = load_hf_config(fixture(name));
+        c.num_hidden_layers = 6;
+        const PlanModel m = plan_model_from_config(c);
+        PlanWorkload w;
+        w.micro_batch = 8;
+        w.seq = 64;
+        const double plain = double(measured_activation_bytes(c, 8, 64));
+        for (int every : {1, 2, 4}) {
+            LayoutChoice l;
+            l.checkpointing = true;
+            l.checkpoint_every = every;
+            const MemoryPlan p = plan_memory(m, w, l);
+            const double predicted = p.activations_per_micro + p.workspace;
+            const double measured = double(measured_activation_bytes(c, 8, 64, every));
+            EXPECT_LT(measured, plain);
+            EXPECT_NEAR(predicted, measured, 0.03 * measured) << "every " << every;
         }
     }
 }
