@@ -9,6 +9,9 @@ find_package(CURL REQUIRED)  # s3:// and http(s):// data, checkpoints and output
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(UTF8PROC REQUIRED IMPORTED_TARGET libutf8proc)
 pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
+# Compressed corpora (.gz, .zst) for the readers and `loom preprocess`.
+find_package(ZLIB REQUIRED)
+pkg_check_modules(ZSTD REQUIRED IMPORTED_TARGET libzstd)
 if(LOOM_BUILD_TESTS)
   find_package(GTest REQUIRED)
 endif()

@@ -58,7 +58,7 @@ int64_t row_label_count(Task task, const Feature& f, int64_t feature_index, int6
 
 // Fills `out` with the rows `feature_index[0..B)` padded to T (>= each row's
 // length). `masker` is required for masked LM.
-void collate_rows(TokenBatch& out, const FeatureSet& data, const LoaderOptions& opts,
+void collate_rows(TokenBatch& out, const RowSource& rows, const LoaderOptions& opts,
                   const MlmMasker* masker, const int64_t* feature_index, int64_t B, int64_t T,
                   int64_t epoch);
 

@@ -39,10 +39,11 @@ int64_t row_label_count(Task task, const Feature& f, int64_t feature_index, int6
     return 0;
 }
 
-void collate_rows(TokenBatch& out, const FeatureSet& data, const LoaderOptions& opts,
+void collate_rows(TokenBatch& out, const RowSource& rows, const LoaderOptions& opts,
                   const MlmMasker* masker, const int64_t* feature_index, int64_t B, int64_t T,
                   int64_t epoch) {
-    const Task task = data.task;
+    const Task task = rows.task();
+    Feature scratch;
     out.B = B;
     out.T = T;
     const size_t BT = size_t(B * T);
@@ -64,7 +65,7 @@ void collate_rows(TokenBatch& out, const FeatureSet& data, const LoaderOptions& 
 
     for (int64_t b = 0; b < B; ++b) {
         const int64_t fi = feature_index[b];
-        const Feature& f = data.features[size_t(fi)];
+        const Feature& f = rows.row(fi, scratch);
         const int64_t n = int64_t(f.ids.size());
         LOOM_ASSERT(n <= T, "feature {} has {} tokens, more than the batch length {}", fi, n, T);
         int64_t* ids = out.input_ids.data() + b * T;

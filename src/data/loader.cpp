@@ -25,9 +25,25 @@ constexpr size_t k_cached_orders = 2;
 
 }  // namespace
 
+namespace {
+
+std::shared_ptr<const RowSource> checked_rows(std::shared_ptr<const FeatureSet> data) {
+    LOOM_CHECK(data != nullptr, "loader: no feature set");
+    for (const Feature& f : data->features)
+        LOOM_CHECK(!f.ids.empty() && f.type_ids.size() == f.ids.size(),
+                   "loader: a feature has {} ids and {} type ids; every row needs at least one token",
+                   f.ids.size(), f.type_ids.size());
+    return feature_rows(std::move(data));
+}
+
+}  // namespace
+
 Loader::Loader(std::shared_ptr<const FeatureSet> data, LoaderOptions opts)
-    : data_(std::move(data)), opts_(std::move(opts)) {
-    LOOM_CHECK(data_ != nullptr, "loader: no feature set");
+    : Loader(checked_rows(std::move(data)), std::move(opts)) {}
+
+Loader::Loader(std::shared_ptr<const RowSource> rows, LoaderOptions opts)
+    : rows_(std::move(rows)), opts_(std::move(opts)) {
+    LOOM_CHECK(rows_ != nullptr, "loader: no rows");
     LOOM_CHECK(opts_.batch_size > 0, "loader: batch_size must be positive, got {}", opts_.batch_size);
     LOOM_CHECK(opts_.dp_size >= 1 && opts_.dp_rank >= 0 && opts_.dp_rank < opts_.dp_size,
                "loader: dp_rank {} is outside dp_size {}", opts_.dp_rank, opts_.dp_size);
@@ -36,19 +52,14 @@ Loader::Loader(std::shared_ptr<const FeatureSet> data, LoaderOptions opts)
     LOOM_CHECK(opts_.pad_span_batches >= 0, "loader: pad_span_batches must be >= 0, got {}",
                opts_.pad_span_batches);
     opts_.prefetch = std::max(opts_.prefetch, 1);
-    n_ = int64_t(data_->features.size());
+    n_ = rows_->size();
     global_batch_ = opts_.batch_size * opts_.dp_size;
-    LOOM_CHECK(n_ > 0, "loader: the {} data set has no features",
-               enum_name(data_->task));
+    LOOM_CHECK(n_ > 0, "loader: {} has no features", rows_->describe());
     LOOM_CHECK(batches_per_epoch() > 0,
                "loader: {} features are fewer than one global batch ({} per device x {} ranks) and "
                "dataloader_drop_last is set, so an epoch would have no batch",
                n_, opts_.batch_size, opts_.dp_size);
-    for (const Feature& f : data_->features)
-        LOOM_CHECK(!f.ids.empty() && f.type_ids.size() == f.ids.size(),
-                   "loader: a feature has {} ids and {} type ids; every row needs at least one token",
-                   f.ids.size(), f.type_ids.size());
-    if (data_->task == Task::masked_lm) masker_ = std::make_unique<const detail::MlmMasker>(opts_);
+    if (rows_->task() == Task::masked_lm) masker_ = std::make_unique<const detail::MlmMasker>(opts_);
 }
 
 Loader::~Loader() { stop_producer(); }
@@ -100,7 +111,7 @@ int64_t Loader::batch_length(const std::vector<int64_t>& order, int64_t batch, R
     if (mine.end == mine.begin) return 0;
     auto longest_in = [&](Range r, int64_t acc) {
         for (int64_t p = r.begin; p < r.end; ++p)
-            acc = std::max(acc, int64_t(data_->features[size_t(order[size_t(p)])].ids.size()));
+            acc = std::max(acc, rows_->length(order[size_t(p)]));
         return acc;
     };
     int64_t longest = 0;
@@ -118,7 +129,7 @@ void Loader::make_batch(TokenBatch& out, int64_t epoch, int64_t batch) const {
     const auto order = epoch_order(epoch);
     const Range mine = rank_rows(batch);
     const int64_t T = batch_length(*order, batch, mine);
-    detail::collate_rows(out, *data_, opts_, masker_.get(), order->data() + mine.begin,
+    detail::collate_rows(out, *rows_, opts_, masker_.get(), order->data() + mine.begin,
                          mine.end - mine.begin, T, epoch);
     out.first_global_sample = mine.begin;
     out.epoch = epoch;
@@ -128,11 +139,12 @@ int64_t Loader::global_label_count(LoaderPosition from, int64_t n_batches) const
     const auto order = epoch_order(from.epoch);
     const int64_t last = std::min(batches_per_epoch(), from.batches + std::max<int64_t>(n_batches, 0));
     int64_t count = 0;
+    Feature scratch;
     for (int64_t k = std::max<int64_t>(from.batches, 0); k < last; ++k) {
         const Range g = global_rows(k);
         for (int64_t p = g.begin; p < g.end; ++p) {
             const int64_t fi = (*order)[size_t(p)];
-            count += detail::row_label_count(data_->task, data_->features[size_t(fi)], fi, from.epoch,
+            count += detail::row_label_count(rows_->task(), rows_->row(fi, scratch), fi, from.epoch,
                                              masker_.get());
         }
     }

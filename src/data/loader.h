@@ -1,5 +1,7 @@
 // Loader: batches of features for one data-parallel rank, prepared ahead on a
-// background thread so the model never waits on data in steady state.
+// background thread so the model never waits on data in steady state. Rows
+// come from a RowSource: a FeatureSet in memory, or memory-mapped token shards
+// (data/shard_dataset.h), of which a rank reads only its own rows.
 //
 // Sample order is a pure function of (data_seed, epoch, global index): the
 // permutation of an epoch is computed from the seed alone, and rank r of dp
@@ -39,6 +41,7 @@
 #include <vector>
 
 #include "data/features.h"
+#include "data/row_source.h"
 #include "models/model.h"
 
 namespace loom {
@@ -100,6 +103,7 @@ struct LoaderPosition {
 class Loader {
 public:
     Loader(std::shared_ptr<const FeatureSet> data, LoaderOptions opts);
+    Loader(std::shared_ptr<const RowSource> rows, LoaderOptions opts);
     ~Loader();
     Loader(const Loader&) = delete;
     Loader& operator=(const Loader&) = delete;
@@ -139,10 +143,10 @@ private:
     void stop_producer();
     void produce(LoaderPosition from);
 
-    std::shared_ptr<const FeatureSet> data_;
+    std::shared_ptr<const RowSource> rows_;
     LoaderOptions opts_;
     std::unique_ptr<const detail::MlmMasker> masker_;  // masked LM only
-    int64_t n_ = 0;                       // features
+    int64_t n_ = 0;                       // rows
     int64_t global_batch_ = 0;            // batch_size x dp_size
 
     // Consumer state.

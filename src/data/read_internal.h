@@ -2,7 +2,8 @@
 //
 // LineReader streams a file in 1 MiB blocks and hands out lines as views
 // into its buffer (valid until the next call), so JSONL/CSV/text readers
-// never hold more than one block plus one line in memory.
+// never hold more than one block plus one line in memory. Files named *.gz or
+// *.zst are decompressed on the way (data/input_stream.h).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -13,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "data/input_stream.h"
 #include "data/record.h"
 
 namespace loom::data_detail {
@@ -31,10 +33,12 @@ public:
     // A UTF-8 byte-order mark at the start of the file is dropped.
     bool next(std::string_view& line);
     int64_t line_number() const { return line_no_; }  // of the last line returned
+    // Bytes of the file on disk consumed so far (compressed bytes when compressed).
+    uint64_t raw_bytes_read() const { return in_->raw_bytes_read(); }
 
 private:
     bool refill();
-    std::FILE* f_ = nullptr;
+    std::unique_ptr<InputStream> in_;
     std::string path_;
     std::vector<char> buf_;
     size_t begin_ = 0, end_ = 0;  // unread bytes are buf_[begin_, end_)

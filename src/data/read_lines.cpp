@@ -11,15 +11,11 @@ namespace {
 constexpr size_t k_block_bytes = size_t{1} << 20;
 }
 
-LineReader::LineReader(const std::string& path) : path_(path) {
-    f_ = std::fopen(path.c_str(), "rb");
-    LOOM_CHECK(f_ != nullptr, "cannot open data file '{}': {}", path, std::strerror(errno));
+LineReader::LineReader(const std::string& path) : in_(open_input_stream(path)), path_(path) {
     buf_.resize(k_block_bytes);
 }
 
-LineReader::~LineReader() {
-    if (f_) std::fclose(f_);
-}
+LineReader::~LineReader() = default;
 
 bool LineReader::refill() {
     // Keep the unread tail at the front; grow only when a single line fills
@@ -30,9 +26,8 @@ bool LineReader::refill() {
         begin_ = 0;
     }
     if (end_ == buf_.size()) buf_.resize(buf_.size() * 2);
-    size_t n = std::fread(buf_.data() + end_, 1, buf_.size() - end_, f_);
+    size_t n = in_->read(buf_.data() + end_, buf_.size() - end_);
     if (n == 0) {
-        LOOM_CHECK(!std::ferror(f_), "read error in data file '{}'", path_);
         eof_ = true;
         return false;
     }

@@ -27,9 +27,12 @@ namespace {
 
 enum class Format { jsonl, json, csv, tsv, text };
 
-const char* const k_known_extensions = ".jsonl, .ndjson, .json, .csv, .tsv, .txt, .text";
+const char* const k_known_extensions =
+    ".jsonl, .ndjson, .json, .csv, .tsv, .txt, .text, each optionally .gz or .zst";
 
-std::optional<Format> format_of(const fs::path& p) {
+// By extension, after any compression suffix (.gz, .zst): "a.jsonl.gz" is JSONL.
+std::optional<Format> format_of(const fs::path& path) {
+    const fs::path p(std::string(strip_compression_suffix(path.string())));
     std::string ext = p.extension().string();
     std::transform(ext.begin(), ext.end(), ext.begin(),
                    [](unsigned char c) { return static_cast<char>(std::tolower(c)); });

@@ -31,13 +31,16 @@ bool is_squad(const json& doc) {
 class DocumentSource : public FileSource {
 public:
     explicit DocumentSource(const FileCtx& ctx) : ctx_(ctx) {
-        std::ifstream in(ctx.path, std::ios::binary);
-        LOOM_CHECK(in.good(), "cannot open data file '{}'", ctx.path);
-        std::stringstream ss;
-        ss << in.rdbuf();
+        // Whole document, decompressed when the name says .gz / .zst.
+        std::string text;
+        {
+            auto in = open_input_stream(ctx.path);
+            std::vector<char> buf(size_t(1) << 20);
+            for (size_t n; (n = in->read(buf.data(), buf.size())) > 0;) text.append(buf.data(), n);
+        }
         json doc;
         try {
-            doc = json::parse(ss.str());
+            doc = json::parse(text);
         } catch (const json::exception& e) {  // parse_error, or out_of_range for huge numbers
             std::string what = e.what();
             auto p = what.find("] ");
