@@ -267,7 +267,7 @@ EvalOutput Trainer::evaluate(bool keep_outputs) {
 }
 
 TrainResult Trainer::train() {
-    LOOM_CHECK(train_ != nullptr, "data.train is not set in the job: nothing to train on");
+    LOOM_CHECK(train_rows_ != nullptr, "data.train is not set in the job: nothing to train on");
     const TrainingArgs& t = job_.training;
     const CheckpointArgs& c = job_.checkpoint;
     const bool main = sync_->is_main();
@@ -293,7 +293,7 @@ TrainResult Trainer::train() {
     say(fmt::format(
         "plan: {} examples, {} steps ({} per epoch, {} epochs), global batch {} = {} "
         "x {} accumulation x {} replicas, warmup {}, {} threads",
-        train_->features.size(), plan_.total_steps, plan_.updates_per_epoch, plan_.epochs,
+        train_rows_->size(), plan_.total_steps, plan_.updates_per_epoch, plan_.epochs,
         plan_.global_batch_size, t.per_device_train_batch_size, t.gradient_accumulation_steps,
         sync_->dp_size(), plan_.warmup_steps, runtime_threads()));
     if (resumed)
@@ -316,7 +316,7 @@ TrainResult Trainer::train() {
     if (sync_->dp_size() > 1) {
         sync_->check_same(fingerprint64(job_to_yaml(job_)), "job (the resolved job file)");
         std::string plan =
-            fmt::format("{} {} {} {} {}", train_->features.size(), train_->stats.tokens,
+            fmt::format("{} {} {} {} {}", train_rows_->size(), train_rows_->total_tokens(),
                         plan_.total_steps, plan_.global_batch_size, state_.global_step);
         sync_->check_same(fingerprint64(plan), "data plan (examples, tokens, steps, batch, start)");
     }

@@ -128,6 +128,7 @@ class Trainer {
     void check_output_dir();
     void load_tokenizer_and_config();
     void read_data();
+    std::shared_ptr<const RowSource> open_train_shards(const std::string& dir);
     void build_model_and_optimizer();
     LoaderOptions loader_options(int64_t batch_size, bool shuffle) const;
     // trainer.cpp
@@ -155,7 +156,8 @@ class Trainer {
 
     std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
     ModelConfig config_;
-    std::shared_ptr<const FeatureSet> train_, eval_;
+    std::shared_ptr<const FeatureSet> train_, eval_;  // train_ null for a shard folder
+    std::shared_ptr<const RowSource> train_rows_;     // what the loader batches
     std::unique_ptr<Model> model_;
     std::unique_ptr<Loader> loader_;
     std::unique_ptr<Optimizer> optimizer_;      // AdamW or Lamb (hyperparameters.optim)

@@ -96,7 +96,7 @@ std::string Trainer::save_checkpoint() {
 }
 
 void Trainer::resume(const std::string& spec) {
-    LOOM_CHECK(train_ != nullptr, "resume_from_checkpoint needs data.train");
+    LOOM_CHECK(train_rows_ != nullptr, "resume_from_checkpoint needs data.train");
     const std::string dir = resolve_checkpoint(spec, job_.training.output_dir);
     // Re-hashes every file: a corrupt checkpoint is an error, never a fresh start.
     const int64_t step = verify_checkpoint(dir);

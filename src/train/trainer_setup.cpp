@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/check.h"
+#include "data/shard_dataset.h"
+#include "data/shard_writer.h"
 #include "io/checkpoint.h"
 #include "io/file_utils.h"
 #include "io/safetensors.h"
@@ -214,11 +216,18 @@ void Trainer::read_data() {
         return fs_;
     };
 
-    if (!d.train.empty()) {
+    if (!d.train.empty() && is_shard_folder(d.train)) {
+        train_rows_ = open_train_shards(d.train);
+    } else if (!d.train.empty()) {
         auto t = load(d.train, "train");
         if (job_.task == Task::sequence_classification) fo.label_names = t->label_names;
         train_ = t;
+        train_rows_ = feature_rows(t);
     }
+    LOOM_CHECK(d.eval.empty() || !is_shard_folder(d.eval),
+               "data.eval: {} is a token shard folder; evaluation reads text files (JSONL, CSV, "
+               "plain text), so give the held-out text itself",
+               d.eval);
     if (!d.eval.empty()) eval_ = load(d.eval, "eval");
 
     if (job_.task == Task::sequence_classification) {
@@ -238,6 +247,38 @@ void Trainer::read_data() {
             if (!names.empty()) config_.id2label = names;
         }
     }
+}
+
+// A shard folder written by `loom preprocess` for this job's task and tokenizer.
+std::shared_ptr<const RowSource> Trainer::open_train_shards(const std::string& dir) {
+    auto ds = ShardDataset::open(dir);
+    const ShardFolderInfo& s = ds->info();
+    LOOM_CHECK(s.task == job_.task,
+               "data.train: the shards in {} were made for {}, the job's task is {} (run loom "
+               "preprocess --task {})",
+               dir, enum_name(s.task), enum_name(job_.task), enum_name(job_.task));
+    const std::string hash = tokenizer_hash_hex(job_.model.tokenizer_path);
+    LOOM_CHECK(s.tokenizer_hash == hash,
+               "data.train: the shards in {} were tokenized with another tokenizer (hash {}) than "
+               "the job's {} (hash {}); run loom preprocess with the job's tokenizer",
+               dir, s.tokenizer_hash, job_.model.tokenizer_path, hash);
+    LOOM_CHECK(s.vocab_size <= config_.vocab_size,
+               "data.train: the shards in {} use {} token ids, the model's vocab_size is {}", dir,
+               s.vocab_size, config_.vocab_size);
+    LOOM_CHECK(
+        s.max_seq_length <= config_.max_position_embeddings || config_.max_position_embeddings <= 0,
+        "data.train: the shards in {} hold sequences of up to {} tokens, more than the "
+        "model's max_position_embeddings {}",
+        dir, s.max_seq_length, config_.max_position_embeddings);
+    if (s.max_seq_length != job_.data.max_seq_length)
+        load_notes_.push_back(fmt::format(
+            "train data: the shards were packed to {} tokens; data.max_seq_length ({}) does not "
+            "apply to them",
+            s.max_seq_length, job_.data.max_seq_length));
+    load_notes_.push_back(fmt::format("train data: {} sequences, {} tokens in {} shard(s) ({}){}",
+                                      s.sequences, s.tokens, s.shard_files.size(), dir,
+                                      s.sentence_order ? ", with sentence-order pairs" : ""));
+    return ds;
 }
 
 LoaderOptions Trainer::loader_options(int64_t batch_size, bool shuffle) const {
@@ -333,10 +374,10 @@ void Trainer::build_model_and_optimizer() {
 
     state_.seed = uint64_t(t.seed);
     state_.data_seed = uint64_t(t.data_seed);
-    if (train_) {
-        loader_ =
-            std::make_unique<Loader>(train_, loader_options(t.per_device_train_batch_size, true));
-        plan_ = plan_steps(t, job_.checkpoint, int64_t(train_->features.size()), sync_->dp_size());
+    if (train_rows_) {
+        loader_ = std::make_unique<Loader>(train_rows_,
+                                           loader_options(t.per_device_train_batch_size, true));
+        plan_ = plan_steps(t, job_.checkpoint, train_rows_->size(), sync_->dp_size());
         LrScheduleArgs la;
         la.type = t.lr_scheduler_type;
         la.base_lr = t.learning_rate;
