@@ -20,7 +20,9 @@ namespace {
 
 const char* const k_hp = "hyperparameters";
 
-std::string hp(std::string_view key) { return join_path(k_hp, key); }
+std::string hp(std::string_view key) {
+    return join_path(k_hp, key);
+}
 
 // Written in the job (or --set) with a non-null value.
 bool given(const YamlCtx& ctx, const std::string& path) {
@@ -57,9 +59,11 @@ void validate_training(const YamlCtx& ctx, Job& job) {
         ctx.fail_key(hp(key), fmt::format("{}: {}", hp(key), msg));
     };
     if (given(ctx, hp("eval_strategy")) && given(ctx, hp("evaluation_strategy")) &&
-        ctx.seen.at(hp("eval_strategy")).Scalar() != ctx.seen.at(hp("evaluation_strategy")).Scalar())
-        bad("evaluation_strategy", "disagrees with eval_strategy (evaluation_strategy is its "
-                                   "older name; keep one)");
+        ctx.seen.at(hp("eval_strategy")).Scalar() !=
+            ctx.seen.at(hp("evaluation_strategy")).Scalar())
+        bad("evaluation_strategy",
+            "disagrees with eval_strategy (evaluation_strategy is its "
+            "older name; keep one)");
     if (t.per_device_train_batch_size < 1) bad("per_device_train_batch_size", "must be >= 1");
     if (t.per_device_eval_batch_size < 1) bad("per_device_eval_batch_size", "must be >= 1");
     if (t.gradient_accumulation_steps < 1) bad("gradient_accumulation_steps", "must be >= 1");
@@ -78,8 +82,9 @@ void validate_training(const YamlCtx& ctx, Job& job) {
             fmt::format("the polynomial schedule decays to lr_end = {}, so learning_rate must "
                         "be larger",
                         t.lr_end));
-    if (t.power <= 0) ctx.fail_key(hp("lr_scheduler_kwargs.power"),
-                                   "hyperparameters.lr_scheduler_kwargs.power: must be > 0");
+    if (t.power <= 0)
+        ctx.fail_key(hp("lr_scheduler_kwargs.power"),
+                     "hyperparameters.lr_scheduler_kwargs.power: must be > 0");
     if (t.num_cycles && *t.num_cycles <= 0)
         ctx.fail_key(hp("lr_scheduler_kwargs.num_cycles"),
                      "hyperparameters.lr_scheduler_kwargs.num_cycles: must be > 0");
@@ -90,13 +95,14 @@ void validate_training(const YamlCtx& ctx, Job& job) {
     // HF: eval_steps falls back to logging_steps.
     if (t.eval_strategy == IntervalStrategy::steps && !given(ctx, hp("eval_steps")))
         t.eval_steps = t.logging_steps;
-    if (t.logging_strategy == IntervalStrategy::steps) check_steps(ctx, "logging_steps", t.logging_steps);
+    if (t.logging_strategy == IntervalStrategy::steps)
+        check_steps(ctx, "logging_steps", t.logging_steps);
     if (t.eval_strategy == IntervalStrategy::steps) check_steps(ctx, "eval_steps", t.eval_steps);
     if (c.save_strategy == IntervalStrategy::steps) check_steps(ctx, "save_steps", c.save_steps);
 
     if (t.eval_strategy != IntervalStrategy::no && job.data.eval.empty()) {
-        std::string key = given(ctx, hp("evaluation_strategy")) ? "evaluation_strategy"
-                                                                : "eval_strategy";
+        std::string key =
+            given(ctx, hp("evaluation_strategy")) ? "evaluation_strategy" : "eval_strategy";
         bad(key, fmt::format("'{}' needs an eval set: add data.eval", enum_name(t.eval_strategy)));
     }
     if (t.early_stopping_patience > 0 && t.eval_strategy == IntervalStrategy::no)
@@ -178,14 +184,15 @@ void validate_data(const YamlCtx& ctx, Job& job) {
     if (job.task == Task::sequence_classification && d.label_column.empty())
         bad("label_column", "sequence-classification needs a label column");
     if (!d.label_map.empty() && job.task != Task::sequence_classification)
-        bad("label_map", fmt::format("only applies to sequence-classification, not {}",
-                                     enum_name(job.task)));
+        bad("label_map",
+            fmt::format("only applies to sequence-classification, not {}", enum_name(job.task)));
     if (d.text_column.empty()) bad("text_column", "must not be empty");
 }
 
 void check_exists(const YamlCtx& ctx, const std::string& key, const std::string& path,
                   const std::string& what) {
-    if (path.empty() || fs::exists(path)) return;
+    // s3:// and http(s):// locations are checked when they are opened.
+    if (path.empty() || path.find("://") != std::string::npos || fs::exists(path)) return;
     ctx.fail_key(key, fmt::format("{}: {} '{}' not found", key, what, path));
 }
 
@@ -205,8 +212,7 @@ void check_paths(const YamlCtx& ctx, const Job& job) {
                                              "with safe_serialization=True)"
                                            : " (to pretrain from scratch, give model: {config, "
                                              "tokenizer} without weights)";
-        ctx.fail_key("model",
-                     fmt::format("model: weights '{}' not found{}", m.weights_path, hint));
+        ctx.fail_key("model", fmt::format("model: weights '{}' not found{}", m.weights_path, hint));
     }
     check_exists(ctx, "data.train", job.data.train, "training data");
     check_exists(ctx, "data.eval", job.data.eval, "eval data");

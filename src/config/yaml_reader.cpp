@@ -52,7 +52,8 @@ void YamlCtx::fail_key(const std::string& path, const std::string& message) cons
 }
 
 std::string YamlCtx::resolve_path(const std::string& path, const std::string& value) const {
-    if (value.empty()) return value;
+    // s3://, http(s):// and other URIs are locations, not paths.
+    if (value.empty() || value.find("://") != std::string::npos) return value;
     fs::path p(value);
     if (value == "~" || value.starts_with("~/")) {
         const char* home = std::getenv("HOME");
@@ -77,7 +78,9 @@ int edit_distance(std::string_view a, std::string_view b) {
     // (n+1, m+1) table, row-major.
     std::vector<int> d((n + 1) * (m + 1));
     auto at = [&](size_t i, size_t j) -> int& { return d[i * (m + 1) + j]; };
-    auto lower = [](char c) { return static_cast<char>(std::tolower(static_cast<unsigned char>(c))); };
+    auto lower = [](char c) {
+        return static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    };
     for (size_t i = 0; i <= n; ++i) at(i, 0) = static_cast<int>(i);
     for (size_t j = 0; j <= m; ++j) at(0, j) = static_cast<int>(j);
     for (size_t i = 1; i <= n; ++i) {
@@ -185,15 +188,16 @@ void read_fields(const YamlCtx& ctx, const YAML::Node& node, const std::string& 
                  const std::vector<Field>& fields) {
     if (!node.IsDefined() || node.IsNull()) return;
     if (!node.IsMap())
-        ctx.fail(path, node, fmt::format("{}: expected a map of keys, got {}", path,
-                                         describe(node)));
+        ctx.fail(path, node,
+                 fmt::format("{}: expected a map of keys, got {}", path, describe(node)));
     std::set<std::string> seen;
     for (const auto& kv : node) {
         const YAML::Node key_node = kv.first;
         const YAML::Node value = kv.second;
         if (!key_node.IsScalar())
-            ctx.fail(path, key_node, fmt::format("{}: keys must be plain names, got {}",
-                                                 path.empty() ? "job" : path, describe(key_node)));
+            ctx.fail(path, key_node,
+                     fmt::format("{}: keys must be plain names, got {}",
+                                 path.empty() ? "job" : path, describe(key_node)));
         const std::string key = key_node.Scalar();
         const std::string key_path = join_path(path, key);
         if (!seen.insert(key).second)

@@ -6,10 +6,13 @@
 #include <cstring>
 #include <filesystem>
 #include <mutex>
+#include <optional>
 
 #include "core/check.h"
 #include "data/shard_format.h"
+#include "io/byte_source.h"
 #include "io/file_utils.h"
+#include "io/uri.h"
 
 namespace loom {
 
@@ -66,7 +69,33 @@ struct ShardDataset::Shard {
     uint8_t sop(uint64_t i) const { return *section(layout.sop + i); }
 };
 
+namespace {
+
+// index.json of a local folder or of an s3:// / http(s):// prefix; nullopt
+// when there is none (a missing object, not a failing store, for remote ones).
+std::optional<std::string> read_index(const std::string& dir) {
+    if (!is_remote_uri(dir)) {
+        const std::string p = (fs::path(dir) / shard::k_index_name).string();
+        std::error_code ec;
+        if (!fs::is_regular_file(p, ec)) return std::nullopt;
+        return read_file(p);
+    }
+    std::unique_ptr<ByteSource> src;
+    try {
+        src = open_byte_source(uri_join(dir, shard::k_index_name));
+    } catch (const Error& e) {
+        if (std::string_view(e.what()).find("404") != std::string_view::npos) return std::nullopt;
+        throw;
+    }
+    std::string text(size_t(src->size()), '\0');
+    if (!text.empty()) src->read(0, text.size(), text.data());
+    return text;
+}
+
+}  // namespace
+
 bool is_shard_folder(const std::string& path) {
+    if (is_remote_uri(path)) return read_index(path).has_value();
     std::error_code ec;
     return fs::is_directory(path, ec) &&
            fs::is_regular_file(fs::path(path) / shard::k_index_name, ec);
@@ -76,14 +105,15 @@ ShardDataset::~ShardDataset() = default;
 
 std::shared_ptr<const ShardDataset> ShardDataset::open(const std::string& dir,
                                                        const ShardOpener& opener) {
-    const std::string index_path = (fs::path(dir) / shard::k_index_name).string();
-    LOOM_CHECK(fs::is_regular_file(index_path),
+    const std::string index_path = uri_join(dir, shard::k_index_name);
+    const std::optional<std::string> index_text = read_index(dir);
+    LOOM_CHECK(index_text.has_value(),
                "{} is not a shard folder: it has no {} (write one with `loom preprocess`, or an "
                "unfinished preprocess run left it out)",
                dir, shard::k_index_name);
     json idx;
     try {
-        idx = json::parse(read_file(index_path));
+        idx = json::parse(*index_text);
     } catch (const json::exception& e) {
         LOOM_FAIL("{}: not valid JSON ({})", index_path, e.what());
     }
@@ -119,7 +149,7 @@ std::shared_ptr<const ShardDataset> ShardDataset::open(const std::string& dir,
         const auto file = index_value<std::string>(entry, "file", index_path + " shards[]");
         LOOM_CHECK(file.find('/') == std::string::npos && file != ".." && !file.empty(),
                    "{}: shard file name '{}' must be a plain name in the folder", index_path, file);
-        const std::string path = (fs::path(dir) / file).string();
+        const std::string path = uri_join(dir, file);
         auto s = std::make_unique<Shard>();
         s->src = opener(path);
         s->name = s->src->name();

@@ -47,7 +47,7 @@ using ShardOpener = std::function<std::unique_ptr<ShardSource>(const std::string
 class ShardDataset : public RowSource {
   public:
     static std::shared_ptr<const ShardDataset> open(const std::string& dir,
-                                                    const ShardOpener& opener = open_mapped_shard);
+                                                    const ShardOpener& opener = open_shard_source);
     ~ShardDataset() override;
 
     Task task() const override { return info_.task; }

@@ -10,6 +10,8 @@
 #include <cstring>
 
 #include "core/check.h"
+#include "io/byte_source.h"
+#include "io/uri.h"
 
 namespace loom {
 
@@ -64,6 +66,36 @@ class MappedShard : public ShardSource {
 
 std::unique_ptr<ShardSource> open_mapped_shard(const std::string& path) {
     return std::make_unique<MappedShard>(path);
+}
+
+namespace {
+
+class RemoteShard : public ShardSource {
+  public:
+    explicit RemoteShard(const std::string& uri) : uri_(uri), src_(open_byte_source(uri)) {}
+    uint64_t size() const override { return src_->size(); }
+    void read(uint64_t offset, size_t n, void* dst) const override {
+        LOOM_CHECK(offset <= size() && n <= size() - offset,
+                   "token shard {}: truncated: {} bytes wanted at offset {}, the object has {}",
+                   uri_, n, offset, size());
+        if (n > 0) src_->read(offset, n, dst);
+    }
+    const std::string& name() const override { return uri_; }
+
+  private:
+    std::string uri_;
+    std::unique_ptr<ByteSource> src_;  // read() is serialised by ShardDataset
+};
+
+}  // namespace
+
+std::unique_ptr<ShardSource> open_remote_shard(const std::string& uri) {
+    return std::make_unique<RemoteShard>(uri);
+}
+
+std::unique_ptr<ShardSource> open_shard_source(const std::string& path_or_uri) {
+    if (is_remote_uri(path_or_uri)) return open_remote_shard(path_or_uri);
+    return open_mapped_shard(path_or_uri);
 }
 
 }  // namespace loom

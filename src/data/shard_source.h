@@ -31,4 +31,11 @@ class ShardSource {
 // cache on first touch, so a rank touches only the rows it reads.
 std::unique_ptr<ShardSource> open_mapped_shard(const std::string& path);
 
+// An s3:// or http(s):// shard through io/byte_source.h (ranged GETs with
+// read-ahead and retries); reads are serialised by the dataset.
+std::unique_ptr<ShardSource> open_remote_shard(const std::string& uri);
+
+// Local paths are mapped, s3:// and http(s):// URIs streamed.
+std::unique_ptr<ShardSource> open_shard_source(const std::string& path_or_uri);
+
 }  // namespace loom
