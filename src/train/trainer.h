@@ -100,6 +100,8 @@ struct TrainResult {
     int64_t skipped_steps = 0;        // fp16: updates skipped for inf/NaN gradients (whole run)
 };
 
+class RemoteJob;
+
 class Trainer {
   public:
     // Validates what can be validated cheaply first (output_dir writable, the
@@ -162,6 +164,7 @@ class Trainer {
     std::unique_ptr<Loader> loader_;
     std::unique_ptr<Optimizer> optimizer_;      // AdamW or Lamb (hyperparameters.optim)
     std::unique_ptr<DynamicLossScale> scaler_;  // fp16 only
+    std::unique_ptr<RemoteJob> remote_;         // checkpoint_uri / s3:// output_dir
     std::unique_ptr<LrSchedule> schedule_;
     StepPlan plan_;
     TrainState state_;

@@ -15,6 +15,7 @@
 #include "train/log_jsonl.h"
 #include "train/log_tensorboard.h"
 #include "train/progress.h"
+#include "train/remote_job.h"
 #include "train/report_html.h"
 #include "train/trainer.h"
 
@@ -92,6 +93,7 @@ std::string Trainer::save_checkpoint() {
             ? ""
             : (fs::path(job_.training.output_dir) / state_.best_model_checkpoint).string();
     rotate_checkpoints(job_.training.output_dir, job_.checkpoint.save_total_limit, best);
+    remote_->after_save(path, job_.training.output_dir);
     return path;
 }
 
@@ -218,7 +220,6 @@ void Trainer::finish_run(TrainResult& r, double runtime_s) {
     export_model(t.output_dir);
     write_file_atomic((fs::path(t.output_dir) / "trainer_state.json").string(),
                       train_state_to_json(state_).dump(2) + "\n");
-
     ReportInput ri;
     ri.summary = {
         {"task", std::string(enum_name(job_.task))},
@@ -244,6 +245,7 @@ void Trainer::finish_run(TrainResult& r, double runtime_s) {
     ri.job_yaml = opts_.job_text.empty() ? job_to_yaml(job_) : opts_.job_text;
     const std::string report = (fs::path(t.output_dir) / "report.html").string();
     write_report_html(report, ri);
+    remote_->upload_final(t.output_dir);
 
     std::string m;
     for (const auto& [k, v] : final_metrics)

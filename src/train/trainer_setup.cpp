@@ -18,6 +18,7 @@
 #include "train/log_jsonl.h"
 #include "train/log_tensorboard.h"
 #include "train/progress.h"
+#include "train/remote_job.h"
 #include "train/replica_sync_comm.h"
 #include "train/trainer.h"
 
@@ -104,6 +105,16 @@ Trainer::Trainer(Job job, TrainerOptions options)
         sync_ = comm_sync_.get();
     } else {
         sync_ = &local_sync_;
+    }
+    remote_ = std::make_unique<RemoteJob>(job_, load_notes_);
+    if (!opts_.evaluation_only && remote_->mirrors_checkpoints()) {
+        // Rank 0 fetches first; ranks on the same host then find its copy.
+        if (sync_->is_main()) remote_->fetch_for_resume(job_, load_notes_);
+        sync_->sum(0.0);
+        if (!sync_->is_main()) {
+            std::vector<std::string> ignored;
+            remote_->fetch_for_resume(job_, ignored);
+        }
     }
     if (!opts_.evaluation_only) check_output_dir();
     load_tokenizer_and_config();

@@ -1,0 +1,93 @@
+// RemoteJob: checkpoint_uri mirroring and s3:// output folders.
+#include "train/remote_job.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "core/check.h"
+#include "io/checkpoint.h"
+#include "io/remote_checkpoint.h"
+#include "io/uri.h"
+
+namespace loom {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+uint64_t fnv1a(std::string_view s) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
+    return h;
+}
+
+}  // namespace
+
+RemoteJob::RemoteJob(Job& job, std::vector<std::string>& notes) {
+    std::string& out = job.training.output_dir;
+    if (is_remote_uri(out)) {
+        LOOM_CHECK(parse_uri(out).scheme == UriScheme::s3,
+                   "hyperparameters.output_dir: {} is not writable storage; use a local folder or "
+                   "an s3:// URI",
+                   out);
+        final_uri_ = out;
+        if (job.checkpoint.checkpoint_uri.empty()) job.checkpoint.checkpoint_uri = out;
+        out = (fs::path(remote_cache_dir()) / "runs" / fmt::format("{:016x}", fnv1a(final_uri_)))
+                  .string();
+        job.checkpoint.output_dir = out;
+        notes.push_back(
+            fmt::format("output_dir {}: working in {}, the final model is uploaded at "
+                        "the end",
+                        final_uri_, out));
+    }
+    if (!job.checkpoint.checkpoint_uri.empty())
+        ckpt_store_ = open_object_store(job.checkpoint.checkpoint_uri);
+}
+
+void RemoteJob::fetch_for_resume(Job& job, std::vector<std::string>& notes) {
+    if (!ckpt_store_) return;
+    std::string& spec = job.checkpoint.resume_from_checkpoint;
+    // An explicit checkpoint path is the user's choice: nothing to fetch.
+    if (!spec.empty() && spec != "latest") return;
+    const std::string& dir = job.training.output_dir;
+    // A fresh start over local checkpoints is check_output_dir's to refuse
+    // (or to clear, with overwrite_output_dir).
+    if (spec.empty() && !list_checkpoints(dir).empty()) return;
+    const auto remote = list_remote_checkpoints(*ckpt_store_);
+    if (remote.empty()) return;
+    const RemoteCheckpoint& newest = remote.back();
+    const auto local = list_checkpoints(dir);  // another rank of this host may have fetched it
+    if (local.empty() || local.back().step < newest.step) {
+        download_checkpoint(*ckpt_store_, newest, dir);
+        notes.push_back(fmt::format("downloaded {} from {}", newest.name, ckpt_store_->uri()));
+    }
+    if (spec.empty()) {
+        spec = "latest";
+        notes.push_back(
+            fmt::format("resuming from {} (checkpoint_uri {})", newest.name, ckpt_store_->uri()));
+    }
+}
+
+void RemoteJob::after_save(const std::string& local_checkpoint, const std::string& output_dir) {
+    if (!ckpt_store_ || local_checkpoint.empty()) return;
+    upload_checkpoint(local_checkpoint, *ckpt_store_);
+    // Mirror the local rotation: what is gone locally goes remotely too.
+    const auto local = list_checkpoints(output_dir);
+    for (const auto& r : list_remote_checkpoints(*ckpt_store_)) {
+        const bool kept = std::any_of(local.begin(), local.end(), [&](const CheckpointInfo& c) {
+            return fs::path(c.path).filename() == r.name;
+        });
+        if (!kept) delete_remote_checkpoint(*ckpt_store_, r.name);
+    }
+}
+
+void RemoteJob::upload_final(const std::string& output_dir) {
+    if (final_uri_.empty()) return;
+    auto store = open_object_store(final_uri_);
+    // Checkpoints are mirrored as they are written (and may live elsewhere).
+    upload_folder(output_dir, *store, "", {"model.safetensors"}, {"checkpoint-"});
+}
+
+}  // namespace loom
