@@ -29,7 +29,7 @@ namespace loom {
 namespace {
 
 class LocalFileSource final : public ByteSource {
-public:
+  public:
     explicit LocalFileSource(std::string path) : path_(std::move(path)) {
         fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
         LOOM_CHECK(fd_ >= 0, "cannot open '{}': {}", path_, std::generic_category().message(errno));
@@ -44,20 +44,23 @@ public:
     uint64_t size() const override { return size_; }
     const std::string& uri() const override { return path_; }
     void read(uint64_t offset, size_t n, void* dst) override {
-        LOOM_CHECK(offset + n <= size_, "'{}': read of {} bytes at offset {} goes past the end ({} bytes)",
-                   path_, n, offset, size_);
+        LOOM_CHECK(offset + n <= size_,
+                   "'{}': read of {} bytes at offset {} goes past the end ({} bytes)", path_, n,
+                   offset, size_);
         size_t done = 0;
         while (done < n) {
-            const ssize_t r = ::pread(fd_, static_cast<char*>(dst) + done, n - done, off_t(offset + done));
+            const ssize_t r =
+                ::pread(fd_, static_cast<char*>(dst) + done, n - done, off_t(offset + done));
             if (r < 0 && errno == EINTR) continue;
-            LOOM_CHECK(r > 0, "'{}': truncated: expected {} bytes at offset {}, the file ends at {}{}",
+            LOOM_CHECK(r > 0,
+                       "'{}': truncated: expected {} bytes at offset {}, the file ends at {}{}",
                        path_, n, offset, offset + done,
                        r < 0 ? " (" + std::generic_category().message(errno) + ")" : "");
             done += size_t(r);
         }
     }
 
-private:
+  private:
     std::string path_;
     int fd_ = -1;
     uint64_t size_ = 0;
@@ -65,14 +68,14 @@ private:
 
 // One connection that can learn the size and fetch a byte range.
 class RangeFetcher {
-public:
+  public:
     virtual ~RangeFetcher() = default;
     virtual uint64_t size() = 0;
     virtual void fetch(uint64_t offset, size_t n, void* dst) = 0;
 };
 
 class S3Fetcher final : public RangeFetcher {
-public:
+  public:
     S3Fetcher(const Uri& u, const AwsSettings& s) : bucket_(u.bucket), key_(u.key), client_(s) {}
     uint64_t size() override {
         auto info = client_.head(bucket_, key_);
@@ -83,13 +86,13 @@ public:
         client_.get_range(bucket_, key_, offset, n, dst);
     }
 
-private:
+  private:
     std::string bucket_, key_;
     S3Client client_;
 };
 
 class HttpFetcher final : public RangeFetcher {
-public:
+  public:
     explicit HttpFetcher(std::string url) : url_(std::move(url)), http_(AwsSettings{}) {}
     uint64_t size() override {
         HttpRequest r;
@@ -110,7 +113,8 @@ public:
         const size_t slash = cr.find('/');
         LOOM_CHECK(resp.status == 206 && slash != std::string::npos && cr.substr(slash + 1) != "*",
                    "{}: the server reports no size (no Content-Length or Content-Range), so it "
-                   "cannot be read by ranges", url_);
+                   "cannot be read by ranges",
+                   url_);
         return std::stoull(cr.substr(slash + 1));
     }
     void fetch(uint64_t offset, size_t n, void* dst) override {
@@ -120,24 +124,31 @@ public:
         r.range_length = n;
         size_t got = 0;
         r.sink = [&](const char* data, size_t len) {
-            LOOM_CHECK(got + len <= n, "GET {}: the server ignored the Range header (sent more "
-                       "than {} bytes at offset {})", url_, n, offset);
+            LOOM_CHECK(got + len <= n,
+                       "GET {}: the server ignored the Range header (sent more "
+                       "than {} bytes at offset {})",
+                       url_, n, offset);
             std::memcpy(static_cast<char*>(dst) + got, data, len);
             got += len;
         };
         r.reset = [&] { got = 0; };
         HttpResponse resp = http_.perform(r);
-        LOOM_CHECK(resp.status != 416, "GET {}: truncated: bytes {}..{} asked for, but the file "
-                   "ends before offset {} (HTTP 416)", url_, offset, offset + n, offset);
+        LOOM_CHECK(resp.status != 416,
+                   "GET {}: truncated: bytes {}..{} asked for, but the file "
+                   "ends before offset {} (HTTP 416)",
+                   url_, offset, offset + n, offset);
         check(resp, "GET");
         LOOM_CHECK(got == n, "GET {}: truncated: expected {} bytes at offset {}, got {}", url_, n,
                    offset, got);
     }
 
-private:
+  private:
     void check(const HttpResponse& resp, const char* op) const {
-        LOOM_CHECK(resp.status >= 200 && resp.status < 300, "{} {}: HTTP {}{}", op, url_, resp.status,
-                   resp.attempts > 1 ? fmt::format(" (after {} attempts)", resp.attempts) : "");
+        LOOM_CHECK(
+            resp.status >= 200 &&
+                    resp.status<300, "{} {}: HTTP {}{}", op, url_, resp.status, resp.attempts> 1
+                ? fmt::format(" (after {} attempts)", resp.attempts)
+                : "");
     }
     std::string url_;
     HttpClient http_;
@@ -147,7 +158,7 @@ private:
 // thread: whoever moves it out of `queued` (the reader for a block it needs
 // now, a worker for a prefetch).
 class RemoteSource final : public ByteSource {
-public:
+  public:
     using Factory = std::function<std::unique_ptr<RangeFetcher>()>;
 
     RemoteSource(std::string uri, Factory factory, const ByteSourceOptions& o)
@@ -173,8 +184,9 @@ public:
     uint64_t fetched_bytes() const override { return fetched_.load(); }
 
     void read(uint64_t offset, size_t n, void* dst) override {
-        LOOM_CHECK(offset + n <= size_, "{}: read of {} bytes at offset {} goes past the end ({} bytes)",
-                   uri_, n, offset, size_);
+        LOOM_CHECK(offset + n <= size_,
+                   "{}: read of {} bytes at offset {} goes past the end ({} bytes)", uri_, n,
+                   offset, size_);
         if (n == 0) return;
         const uint64_t bs = opts_.block_bytes;
         const uint64_t first = offset / bs, last = (offset + n - 1) / bs;
@@ -190,7 +202,7 @@ public:
         plan_ahead(first, last);
     }
 
-private:
+  private:
     enum class State { queued, fetching, ready, failed };
     struct Block {
         State state = State::queued;
@@ -242,7 +254,8 @@ private:
         if (blk->state == State::failed) {
             const std::string err = blk->error;
             blocks_.erase(b);  // a later read tries again
-            LOOM_FAIL("{}", err);
+            const uint64_t at = b * opts_.block_bytes;
+            LOOM_FAIL("{} (reading bytes {}..{} of {})", err, at, at + block_len(b), size_);
         }
         return blk;
     }
@@ -253,7 +266,8 @@ private:
         if (workers_.empty()) return;
         {
             std::lock_guard<std::mutex> lk(m_);
-            const uint64_t end = std::min<uint64_t>(n_blocks_, last + 1 + uint64_t(opts_.read_ahead_blocks));
+            const uint64_t end =
+                std::min<uint64_t>(n_blocks_, last + 1 + uint64_t(opts_.read_ahead_blocks));
             for (uint64_t b = last + 1; b < end; ++b)
                 if (!blocks_.count(b)) {
                     blocks_.emplace(b, std::make_shared<Block>());

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <thread>
 
+#include "io/byte_source.h"
 #include "io/s3_client.h"
 #include "s3_test_server.h"
 
@@ -141,6 +142,30 @@ TEST_F(S3Client_, ServerBackDuringTheRetriesSucceeds) {
     EXPECT_NO_THROW(got = c.get(k_bucket, "r/y"));
     restart.join();
     EXPECT_EQ(got, "still here");
+}
+
+// A shard streaming through ByteSource when the store goes away mid-read:
+// the blocks already fetched still read, the next one is retried and then
+// fails with the URI and the offset.
+TEST_F(S3Client_, StoreStoppedMidStreamFailsNamingUriAndOffset) {
+    const std::string bytes = pattern_bytes(1 << 20, 5);
+    S3Client().put(k_bucket, "stream/shard-00000.bin", bytes);
+    ByteSourceOptions o;
+    o.block_bytes = 64 << 10;
+    o.read_ahead_blocks = 1;
+    auto src = open_byte_source(uri("stream/shard-00000.bin"), o);
+    std::string head(1000, '\0');
+    src->read(0, head.size(), head.data());
+    EXPECT_EQ(head, bytes.substr(0, 1000));
+    stop();
+    std::string again(1000, '\0');
+    src->read(10, again.size(), again.data());  // still in the fetched block
+    EXPECT_EQ(again, bytes.substr(10, 1000));
+    std::string far(100, '\0');
+    const std::string msg = error_of([&] { src->read(700000, far.size(), far.data()); });
+    EXPECT_TRUE(contains(msg, "s3://loom-test/stream/shard-00000.bin")) << msg;
+    EXPECT_TRUE(contains(msg, "attempts")) << msg;
+    EXPECT_TRUE(contains(msg, "bytes 655360..720896")) << msg;  // the 64 KiB block holding 700000
 }
 
 }  // namespace
