@@ -2,11 +2,13 @@
 # `loom preprocess` end to end: text (plain and .zst) -> token shards ->
 # `loom train` on them, and the fixed-examples experiment on shards: dp 1, 2
 # and 4 under mpirun with the global batch held constant give the same
-# per-step losses (relative 1e-6).
+# per-step losses (relative 1e-6), from local shards and from the same shards
+# streamed out of an S3 bucket (s3rver on loopback, uploaded with s3cmd).
 #   $1 = loom binary, $2 = tests/data directory
 set -euo pipefail
 loom=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 data=$(cd "$2" && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work"
@@ -50,13 +52,37 @@ for n in 2 4; do
     --set hyperparameters.output_dir=dp$n \
     --set hyperparameters.per_device_train_batch_size=$((16 / n))
 done
-python3 - <<'PY'
-import json
+runs="dp2 dp4"
+server=$(bash "$root/scripts/install_s3rver.sh" 2>/dev/null | tail -1 || true)
+if [[ -n $server ]] && command -v s3cmd >/dev/null; then
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  mkdir -p s3data
+  node --openssl-legacy-provider "$server" -d s3data -a 127.0.0.1 -p "$port" --silent \
+    --configure-bucket corpus >/dev/null 2>&1 &
+  s3pid=$!
+  trap 'kill $s3pid 2>/dev/null; rm -rf "$work"' EXIT
+  for _ in $(seq 100); do (echo > /dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.1; done
+  printf '[default]\naccess_key = S3RVER\nsecret_key = S3RVER\nhost_base = 127.0.0.1:%s\nhost_bucket = 127.0.0.1:%s\nuse_https = False\n' \
+    "$port" "$port" > s3cfg
+  s3cmd -q -c s3cfg put --recursive shards/ s3://corpus/shards/
+  export AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER AWS_REGION=us-east-1 \
+    AWS_ENDPOINT_URL=http://127.0.0.1:$port
+  for n in 1 2 4; do
+    mpirun --allow-run-as-root --oversubscribe --bind-to none -np $n "$loom" train job.yaml --quiet \
+      --set data.train=s3://corpus/shards --set hyperparameters.output_dir=s3dp$n \
+      --set hyperparameters.per_device_train_batch_size=$((16 / n))
+  done
+  runs="$runs s3dp1 s3dp2 s3dp4"
+else
+  echo "note: s3rver or s3cmd unavailable: the streamed-shards runs are skipped"
+fi
+RUNS=$runs python3 - <<'PY'
+import json, os
 def losses(d):
     return [r["loss"] for r in map(json.loads, open(d + "/metrics.jsonl")) if "loss" in r]
 ref = losses("dp1")
 assert len(ref) == 8, ref
-for d in ("dp2", "dp4"):
+for d in os.environ["RUNS"].split():
     other = losses(d)
     worst = max(abs(a - b) / abs(a) for a, b in zip(ref, other))
     print(f"{d}: worst relative loss difference to dp1 {worst:.2e}")
