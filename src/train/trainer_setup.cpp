@@ -10,7 +10,9 @@
 #include "data/shard_writer.h"
 #include "io/checkpoint.h"
 #include "io/file_utils.h"
+#include "io/object_store.h"
 #include "io/safetensors.h"
+#include "io/uri.h"
 #include "optim/lamb.h"
 #include "optim/sgd.h"
 #include "parallel/dp_step.h"
@@ -200,7 +202,12 @@ void Trainer::read_data() {
         }
     }
 
-    auto load = [&](const std::string& path, const char* channel) {
+    auto load = [&](const std::string& where, const char* channel) {
+        // s3:// and http(s):// files or prefixes are fetched into the local
+        // cache once (io/object_store.h) and read from there.
+        const std::string path = is_remote_uri(where) ? fetch_to_cache(where) : where;
+        if (path != where)
+            load_notes_.push_back(fmt::format("{} data: {} cached as {}", channel, where, path));
         ReadReport report;
         auto reader = open_records(path, ro);
         std::vector<Record> records;

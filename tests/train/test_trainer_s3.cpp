@@ -54,6 +54,18 @@ TEST_F(TrainS3, ShardsInABucketTrainLikeLocalShards) {
     EXPECT_EQ(remote.step_losses, local.step_losses);
 }
 
+TEST_F(TrainS3, JsonlInABucketTrainsLikeTheLocalFile) {
+    s3cmd("put " + data_path("train/lm_train.jsonl") + " " + uri("text/lm_train.jsonl"));
+    ::setenv("LOOM_CACHE_DIR", path("cache").c_str(), 1);
+    const TrainResult local =
+        Trainer(make_job(data_path("train/lm_train.jsonl"), "local"), quiet()).train();
+    const TrainResult remote =
+        Trainer(make_job(uri("text/lm_train.jsonl"), "remote"), quiet()).train();
+    ::unsetenv("LOOM_CACHE_DIR");
+    ASSERT_EQ(local.step_losses.size(), 8u);
+    EXPECT_EQ(remote.step_losses, local.step_losses);
+}
+
 TEST_F(TrainS3, TruncatedShardObjectNamesTheUriAndOffset) {
     const std::string shard = path("shards/shard-00001.bin");
     const auto size = std::filesystem::file_size(shard);
