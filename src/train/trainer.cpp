@@ -160,7 +160,9 @@ double Trainer::train_step(int64_t step, TokenBatch* mb, double* grad_norm) {
     //    applied updates (HF skips lr_scheduler.step() with the optimizer).
     const double lr = schedule_->lr_at(step - state_.skipped_steps);
     const double max_norm = scaler_ ? 0.0 : t.max_grad_norm;
-    if (dp_)
+    if (max_norm <= 0 && !scaler_)
+        *grad_norm = -1;  // HF neither computes nor logs it without clipping: a pass saved
+    else if (dp_)
         *grad_norm = dp_->clip_grad_norm(max_norm);
     else if (max_norm > 0)
         *grad_norm = clip_grad_norm(model_->params(), max_norm);
