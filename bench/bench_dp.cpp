@@ -6,7 +6,7 @@
 //
 //   mpirun -np 2 bench_dp [--batch 4] [--seq 128] [--layers 12] [--steps 4]
 //                         [--warmup 1] [--zero 0|1|2] [--bucket-mb 25]
-//                         [--overlap 0|1] [--repeats 3] [--comm-thread 0|1]
+//                         [--overlap 0|1] [--repeats 3]
 //
 // Weak scaling: each rank runs --batch samples per step, so dp 2 does twice
 // the work of dp 1 in (ideally) the same time. Per phase, rank 0 prints the
@@ -70,31 +70,19 @@ int main(int argc, char** argv) {
 #else
     runtime_init();
     MpiSession mpi;
-    int64_t B = 4, T = 128, L = 12, steps = 4, warmup = 1, zero = 0, overlap = 1, repeats = 3,
-            comm_thread = 1;
+    int64_t B = 4, T = 128, L = 12, steps = 4, warmup = 1, zero = 0, overlap = 1, repeats = 3;
     double bucket_mb = 25;
     for (int i = 1; i + 1 < argc; i += 2) {
         const std::string k = argv[i], v = argv[i + 1];
-        if (k == "--batch")
-            B = std::stoll(v);
-        else if (k == "--seq")
-            T = std::stoll(v);
-        else if (k == "--layers")
-            L = std::stoll(v);
-        else if (k == "--steps")
-            steps = std::stoll(v);
-        else if (k == "--warmup")
-            warmup = std::stoll(v);
-        else if (k == "--zero")
-            zero = std::stoll(v);
-        else if (k == "--bucket-mb")
-            bucket_mb = std::stod(v);
-        else if (k == "--overlap")
-            overlap = std::stoll(v);
-        else if (k == "--repeats")
-            repeats = std::stoll(v);
-        else if (k == "--comm-thread")
-            comm_thread = std::stoll(v);
+        if (k == "--batch") B = std::stoll(v);
+        else if (k == "--seq") T = std::stoll(v);
+        else if (k == "--layers") L = std::stoll(v);
+        else if (k == "--steps") steps = std::stoll(v);
+        else if (k == "--warmup") warmup = std::stoll(v);
+        else if (k == "--zero") zero = std::stoll(v);
+        else if (k == "--bucket-mb") bucket_mb = std::stod(v);
+        else if (k == "--overlap") overlap = std::stoll(v);
+        else if (k == "--repeats") repeats = std::stoll(v);
         else {
             std::fprintf(stderr, "unknown option %s\n", k.c_str());
             return 2;
@@ -118,7 +106,6 @@ int main(int argc, char** argv) {
     o.zero = ZeroStage(zero);
     o.bucket_size_mb = bucket_mb;
     o.overlap = overlap != 0;
-    o.comm_thread = comm_thread != 0;
     DataParallel ddp(*model, *world, hp, DecayPolicy::table, o);
     if (rank == 0) std::fprintf(stderr, "bench_dp: %s\n", ddp.memory_plan().describe().c_str());
 
@@ -182,7 +169,6 @@ int main(int argc, char** argv) {
     std::vector<float> buf(size_t(n), 1.0f);
     GradSyncOptions go;
     go.bucket_elems = bucket_elems_from_mb(bucket_mb);
-    go.comm_thread = comm_thread != 0;
     GradSync sync(buf.data(), n, *world, go);
     std::vector<double> t_buckets, t_plain;
     for (int64_t r = 0; r < repeats; ++r) {
@@ -205,12 +191,11 @@ int main(int argc, char** argv) {
     const double bucket_ms = max_over(*world, median(t_buckets));
     const double plain_ms = max_over(*world, median(t_plain));
     const double gbytes = double(n) * 4.0 / 1e9;
-    const double hidden =
-        dp > 1 && bucket_ms > 0 ? std::clamp(1.0 - wait_ms / bucket_ms, 0.0, 1.0) : 0.0;
+    const double hidden = dp > 1 && bucket_ms > 0 ? std::clamp(1.0 - wait_ms / bucket_ms, 0.0, 1.0)
+                                                 : 0.0;
     if (rank == 0)
         std::printf(
-            "{\"dp\": %d, \"zero\": %lld, \"overlap\": %lld, \"batch_per_rank\": %lld, \"seq\": "
-            "%lld, "
+            "{\"dp\": %d, \"zero\": %lld, \"overlap\": %lld, \"batch_per_rank\": %lld, \"seq\": %lld, "
             "\"layers\": %lld, \"grad_mb\": %.1f, \"buckets\": %zu, \"launched_by_hook\": %lld, "
             "\"step_ms\": %.1f, \"forward_ms\": %.1f, \"backward_ms\": %.1f, "
             "\"finalize_wait_ms\": %.1f, \"optimizer_ms\": %.1f, \"samples_per_s\": %.2f, "

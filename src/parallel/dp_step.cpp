@@ -17,7 +17,6 @@ DataParallel::DataParallel(Model& model, Communicator& dp, const AdamWParams& hp
     g.zero = options.zero;
     g.bucket_elems = bucket_elems_from_mb(options.bucket_size_mb);
     g.overlap = options.overlap;
-    g.comm_thread = options.comm_thread;
     sync_ = std::make_unique<GradSync>(t.grads_data(), t.flat_numel(), dp, g);
     LOOM_CHECK(!options.make_optimizer || options.zero == ZeroStage::none,
                "data parallel: only AdamW runs sharded (ZeRO stage {}); use zero_stage 0 with "

@@ -12,9 +12,7 @@ namespace loom {
 
 namespace {
 
-int64_t round_up(int64_t x, int64_t m) {
-    return (x + m - 1) / m * m;
-}
+int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -24,22 +22,15 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 std::string_view zero_stage_name(ZeroStage z) {
     switch (z) {
-        case ZeroStage::none:
-            return "none";
-        case ZeroStage::optimizer:
-            return "zero1";
-        case ZeroStage::gradients:
-            return "zero2";
+        case ZeroStage::none: return "none";
+        case ZeroStage::optimizer: return "zero1";
+        case ZeroStage::gradients: return "zero2";
     }
     return "?";
 }
 
-int64_t GradBucket::chunk_begin(int r) const {
-    return std::min(end, begin + int64_t(r) * chunk);
-}
-int64_t GradBucket::chunk_end(int r) const {
-    return std::min(end, begin + int64_t(r + 1) * chunk);
-}
+int64_t GradBucket::chunk_begin(int r) const { return std::min(end, begin + int64_t(r) * chunk); }
+int64_t GradBucket::chunk_end(int r) const { return std::min(end, begin + int64_t(r + 1) * chunk); }
 
 int64_t bucket_elems_from_mb(double mb) {
     LOOM_CHECK(mb > 0, "bucket_size_mb must be > 0, got {}", mb);
@@ -48,8 +39,8 @@ int64_t bucket_elems_from_mb(double mb) {
 
 std::vector<GradBucket> grad_buckets_plan(int64_t flat_numel, int64_t bucket_elems, int dp_size) {
     LOOM_CHECK(flat_numel >= 0 && bucket_elems > 0 && dp_size > 0,
-               "gradient buckets: flat buffer of {} elements, bucket of {}, dp size {}", flat_numel,
-               bucket_elems, dp_size);
+               "gradient buckets: flat buffer of {} elements, bucket of {}, dp size {}",
+               flat_numel, bucket_elems, dp_size);
     const int64_t S = round_up(bucket_elems, 16 * int64_t(dp_size));
     std::vector<GradBucket> out;
     for (int64_t end = flat_numel; end > 0; end -= S) {
@@ -99,47 +90,11 @@ GradSync::GradSync(float* grads, int64_t flat_numel, Communicator& dp,
         for (const GradBucket& b : buckets_)
             if (b.padded(dp.size())) staging_.assign(size_t(b.chunk * dp.size()), 0.0f);
     }
-    if (opt_.comm_thread && dp.size() > 1) comm_ = std::thread([this] { comm_loop(); });
 }
 
 GradSync::~GradSync() {
-    if (comm_.joinable()) {
-        {
-            std::lock_guard<std::mutex> lk(comm_m_);
-            comm_stop_ = true;
-        }
-        comm_cv_.notify_all();
-        comm_.join();
-    }
     // Work handles point into the buffers below: finish them first.
     work_.clear();
-}
-
-void GradSync::comm_loop() {
-    for (;;) {
-        size_t b = 0;
-        {
-            std::unique_lock<std::mutex> lk(comm_m_);
-            comm_cv_.wait(lk, [&] { return comm_stop_ || !queue_.empty(); });
-            if (queue_.empty()) return;  // stopping with nothing left
-            b = queue_.front();
-            queue_.pop_front();
-        }
-        try {
-            if (!comm_error_) {
-                start_collective(b);
-                work_[b]->wait();
-            }
-        } catch (...) {
-            comm_error_ = std::current_exception();
-        }
-        work_[b].reset();
-        {
-            std::lock_guard<std::mutex> lk(comm_m_);
-            --queued_;
-        }
-        done_cv_.notify_all();
-    }
 }
 
 bool GradSync::reducing() const {
@@ -147,8 +102,7 @@ bool GradSync::reducing() const {
 }
 
 void GradSync::begin_step() {
-    LOOM_CHECK(!in_backward_,
-               "GradSync::begin_step inside a micro-batch (end_micro_batch missing)");
+    LOOM_CHECK(!in_backward_, "GradSync::begin_step inside a micro-batch (end_micro_batch missing)");
     wait_all();
     std::fill(shard_grads_.begin(), shard_grads_.end(), 0.0f);
     std::fill(launched_.begin(), launched_.end(), false);
@@ -202,29 +156,14 @@ void GradSync::grads_ready(int64_t begin, int64_t end) {
             ++stats_.launched_by_hook;
         }
     }
-    if (!comm_.joinable())
-        for (auto& w : work_)
-            if (w) w->test();  // Open MPI progresses nonblocking collectives only in MPI calls
+    for (auto& w : work_)
+        if (w) w->test();  // Open MPI progresses nonblocking collectives only in MPI calls
 }
 
 void GradSync::launch(size_t b) {
+    const GradBucket& k = buckets_[b];
     LOOM_ASSERT(!work_[b], "bucket {} launched while its previous reduction is in flight", b);
     launched_[b] = true;
-    if (!comm_.joinable()) {
-        start_collective(b);
-        return;
-    }
-    // Buckets are queued in launch order, the same on every rank.
-    {
-        std::lock_guard<std::mutex> lk(comm_m_);
-        queue_.push_back(b);
-        ++queued_;
-    }
-    comm_cv_.notify_one();
-}
-
-void GradSync::start_collective(size_t b) {
-    const GradBucket& k = buckets_[b];
     if (opt_.zero == ZeroStage::none) {
         // DDP: in-place sum of the bucket on the dp group.
         work_[b] = dp_.all_reduce(grads_ + k.begin, k.numel(), DType::f32, ReduceOp::sum);
@@ -252,19 +191,6 @@ void GradSync::launch_remaining() {
 
 void GradSync::wait_all() {
     const auto t0 = std::chrono::steady_clock::now();
-    if (comm_.joinable()) {
-        std::unique_lock<std::mutex> lk(comm_m_);
-        if (queued_ > 0) {
-            done_cv_.wait(lk, [&] { return queued_ == 0; });
-            stats_.wait_s += seconds_since(t0);
-        }
-        if (comm_error_) {
-            std::exception_ptr e = comm_error_;
-            comm_error_ = nullptr;
-            std::rethrow_exception(e);
-        }
-        return;
-    }
     bool any = false;
     for (auto& w : work_) {
         if (!w) continue;

@@ -42,14 +42,9 @@
 // rounding level (see tests/parallel/test_dp_equivalence.cpp).
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
-#include <exception>
 #include <map>
-#include <mutex>
 #include <string_view>
-#include <thread>
 #include <vector>
 
 #include "parallel/comm.h"
@@ -96,24 +91,17 @@ struct GradSyncOptions {
     ZeroStage zero = ZeroStage::none;
     int64_t bucket_elems = 25 << 18;  // 25 MiB of fp32, HF's ddp_bucket_cap_mb default
     bool overlap = true;              // launch from the hook; false: at end of backward
-    // Run the bucket collectives, blocking, on a communication thread of
-    // GradSync's own (as DDP's reducer and Horovod do) instead of as
-    // nonblocking collectives the compute thread tests now and then: Open
-    // MPI's nonblocking collectives advance only inside MPI calls, and the
-    // blocking algorithms are the faster ones. Between begin_micro_batch and
-    // finalize only that thread uses the communicator (MPI_THREAD_SERIALIZED).
-    bool comm_thread = true;
 };
 
 // Counters for tests and the benchmark.
 struct GradSyncStats {
-    int64_t launched_by_hook = 0;  // buckets started while backward ran
-    int64_t launched_at_end = 0;   // buckets started after backward
-    double wait_s = 0;             // time blocked waiting for buckets (exposed comm)
+    int64_t launched_by_hook = 0;    // buckets started while backward ran
+    int64_t launched_at_end = 0;     // buckets started after backward
+    double wait_s = 0;               // time blocked waiting for buckets (exposed comm)
 };
 
 class GradSync {
-  public:
+public:
     // grads: the model's flat gradient buffer (flat_numel); dp: the data-parallel
     // group, which must outlive this object.
     GradSync(float* grads, int64_t flat_numel, Communicator& dp, const GradSyncOptions& options);
@@ -150,10 +138,8 @@ class GradSync {
     int64_t shard_size() const { return int64_t(shard_grads_.size()); }
     const GradSyncStats& stats() const { return stats_; }
 
-  private:
+private:
     void launch(size_t b);
-    void start_collective(size_t b);  // posts bucket b's collective (any thread)
-    void comm_loop();                 // the communication thread
     void launch_remaining();
     void wait_all();
     // ZeRO-2: wait for the last micro-batch's reduce-scatter, add it into the
@@ -166,26 +152,17 @@ class GradSync {
     Communicator& dp_;
     GradSyncOptions opt_;
     std::vector<GradBucket> buckets_;
-    std::vector<ShardPiece> pieces_;       // this rank's, one per bucket
-    std::vector<int64_t> covered_;         // (buckets) elements reported final
-    std::map<int64_t, int64_t> reported_;  // begin -> end of ranges reported this backward
-    std::vector<WorkPtr> work_;            // (buckets) in flight; null when idle
-    std::vector<bool> launched_;           // (buckets) this micro-batch
-    std::vector<float> staging_;           // (dp * chunk) padded bottom bucket
-    std::vector<float> shard_grads_;       // (shard_numel) ZeRO-1/2
-    std::vector<float> shard_recv_;        // (shard_numel) ZeRO-2 per-micro-batch result
+    std::vector<ShardPiece> pieces_;        // this rank's, one per bucket
+    std::vector<int64_t> covered_;          // (buckets) elements reported final
+    std::map<int64_t, int64_t> reported_;   // begin -> end of ranges reported this backward
+    std::vector<WorkPtr> work_;             // (buckets) in flight; null when idle
+    std::vector<bool> launched_;            // (buckets) this micro-batch
+    std::vector<float> staging_;            // (dp * chunk) padded bottom bucket
+    std::vector<float> shard_grads_;        // (shard_numel) ZeRO-1/2
+    std::vector<float> shard_recv_;         // (shard_numel) ZeRO-2 per-micro-batch result
     bool in_backward_ = false, last_micro_ = false;
     bool micro_pending_ = false;  // ZeRO-2: a micro-batch's reduction not yet collected
     GradSyncStats stats_;
-    // Communication thread (comm_thread): buckets queued by launch(), each
-    // reduced with a blocking wait; `queued_` counts those not yet finished.
-    std::thread comm_;
-    std::mutex comm_m_;
-    std::condition_variable comm_cv_, done_cv_;
-    std::deque<size_t> queue_;
-    int64_t queued_ = 0;
-    bool comm_stop_ = false;
-    std::exception_ptr comm_error_;
 };
 
 }  // namespace loom
