@@ -37,6 +37,9 @@ RemoteJob::RemoteJob(Job& job, std::vector<std::string>& notes) {
         out = (fs::path(remote_cache_dir()) / "runs" / fmt::format("{:016x}", fnv1a(final_uri_)))
                   .string();
         job.checkpoint.output_dir = out;
+        // Paths defaulted under the remote output_dir move with it.
+        std::string& logs = job.training.logging_dir;
+        if (logs.starts_with(final_uri_)) logs = out + logs.substr(final_uri_.size());
         notes.push_back(
             fmt::format("output_dir {}: working in {}, the final model is uploaded at "
                         "the end",

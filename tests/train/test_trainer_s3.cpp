@@ -132,8 +132,10 @@ TEST_F(TrainS3, RemoteOutputDirReceivesTheFinalModel) {
     const std::string listing = s3cmd("ls --recursive " + uri("models/m1/"));
     for (const char* f :
          {"models/m1/model.safetensors", "models/m1/config.json", "models/m1/tokenizer.json",
-          "models/m1/metrics.jsonl", "models/m1/report.html"})
+          "models/m1/metrics.jsonl", "models/m1/report.html", "models/m1/runs/events.out.tfevents"})
         EXPECT_NE(listing.find(f), std::string::npos) << f << " missing in\n" << listing;
+    // Nothing went to a local folder named after the URI.
+    EXPECT_FALSE(std::filesystem::exists("s3:"));
 }
 
 }  // namespace
