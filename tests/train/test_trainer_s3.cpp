@@ -14,10 +14,16 @@ namespace {
 
 class TrainS3 : public S3ServerTest {
   protected:
+    void TearDown() override {
+        ::unsetenv("LOOM_CACHE_DIR");
+        S3ServerTest::TearDown();
+    }
     void SetUp() override {
         S3ServerTest::SetUp();
         if (IsSkipped() || HasFatalFailure()) return;
         runtime_init({1});
+        // Staging folders and cached downloads stay inside the test's folder.
+        ::setenv("LOOM_CACHE_DIR", path("cache").c_str(), 1);
         if (!have_s3cmd()) GTEST_SKIP() << "s3cmd is not installed (Debian: apt-get install s3cmd)";
         PreprocessOptions o;
         o.inputs = {data_path("train/lm_train.jsonl")};
@@ -56,12 +62,10 @@ TEST_F(TrainS3, ShardsInABucketTrainLikeLocalShards) {
 
 TEST_F(TrainS3, JsonlInABucketTrainsLikeTheLocalFile) {
     s3cmd("put " + data_path("train/lm_train.jsonl") + " " + uri("text/lm_train.jsonl"));
-    ::setenv("LOOM_CACHE_DIR", path("cache").c_str(), 1);
     const TrainResult local =
         Trainer(make_job(data_path("train/lm_train.jsonl"), "local"), quiet()).train();
     const TrainResult remote =
         Trainer(make_job(uri("text/lm_train.jsonl"), "remote"), quiet()).train();
-    ::unsetenv("LOOM_CACHE_DIR");
     ASSERT_EQ(local.step_losses.size(), 8u);
     EXPECT_EQ(remote.step_losses, local.step_losses);
 }
