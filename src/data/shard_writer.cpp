@@ -112,19 +112,12 @@ void ShardWriter::flush_shard() {
     const uint64_t n_doc = docs.size() - 1;
 
     const size_t k = shards_.size();
-    json h = {{"format", std::string(shard::k_format_name)},
-              {"version", shard::k_version},
-              {"task", std::string(enum_name(opt_.task))},
-              {"dtype", id_bytes_ == 2 ? "uint16" : "uint32"},
-              {"vocab_size", opt_.vocab_size},
-              {"max_seq_length", opt_.max_seq_length},
-              {"sentence_order", opt_.sentence_order},
-              {"tokenizer_hash", opt_.tokenizer_hash},
-              {"shard_index", k},
-              {"first_sequence", n_sequences_ - n_seq},
-              {"sequences", n_seq},
-              {"tokens", n_tok},
-              {"documents", n_doc}};
+    json h = folder_fields();
+    h.update(json{{"shard_index", k},
+                  {"first_sequence", n_sequences_ - n_seq},
+                  {"sequences", n_seq},
+                  {"tokens", n_tok},
+                  {"documents", n_doc}});
     const std::string hj = h.dump();
     const shard::ShardLayout l = shard::shard_layout(hj.size(), uint32_t(id_bytes_), n_seq, n_tok,
                                                      n_doc, opt_.sentence_order);
@@ -172,22 +165,27 @@ void ShardWriter::flush_shard() {
     sop_.clear();
 }
 
+// What every shard header and index.json say about the whole folder.
+json ShardWriter::folder_fields() const {
+    return {{"format", std::string(shard::k_format_name)},
+            {"version", shard::k_version},
+            {"task", std::string(enum_name(opt_.task))},
+            {"dtype", id_bytes_ == 2 ? "uint16" : "uint32"},
+            {"vocab_size", opt_.vocab_size},
+            {"max_seq_length", opt_.max_seq_length},
+            {"sentence_order", opt_.sentence_order},
+            {"tokenizer_hash", opt_.tokenizer_hash}};
+}
+
 json ShardWriter::finish() {
     flush_shard();
     LOOM_CHECK(n_sequences_ > 0,
                "preprocess: no sequence was made, so there is nothing to write to {}", dir_);
-    json idx = {{"format", std::string(shard::k_format_name)},
-                {"version", shard::k_version},
-                {"task", std::string(enum_name(opt_.task))},
-                {"dtype", id_bytes_ == 2 ? "uint16" : "uint32"},
-                {"vocab_size", opt_.vocab_size},
-                {"max_seq_length", opt_.max_seq_length},
-                {"sentence_order", opt_.sentence_order},
-                {"tokenizer_hash", opt_.tokenizer_hash},
-                {"sequences", n_sequences_},
-                {"tokens", n_tokens_},
-                {"documents", n_documents_},
-                {"shards", shards_}};
+    json idx = folder_fields();
+    idx.update(json{{"sequences", n_sequences_},
+                    {"tokens", n_tokens_},
+                    {"documents", n_documents_},
+                    {"shards", shards_}});
     for (const auto& [k, v] : opt_.extra.items())
         if (!idx.contains(k)) idx[k] = v;
     write_file_atomic((fs::path(dir_) / shard::k_index_name).string(), idx.dump(2) + "\n");

@@ -47,6 +47,7 @@ class ShardWriter {
 
   private:
     void flush_shard();
+    nlohmann::json folder_fields() const;
 
     std::string dir_;
     ShardWriterOptions opt_;

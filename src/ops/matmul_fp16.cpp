@@ -38,7 +38,7 @@ float* workspace(std::vector<float>& w, int64_t n) {
 }
 
 struct Fp16Workspaces {
-    std::vector<float> inp, weight, dout, dinp, dweight;
+    std::vector<float> inp, weight, dout, dinp, dweight, dbias;
 };
 Fp16Workspaces& fp16_workspaces() {
     thread_local Fp16Workspaces w;
@@ -96,11 +96,12 @@ void matmul_backward_fp16(float* dinp, float* dweight, float* dbias, const float
     }
     if (dbias != nullptr) {
         // The bias gradient is a reduction of the fp16 output gradient.
-        std::vector<float> db(size_t(OC), 0.0f);
+        float* db = workspace(ws.dbias, OC);
+        std::fill(db, db + OC, 0.0f);
         for (int64_t n = 0; n < N; ++n)
-            for (int64_t o = 0; o < OC; ++o) db[size_t(o)] += dy[n * OC + o];
-        round_to_fp16(db.data(), OC);
-        for (int64_t o = 0; o < OC; ++o) dbias[o] += db[size_t(o)];
+            for (int64_t o = 0; o < OC; ++o) db[o] += dy[n * OC + o];
+        round_to_fp16(db, OC);
+        for (int64_t o = 0; o < OC; ++o) dbias[o] += db[o];
     }
 }
 

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "core/check.h"
+#include "optim/moment_state.h"
 
 namespace loom {
 
@@ -73,35 +74,12 @@ void Lamb::step(double lr) {
 }
 
 std::map<std::string, Tensor> Lamb::state_tensors() const {
-    std::map<std::string, Tensor> out;
-    for (const ParamRow& r : table_.rows()) {
-        if (!r.trainable) continue;
-        const size_t off = size_t(r.offset) * sizeof(float);
-        out["exp_avg." + r.name] =
-            Tensor::view_of(m_, off, DType::f32, r.shape, "exp_avg." + r.name);
-        out["exp_avg_sq." + r.name] =
-            Tensor::view_of(v_, off, DType::f32, r.shape, "exp_avg_sq." + r.name);
-    }
-    return out;
+    return moment_state_tensors(table_, m_, v_);
 }
 
 void Lamb::load_state(const std::map<std::string, Tensor>& state, int64_t step) {
     LOOM_CHECK(step >= 0, "LAMB state: negative step {}", step);
-    for (const ParamRow& r : table_.rows()) {
-        if (!r.trainable) continue;
-        for (const char* kind : {"exp_avg.", "exp_avg_sq."}) {
-            const std::string key = kind + r.name;
-            auto it = state.find(key);
-            LOOM_CHECK(it != state.end(), "LAMB state: missing tensor '{}'", key);
-            LOOM_CHECK(it->second.dtype == DType::f32 && it->second.shape == r.shape,
-                       "LAMB state: tensor '{}' is {} {}, expected F32 {}", key,
-                       dtype_safetensors_name(it->second.dtype), it->second.shape.to_string(),
-                       r.shape.to_string());
-            auto& dst = std::string(kind) == "exp_avg." ? m_ : v_;
-            std::memcpy(static_cast<float*>(dst->data()) + r.offset, it->second.raw(),
-                        size_t(r.numel()) * sizeof(float));
-        }
-    }
+    load_moment_state(table_, state, *m_, *v_, "LAMB");
     step_ = step;
 }
 

@@ -10,20 +10,11 @@
 #include "io/checkpoint.h"
 #include "io/remote_checkpoint.h"
 #include "io/uri.h"
+#include "train/replica_sync_comm.h"
 
 namespace loom {
 
 namespace fs = std::filesystem;
-
-namespace {
-
-uint64_t fnv1a(std::string_view s) {
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
-    return h;
-}
-
-}  // namespace
 
 RemoteJob::RemoteJob(Job& job, std::vector<std::string>& notes) {
     std::string& out = job.training.output_dir;
@@ -34,7 +25,8 @@ RemoteJob::RemoteJob(Job& job, std::vector<std::string>& notes) {
                    out);
         final_uri_ = out;
         if (job.checkpoint.checkpoint_uri.empty()) job.checkpoint.checkpoint_uri = out;
-        out = (fs::path(remote_cache_dir()) / "runs" / fmt::format("{:016x}", fnv1a(final_uri_)))
+        out = (fs::path(remote_cache_dir()) / "runs" /
+               fmt::format("{:016x}", fingerprint64(final_uri_)))
                   .string();
         job.checkpoint.output_dir = out;
         // Paths defaulted under the remote output_dir move with it.

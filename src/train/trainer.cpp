@@ -147,14 +147,10 @@ double Trainer::train_step(int64_t step, TokenBatch* mb, double* grad_norm) {
     //    is inf/NaN exactly when some gradient is, on every rank alike, so
     //    it decides whether the step is skipped (GradScaler's rule).
     if (scaler_) {
-        const float inv = float(1.0 / loss_scale);
-        if (dp_) {
-            dp_->scale_grads(inv);
-        } else {
-            ParamTable& p = model_->params();
-            float* g = p.grads_data();
-            for (int64_t i = 0, e = p.flat_numel(); i < e; ++i) g[i] *= inv;
-        }
+        if (dp_)
+            dp_->scale_grads(float(1.0 / loss_scale));
+        else
+            scale_grads(model_->params(), 1.0 / loss_scale);
     }
     // 6. Clip by the global norm, update. The schedule advances only on
     //    applied updates (HF skips lr_scheduler.step() with the optimizer).

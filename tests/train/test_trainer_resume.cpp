@@ -18,7 +18,35 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class TrainerResume : public TrainDir {};
+class TrainerResume : public TrainDir {
+  protected:
+    // A classifier job without eval, with `extra` hyperparameters.
+    Job cls_job(const std::string& extra, const std::string& out,
+                const std::vector<std::string>& overrides = {}) const {
+        Job j = job(job_text("sequence-classification", out, extra), overrides);
+        j.data.eval.clear();
+        return j;
+    }
+    // Trains `extra` uninterrupted ("full"), then interrupted at `stop` and
+    // resumed ("split"); expects the same per-step losses and parameters.
+    // Returns the uninterrupted run's losses.
+    std::vector<double> expect_exact_resume(const std::string& extra, int64_t stop) {
+        Trainer full(cls_job(extra, "full"), quiet());
+        const TrainResult a = full.train();
+        TrainerOptions o = quiet();
+        o.interrupt_at_step = stop;
+        const TrainResult b = Trainer(cls_job(extra, "split"), o).train();
+        EXPECT_EQ(b.global_step, stop);
+        Trainer second(cls_job(extra, "split", {"hyperparameters.resume_from_checkpoint=latest"}),
+                       quiet());
+        const TrainResult c = second.train();
+        std::vector<double> joined = b.step_losses;
+        joined.insert(joined.end(), c.step_losses.begin(), c.step_losses.end());
+        EXPECT_EQ(joined, a.step_losses);
+        EXPECT_EQ(params_of(second), params_of(full));
+        return a.step_losses;
+    }
+};
 
 // Dropout on, gradient accumulation, a step count that crosses an epoch
 // boundary with a short last group (192 / 16 = 12 batches, GA 5 -> 5, 5, 2),
@@ -81,65 +109,27 @@ TEST_F(TrainerResume, LambTrainsAndResumesExactly) {
     const std::string extra =
         "  per_device_train_batch_size: 8\n  max_steps: 10\n  learning_rate: 2.0e-2\n"
         "  warmup_steps: 2\n  weight_decay: 0.01\n  optim: lamb\n";
-    auto make = [&](const std::string& out, const std::vector<std::string>& ov) {
-        Job j = job(job_text("sequence-classification", out, extra), ov);
-        j.data.eval.clear();
-        return j;
-    };
-    Trainer full(make("full", {}), quiet());
-    const TrainResult a = full.train();
-    ASSERT_EQ(a.step_losses.size(), 10u);
-
-    // Not AdamW under another name: the same job with adamw takes other steps.
-    Trainer adamw(make("adamw", {"hyperparameters.optim=adamw"}), quiet());
-    const TrainResult w = adamw.train();
-    EXPECT_NE(w.step_losses[2], a.step_losses[2]);
-
-    TrainerOptions o = quiet();
-    o.interrupt_at_step = 6;
-    Trainer first(make("split", {}), o);
-    const TrainResult b = first.train();
-    ASSERT_EQ(b.global_step, 6);
+    const std::vector<double> lamb = expect_exact_resume(extra, 6);
+    ASSERT_EQ(lamb.size(), 10u);
+    // The checkpoint says which optimizer wrote it.
     std::ifstream meta(path("split/checkpoint-6/optimizer.safetensors"), std::ios::binary);
     std::string head(4096, '\0');
     meta.read(head.data(), std::streamsize(head.size()));
     EXPECT_NE(head.find("\"optimizer\":\"lamb\""), std::string::npos);
-
-    Trainer second(make("split", {"hyperparameters.resume_from_checkpoint=latest"}), quiet());
-    const TrainResult c = second.train();
-    std::vector<double> joined = b.step_losses;
-    joined.insert(joined.end(), c.step_losses.begin(), c.step_losses.end());
-    ASSERT_EQ(joined.size(), a.step_losses.size());
-    for (size_t i = 0; i < joined.size(); ++i)
-        EXPECT_EQ(joined[i], a.step_losses[i]) << "step " << i + 1;
-    EXPECT_EQ(params_of(second), params_of(full));
+    // Not AdamW under another name: the same job with adamw takes other steps.
+    const TrainResult w =
+        Trainer(cls_job(extra, "adamw", {"hyperparameters.optim=adamw"}), quiet()).train();
+    EXPECT_NE(w.step_losses[2], lamb[2]);
 }
 
 // Plain SGD needs a far larger rate than AdamW on this tiny model.
 TEST_F(TrainerResume, SgdLearnsAndResumesExactly) {
-    const std::string extra =
+    const std::vector<double> sgd = expect_exact_resume(
         "  per_device_train_batch_size: 16\n  max_steps: 48\n  optim: sgd\n"
-        "  learning_rate: 3.0\n  weight_decay: 0.01\n";
-    auto make = [&](const std::string& out, const std::vector<std::string>& ov) {
-        Job j = job(job_text("sequence-classification", out, extra), ov);
-        j.data.eval.clear();
-        return j;
-    };
-    Trainer full(make("full", {}), quiet());
-    const TrainResult a = full.train();
-    ASSERT_EQ(a.step_losses.size(), 48u);
-    EXPECT_LT(mean(a.step_losses, 40, 48), mean(a.step_losses, 0, 8) - 0.2);
-    TrainerOptions o = quiet();
-    o.interrupt_at_step = 20;
-    const TrainResult b = Trainer(make("split", {}), o).train();
-    Trainer second(make("split", {"hyperparameters.resume_from_checkpoint=latest"}), quiet());
-    const TrainResult c = second.train();
-    std::vector<double> joined = b.step_losses;
-    joined.insert(joined.end(), c.step_losses.begin(), c.step_losses.end());
-    ASSERT_EQ(joined.size(), a.step_losses.size());
-    for (size_t i = 0; i < joined.size(); ++i)
-        EXPECT_EQ(joined[i], a.step_losses[i]) << "step " << i + 1;
-    EXPECT_EQ(params_of(second), params_of(full));
+        "  learning_rate: 3.0\n  weight_decay: 0.01\n",
+        20);
+    ASSERT_EQ(sgd.size(), 48u);
+    EXPECT_LT(mean(sgd, 40, 48), mean(sgd, 0, 8) - 0.2);
 }
 
 TEST_F(TrainerResume, CorruptCheckpointIsAClearError) {
