@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config
-  libdnnl-dev libopenblas-dev
+  libdnnl-dev ocl-icd-opencl-dev libopenblas-dev
   nlohmann-json3-dev libyaml-cpp-dev libcli11-dev libfmt-dev
   libutf8proc-dev libpcre2-dev
   zlib1g-dev libzstd-dev zstd
