@@ -16,6 +16,7 @@
 #include "optim/lamb.h"
 #include "optim/sgd.h"
 #include "parallel/dp_step.h"
+#include "parallel/pipeline_parallel.h"
 #include "tokenizer/tokenizer.h"
 #include "train/log_jsonl.h"
 #include "train/log_tensorboard.h"
@@ -102,8 +103,8 @@ Trainer::Trainer(Job job, TrainerOptions options)
     : job_(std::move(job)), opts_(std::move(options)) {
     if (opts_.sync) {
         sync_ = opts_.sync;
-    } else if (opts_.dp_comm && opts_.dp_comm->size() > 1) {
-        comm_sync_ = std::make_unique<CommReplicaSync>(*opts_.dp_comm);
+    } else if (opts_.dp_comm && (opts_.dp_comm->size() > 1 || opts_.world_comm)) {
+        comm_sync_ = std::make_unique<CommReplicaSync>(*opts_.dp_comm, opts_.world_comm);
         sync_ = comm_sync_.get();
     } else {
         sync_ = &local_sync_;
@@ -364,7 +365,54 @@ void Trainer::build_model_and_optimizer() {
     auto make_lamb = [lamb](ParamTable& table) -> std::unique_ptr<Optimizer> {
         return std::make_unique<Lamb>(table, lamb, DecayPolicy::table);
     };
-    if (opts_.dp_comm && opts_.dp_comm->size() > 1) {
+    if (opts_.pp_comm && opts_.pp_comm->size() > 1) {
+        LOOM_CHECK(opts_.dp_comm != nullptr, "pipeline parallelism needs the dp group");
+        const DistributionArgs& d = job_.distribution;
+        LOOM_CHECK(t.optim == OptimizerKind::adamw,
+                   "{}: hyperparameters.optim {} under pipeline parallelism: only adamw is "
+                   "supported there so far",
+                   job_.source, enum_name(t.optim));
+        const int P = opts_.pp_comm->size(), stage = opts_.pp_comm->rank();
+        const ScheduleKind kind =
+            d.pipeline == PipelineKind::simple ? ScheduleKind::simple : ScheduleKind::one_f_one_b;
+        LOOM_CHECK(d.pipeline != PipelineKind::interleaved,
+                   "{}: distribution.pipeline: interleaved (virtual stages) is not supported by "
+                   "`loom train` yet; use simple or 1f1b",
+                   job_.source);
+        const int n_micro = int(t.gradient_accumulation_steps * d.microbatches);
+        ModelConfig sc = config_;
+        sc.part = pipeline_stage_part(model_->num_layer_applications(), P, stage, d.partition);
+        const int slots = schedule_max_in_flight(kind, P, stage, n_micro, 1);
+        std::vector<std::unique_ptr<Model>> models;
+        for (int k = 0; k < slots; ++k) {
+            auto m = build_model(sc);
+            m->set_compute_dtype(t.bf16   ? ComputeDtype::bf16
+                                 : t.fp16 ? ComputeDtype::fp16
+                                          : ComputeDtype::fp32);
+            if (dist.activation_checkpointing)
+                m->set_activation_checkpointing(std::max<int64_t>(dist.checkpoint_every, 1));
+            m->set_logits_scope(LogitsScope::labelled_positions);
+            models.push_back(std::move(m));
+        }
+        DpOptions o;
+        o.zero = d.zero_stage == 0   ? ZeroStage::none
+                 : d.zero_stage == 1 ? ZeroStage::optimizer
+                                     : ZeroStage::gradients;
+        o.bucket_size_mb = d.bucket_size_mb;
+        pp_ = std::make_unique<PipelineParallel>(std::move(models), *opts_.pp_comm,
+                                                 *opts_.dp_comm, hp, DecayPolicy::table, o, kind);
+        copy_full_model_to_stage();
+        pp_->data_parallel().broadcast_parameters();
+        load_notes_.push_back(fmt::format(
+            "pipeline stage {} of {}: layer applications [{}, {}){}{}, {} of {} parameters, {} "
+            "model instance(s) for the micro-batches in flight ({} schedule, {} micro-batches "
+            "per step)",
+            stage, P, sc.part.app_begin, sc.part.app_end, sc.part.embeddings ? " + embeddings" : "",
+            sc.part.head ? " + head" : "", pp_->model().params().num_local_parameters(),
+            model_->params().num_parameters(), slots, schedule_kind_name(kind), n_micro));
+        if (opts_.dp_comm->size() > 1)
+            load_notes_.push_back("data parallel: " + pp_->data_parallel().memory_plan().describe());
+    } else if (opts_.dp_comm && opts_.dp_comm->size() > 1) {
         const DistributionArgs& d = job_.distribution;
         DpOptions o;
         o.zero = d.zero_stage == 0   ? ZeroStage::none
