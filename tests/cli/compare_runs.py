@@ -40,8 +40,8 @@ def main():
     assert worst < rtol, f"{other} differs from {ref} (limit {rtol})"
     ta, tb = tensors(ref + "/model.safetensors"), tensors(other + "/model.safetensors")
     assert ta.keys() == tb.keys(), f"tensor names differ: {sorted(ta.keys() ^ tb.keys())[:5]}"
-    diff = max(abs(x - y) for k in ta for x, y in zip(ta[k], tb[k]))
-    print(f"{other}: final parameters, max difference {diff:.2e}")
+    diff, where = max((max(abs(x - y) for x, y in zip(ta[k], tb[k])), k) for k in ta)
+    print(f"{other}: final parameters, max difference {diff:.2e} ({where})")
     # Sums of gradients in another order round differently; AdamW's
     # m / sqrt(v) amplifies that where v is tiny.
     assert diff < atol, f"{other}: final parameters differ (limit {atol})"
