@@ -17,6 +17,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace loom {
@@ -41,7 +42,15 @@ struct ModelPart {
     int64_t app_end = -1;  // -1: through the last application
     bool embeddings = true;
     bool head = true;
-    bool whole() const { return app_begin == 0 && app_end < 0 && embeddings && head; }
+    // Rows held beyond those the part runs: the rank's other model chunks
+    // under interleaved schedules, so that every chunk's instance shares one
+    // flat buffer (application ranges, and the embeddings / head rows).
+    std::vector<std::pair<int64_t, int64_t>> also_hold;
+    bool hold_embeddings = false;
+    bool hold_head = false;
+    bool whole() const {
+        return app_begin == 0 && app_end < 0 && embeddings && head && also_hold.empty();
+    }
 };
 
 struct ModelConfig {

@@ -138,6 +138,10 @@ class Model {
     GradReadyHook grad_ready_hook_;
 };
 
+// Transformer-layer applications of the config's model (ALBERT's shared
+// layers count once per use): what pipeline stages divide.
+int64_t model_layer_applications(const ModelConfig& config);
+
 // Builds the model the config names (family + task head), parameters
 // allocated but uninitialised: call load() or init().
 std::unique_ptr<Model> build_model(const ModelConfig& config);

@@ -41,19 +41,27 @@ void StackModel::apply_part() {
                "pipeline stage: layer applications [{}, {}) are outside the model's [0, {})",
                p.app_begin, app_end(), A);
     std::vector<bool> keep(size_t(table_.size()), false);
-    if (p.embeddings) {
+    if (p.embeddings || p.hold_embeddings) {
         const EmbeddingsView e = embeddings_view();
         for (const Embedding* m : {e.word, e.position, e.token_type})
             if (m) mark(keep, m->table);
         mark(keep, e.norm);
         mark(keep, e.mapping);
     }
-    for (int64_t a = p.app_begin; a < app_end(); ++a) {
-        const TransformerBlock& k = blocks_[size_t(schedule_[size_t(a)])];
-        for (const Linear* l : {&k.attn.qkv, &k.attn.proj, &k.mlp.fc, &k.mlp.proj}) mark(keep, l);
-        for (const LayerNorm* n : {&k.ln1, &k.ln2}) mark(keep, n);
+    std::vector<std::pair<int64_t, int64_t>> ranges{{p.app_begin, app_end()}};
+    ranges.insert(ranges.end(), p.also_hold.begin(), p.also_hold.end());
+    for (const auto& [b, e] : ranges) {
+        LOOM_CHECK(b >= 0 && e <= A && b < e,
+                   "pipeline stage: held layer applications [{}, {}) are outside [0, {})", b, e,
+                   A);
+        for (int64_t a = b; a < e; ++a) {
+            const TransformerBlock& k = blocks_[size_t(schedule_[size_t(a)])];
+            for (const Linear* l : {&k.attn.qkv, &k.attn.proj, &k.mlp.fc, &k.mlp.proj})
+                mark(keep, l);
+            for (const LayerNorm* n : {&k.ln1, &k.ln2}) mark(keep, n);
+        }
     }
-    if (p.head) {
+    if (p.head || p.hold_head) {
         mark(keep, &final_norm_);
         if (head_) {
             const HeadView h = head_->view();

@@ -45,14 +45,29 @@ ModelPart pipeline_stage_part(int64_t n_apps, int n_stages, int stage,
     return p;
 }
 
+ModelPart pipeline_chunk_part(int64_t n_apps, int pp_size, int n_virtual, int pp_rank, int chunk,
+                              const std::vector<int64_t>& partition) {
+    const int S = pp_size * n_virtual;
+    ModelPart p = pipeline_stage_part(n_apps, S, chunk * pp_size + pp_rank, partition);
+    for (int c = 0; c < n_virtual; ++c) {
+        if (c == chunk) continue;
+        const ModelPart o = pipeline_stage_part(n_apps, S, c * pp_size + pp_rank, partition);
+        p.also_hold.emplace_back(o.app_begin, o.app_end);
+        p.hold_embeddings = p.hold_embeddings || o.embeddings;
+        p.hold_head = p.hold_head || o.head;
+    }
+    return p;
+}
+
 PipelineParallel::PipelineParallel(std::vector<std::unique_ptr<Model>> stage_models,
                                    Communicator& pp, Communicator& dp, const AdamWParams& hp,
-                                   DecayPolicy decay, DpOptions dp_options, ScheduleKind kind)
-    : models_(std::move(stage_models)), pp_(pp), kind_(kind) {
-    LOOM_CHECK(!models_.empty(), "pipeline stage without a model");
-    LOOM_CHECK(kind != ScheduleKind::interleaved,
-               "pipeline: interleaved schedules (virtual stages) are not supported by the "
-               "trainer yet; use pipeline: simple or 1f1b");
+                                   DecayPolicy decay, DpOptions dp_options, ScheduleKind kind,
+                                   int n_virtual)
+    : models_(std::move(stage_models)), pp_(pp), kind_(kind), n_virtual_(n_virtual) {
+    LOOM_CHECK(!models_.empty() && n_virtual >= 1 && int(models_.size()) % n_virtual == 0,
+               "pipeline stage: {} model instances for {} chunks", models_.size(), n_virtual);
+    LOOM_CHECK((kind == ScheduleKind::interleaved) == (n_virtual > 1),
+               "pipeline: {} model chunks per rank need the interleaved schedule", n_virtual);
     Model& m0 = *models_[0];
     for (size_t i = 1; i < models_.size(); ++i) models_[i]->share_parameters(m0);
     C_ = m0.config().hidden_size;
@@ -93,17 +108,20 @@ void PipelineParallel::begin_step() {
 }
 
 double PipelineParallel::run(const std::vector<PipelineMicroBatch>& micro, double loss_scale) {
-    const int M = int(micro.size());
+    const int M = int(micro.size()), V = n_virtual_, S = n_stages() * V;
     LOOM_CHECK(M >= 1, "pipeline step without micro-batches");
-    const std::vector<Action> actions = make_schedule(kind_, n_stages(), stage(), M);
+    const std::vector<Action> actions = make_schedule(kind_, n_stages(), stage(), M, V);
     auto numel = [&](int m) { return micro[size_t(m)].inputs.B * micro[size_t(m)].inputs.T * C_; };
     for (auto* v : {&act_in_, &act_out_, &grad_in_, &grad_out_})
-        if (int(v->size()) < M) v->resize(size_t(M));
-    std::vector<int> slot_of(size_t(M), -1);
-    std::vector<int> free_slots;
-    for (int s = n_slots(); s-- > 0;) free_slots.push_back(s);
-    auto buffer = [&](std::vector<std::vector<float>>& v, int m) -> float* {
-        std::vector<float>& b = v[size_t(m)];
+        if (int(v->size()) < M * V) v->resize(size_t(M * V));
+    // Model instance of (chunk, micro-batch) while it is in flight; free
+    // instances per chunk.
+    std::vector<int> slot_of(size_t(M * V), -1);
+    std::vector<std::vector<int>> free_slots(static_cast<size_t>(V));
+    for (int c = 0; c < V; ++c)
+        for (int s = n_slots(); s-- > 0;) free_slots[size_t(c)].push_back(c * n_slots() + s);
+    auto buffer = [&](std::vector<std::vector<float>>& v, int c, int m) -> float* {
+        std::vector<float>& b = v[size_t(c * M + m)];
         if (int64_t(b.size()) < numel(m)) b.resize(size_t(numel(m)));
         return b.data();
     };
@@ -122,20 +140,26 @@ double PipelineParallel::run(const std::vector<PipelineMicroBatch>& micro, doubl
                 const int64_t n = numel(m);
                 if (n == 0) continue;  // an empty share of a short last batch, on every stage
                 const int peer = action_peer(c, n_stages(), stage());
+                const int v = c.virtual_stage;
+                const int g = global_stage(n_stages(), stage(), v);
+                // Tags name the boundary (the lower global stage) and the
+                // micro-batch, so both ends agree whatever the chunk numbers.
                 const bool grad = c.kind == ActionKind::send_grad || c.kind == ActionKind::recv_grad;
-                const int tag = (2 * m + (grad ? 1 : 0)) % 32768;
+                const bool upper = c.kind == ActionKind::recv_act || c.kind == ActionKind::send_grad;
+                const int boundary = upper ? g - 1 : g;
+                const int tag = ((m * S + boundary) * 2 + (grad ? 1 : 0)) % 32768;
                 switch (c.kind) {
                     case ActionKind::send_act:
-                        pp_.send(buffer(act_out_, m), n, DType::f32, peer, tag);
+                        pp_.send(buffer(act_out_, v, m), n, DType::f32, peer, tag);
                         break;
                     case ActionKind::recv_act:
-                        pp_.recv(buffer(act_in_, m), n, DType::f32, peer, tag);
+                        pp_.recv(buffer(act_in_, v, m), n, DType::f32, peer, tag);
                         break;
                     case ActionKind::send_grad:
-                        pp_.send(buffer(grad_out_, m), n, DType::f32, peer, tag);
+                        pp_.send(buffer(grad_out_, v, m), n, DType::f32, peer, tag);
                         break;
                     case ActionKind::recv_grad:
-                        pp_.recv(buffer(grad_in_, m), n, DType::f32, peer, tag);
+                        pp_.recv(buffer(grad_in_, v, m), n, DType::f32, peer, tag);
                         break;
                     default: break;
                 }
@@ -143,45 +167,47 @@ double PipelineParallel::run(const std::vector<PipelineMicroBatch>& micro, doubl
             pp_.group_end()->wait();
             continue;
         }
-        const int m = a.micro;
+        const int m = a.micro, v = a.virtual_stage;
         const PipelineMicroBatch& mb = micro[size_t(m)];
+        std::vector<int>& free = free_slots[size_t(v)];
+        int& slot = slot_of[size_t(v * M + m)];
         ++i;
         if (a.kind == ActionKind::forward) {
             if (mb.inputs.B == 0) continue;
-            LOOM_CHECK(!free_slots.empty(),
+            LOOM_CHECK(!free.empty(),
                        "pipeline: more micro-batches in flight than the {} model instances",
                        n_slots());
-            const int s = free_slots.back();
-            free_slots.pop_back();
-            slot_of[size_t(m)] = s;
+            const int s = free.back();
+            free.pop_back();
+            slot = s;
             ModelInputs in = mb.inputs;
-            if (!is_first()) in.stage_input = buffer(act_in_, m);
+            if (!is_first(v)) in.stage_input = buffer(act_in_, v, m);
             const LossSum l = models_[size_t(s)]->forward(in, mb.dropout);
-            if (is_last()) {
+            if (is_last(v)) {
                 LOOM_ASSERT(l.count == mb.label_count,
                             "the model counted {} labels in a micro-batch, the loader {}",
                             l.count, mb.label_count);
                 loss_sum += l.sum;
             } else {
-                std::memcpy(buffer(act_out_, m), models_[size_t(s)]->stage_output(),
+                std::memcpy(buffer(act_out_, v, m), models_[size_t(s)]->stage_output(),
                             size_t(numel(m)) * sizeof(float));
             }
         } else if (a.kind == ActionKind::backward) {
             if (mb.inputs.B == 0) continue;
-            const int s = slot_of[size_t(m)];
+            const int s = slot;
             LOOM_ASSERT(s >= 0, "pipeline: backward of micro-batch {} before its forward", m);
             Model& model = *models_[size_t(s)];
             if (mb.label_count > 0) {
-                model.backward(loss_scale, is_last() ? nullptr : buffer(grad_in_, m));
-                if (!is_first())
-                    std::memcpy(buffer(grad_out_, m), model.stage_input_grad(),
+                model.backward(loss_scale, is_last(v) ? nullptr : buffer(grad_in_, v, m));
+                if (!is_first(v))
+                    std::memcpy(buffer(grad_out_, v, m), model.stage_input_grad(),
                                 size_t(numel(m)) * sizeof(float));
-            } else if (!is_first()) {
+            } else if (!is_first(v)) {
                 // No labels, no loss: nothing flows back (every stage knows).
-                std::fill_n(buffer(grad_out_, m), numel(m), 0.0f);
+                std::fill_n(buffer(grad_out_, v, m), numel(m), 0.0f);
             }
-            slot_of[size_t(m)] = -1;
-            free_slots.push_back(s);
+            slot = -1;
+            free.push_back(s);
         }
     }
     pp_.all_reduce(&loss_sum, 1, DType::f64, ReduceOp::sum)->wait();

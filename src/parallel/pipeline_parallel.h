@@ -19,10 +19,14 @@
 //   norm = pp.clip_grad_norm(max_norm);                      // over all stages and replicas
 //   pp.step(lr);
 //
-// What it deliberately does not do yet: interleaved virtual stages (one model
-// chunk per rank), overlapping the dp reduction with the pipeline's backward
-// (the dp reduction starts after the last micro-batch), and ZeRO-2's
-// per-micro-batch gradient release (the whole step counts as one micro-batch).
+// Interleaved schedules: the rank runs n_virtual model chunks (chunk c is
+// global stage c * pp + rank, ModelPart::also_hold makes every chunk's
+// instance hold all of the rank's rows), each with its own instances.
+//
+// What it deliberately does not do yet: overlapping the dp reduction with the
+// pipeline's backward (the dp reduction starts after the last micro-batch),
+// and ZeRO-2's per-micro-batch gradient release (the whole step counts as one
+// micro-batch).
 #pragma once
 
 #include <cstdint>
@@ -44,6 +48,11 @@ namespace loom {
 // (applications per stage, summing to n_apps) when it is not empty.
 ModelPart pipeline_stage_part(int64_t n_apps, int n_stages, int stage,
                               const std::vector<int64_t>& partition = {});
+// Chunk `chunk` of pipeline rank `pp_rank` under n_virtual chunks per rank:
+// global stage chunk * pp_size + pp_rank of pp_size * n_virtual, holding the
+// rows of the rank's other chunks too.
+ModelPart pipeline_chunk_part(int64_t n_apps, int pp_size, int n_virtual, int pp_rank, int chunk,
+                              const std::vector<int64_t>& partition = {});
 
 struct PipelineMicroBatch {
     ModelInputs inputs;   // views owned by the caller, valid through run()
@@ -53,12 +62,13 @@ struct PipelineMicroBatch {
 
 class PipelineParallel {
   public:
-    // `stage_models`: this stage's model instances, built from one config with
-    // the stage's part; the first owns the buffers, the others are made to
-    // share them. pp and dp must outlive this object.
+    // `stage_models`: this rank's model instances, n_virtual chunks x the same
+    // number each (chunk c's at [c * n, (c + 1) * n)), built with each chunk's
+    // part; the first owns the buffers, the others are made to share them.
+    // pp and dp must outlive this object.
     PipelineParallel(std::vector<std::unique_ptr<Model>> stage_models, Communicator& pp,
                      Communicator& dp, const AdamWParams& hp, DecayPolicy decay,
-                     DpOptions dp_options, ScheduleKind kind);
+                     DpOptions dp_options, ScheduleKind kind, int n_virtual = 1);
     ~PipelineParallel();
     PipelineParallel(const PipelineParallel&) = delete;
     PipelineParallel& operator=(const PipelineParallel&) = delete;
@@ -67,9 +77,13 @@ class PipelineParallel {
     DataParallel& data_parallel() { return *dp_; }
     int stage() const { return pp_.rank(); }
     int n_stages() const { return pp_.size(); }
-    bool is_first() const { return stage() == 0; }
-    bool is_last() const { return stage() == n_stages() - 1; }
-    int n_slots() const { return int(models_.size()); }
+    int n_virtual() const { return n_virtual_; }
+    // Chunk c runs the embeddings / the head.
+    bool is_first(int chunk) const { return chunk == 0 && stage() == 0; }
+    bool is_last(int chunk) const {
+        return chunk == n_virtual_ - 1 && stage() == n_stages() - 1;
+    }
+    int n_slots() const { return int(models_.size()) / n_virtual_; }  // per chunk
     // Rows held by more than one stage (their gradients are summed on pp).
     const std::vector<int>& shared_rows() const { return shared_rows_; }
 
@@ -106,13 +120,15 @@ class PipelineParallel {
     Communicator& pp_;
     std::unique_ptr<DataParallel> dp_;
     ScheduleKind kind_;
+    int n_virtual_ = 1;
     int64_t C_ = 0;
     std::vector<std::vector<uint8_t>> holds_;  // (stages, rows) row held (local) by stage
     std::vector<int> shared_rows_;             // rows held by several stages
     // Flat ranges of shared rows this stage holds but does not own (counted
     // by a lower stage in the norm).
     std::vector<std::pair<int64_t, int64_t>> norm_excluded_;
-    // Per micro-batch message buffers, kept across steps (first touch is slow).
+    // Per (chunk, micro-batch) message buffers, kept across steps (first touch
+    // is slow); index chunk * n_micro + micro.
     std::vector<std::vector<float>> act_in_, act_out_, grad_in_, grad_out_;
 };
 

@@ -333,7 +333,7 @@ EvalOutput Trainer::evaluate(bool keep_outputs) {
     LoaderOptions lo = loader_options(job_.training.per_device_eval_batch_size, false);
     lo.dp_rank = 0;
     lo.dp_size = 1;
-    return evaluate_model(*model_, eval_, lo, eo);
+    return evaluate_model(ensure_full_model(), eval_, lo, eo);
 }
 
 TrainResult Trainer::train() {
@@ -359,7 +359,7 @@ TrainResult Trainer::train() {
     for (const auto& n : load_notes_) say(n);
     say(fmt::format("model: {} ({}), {} parameters; task {}", config_.architecture,
                     job_.model.weights_path.empty() ? "from scratch" : job_.model.weights_path,
-                    model_->params().num_parameters(), enum_name(job_.task)));
+                    train_model().params().num_parameters(), enum_name(job_.task)));
     say(fmt::format(
         "plan: {} examples, {} steps ({} per epoch, {} epochs), global batch {} = {} "
         "x {} accumulation x {} replicas, warmup {}, {} threads",
@@ -392,7 +392,7 @@ TrainResult Trainer::train() {
     }
     SignalGuard guard(opts_.handle_signals);
     // The training step only needs the masked positions' logits.
-    model_->set_logits_scope(LogitsScope::labelled_positions);
+    train_model().set_logits_scope(LogitsScope::labelled_positions);
     loader_->seek({state_.loader_epoch, state_.loader_batches});
     std::vector<TokenBatch> mb(size_t(t.gradient_accumulation_steps));
     const int64_t bpe = loader_->batches_per_epoch();
@@ -414,7 +414,7 @@ TrainResult Trainer::train() {
                 "after the first step: activations {:.1f} MiB measured (longest batch so far; "
                 "planned {:.1f} MiB at max_seq_length), process peak resident {:.1f} MiB "
                 "(predicted {:.1f} MiB + the runtime)",
-                mib(double((pp_ ? pp_->model() : *model_).activation_bytes())),
+                mib(double(train_model().activation_bytes())),
                 mib(mem.activations_per_micro + mem.workspace), mib(peak_resident_bytes()),
                 mib(mem.peak));
             if (progress_)
@@ -476,7 +476,7 @@ TrainResult Trainer::train() {
         if (do_eval) {
             run_evaluation(gs);
             stop_early = early_stop_check();
-            model_->set_logits_scope(LogitsScope::labelled_positions);
+            train_model().set_logits_scope(LogitsScope::labelled_positions);
         }
         if (opts_.interrupt_at_step == gs) trainer_stop_signal().store(SIGTERM);
         // A signal on any replica stops them all after the same step.

@@ -169,8 +169,13 @@ class Trainer {
     // optimizer and dp reduction. model_ is then the whole model, refreshed
     // from the stages for evaluation, checkpoints and export.
     std::unique_ptr<PipelineParallel> pp_;
+    // Builds model_ (the whole model) if a pipeline stage has not yet.
+    Model& ensure_full_model();
+    // Collective on pp: the stages' rows into model_.
     void refresh_full_model();
-    void copy_full_model_to_stage();
+    ComputeDtype compute_dtype() const;
+    // The model this rank trains: its stage's, or the whole one.
+    Model& train_model();
 
     std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
     ModelConfig config_;

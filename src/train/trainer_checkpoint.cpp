@@ -56,22 +56,30 @@ void Trainer::update_best(const std::string& checkpoint_name) {
         state_.best_model_checkpoint = checkpoint_name;
 }
 
+ComputeDtype Trainer::compute_dtype() const {
+    return job_.training.bf16   ? ComputeDtype::bf16
+           : job_.training.fp16 ? ComputeDtype::fp16
+                                : ComputeDtype::fp32;
+}
+
+Model& Trainer::train_model() {
+    return pp_ ? pp_->model() : *model_;
+}
+
+Model& Trainer::ensure_full_model() {
+    if (!model_) {
+        model_ = build_model(config_);
+        model_->set_compute_dtype(compute_dtype());
+    }
+    return *model_;
+}
+
 void Trainer::refresh_full_model() {
     if (!pp_) return;
     // Collective on pp (and dp under ZeRO): every rank gets every row.
-    ParamTable& full = model_->params();
+    ParamTable& full = ensure_full_model().params();
     for (const auto& [name, t] : pp_->gather_params())
         std::memcpy(full.param(full.index(name)), t.raw(), size_t(t.numel()) * sizeof(float));
-}
-
-void Trainer::copy_full_model_to_stage() {
-    if (!pp_) return;
-    const ParamTable& full = model_->params();
-    ParamTable& stage = pp_->model().params();
-    for (int i = 0; i < stage.size(); ++i)
-        if (stage.row(i).local)
-            std::memcpy(stage.param(i), full.param(full.index(stage.row(i).name)),
-                        size_t(stage.row(i).numel()) * sizeof(float));
 }
 
 std::string Trainer::save_checkpoint() {
@@ -145,7 +153,9 @@ void Trainer::resume(const std::string& spec) {
     s.total_steps = plan_.total_steps;
 
     const std::string model_path = (fs::path(dir) / "model.safetensors").string();
-    const LoadReport rep = model_->params().load(SafetensorsFile::open(model_path), model_path);
+    // A pipeline stage reads its own rows of the whole model's file.
+    const LoadReport rep =
+        train_model().params().load(SafetensorsFile::open(model_path), model_path);
     LOOM_CHECK(rep.newly_initialised.empty(),
                "checkpoint {}: model.safetensors lacks {} (and {} more): it was saved from a "
                "different model",
@@ -157,7 +167,6 @@ void Trainer::resume(const std::string& spec) {
     for (const auto& n : opt.names()) tensors[n] = opt.get(n);
     auto it = opt.metadata().find("step");
     LOOM_CHECK(it != opt.metadata().end(), "{}: metadata has no 'step'", opt_path);
-    copy_full_model_to_stage();
     if (pp_)
         pp_->load_optimizer_state(tensors, std::stoll(it->second));
     else if (dp_)
@@ -179,7 +188,7 @@ void Trainer::load_best_model() {
         (fs::path(job_.training.output_dir) / state_.best_model_checkpoint).string();
     verify_checkpoint(dir);
     const std::string path = (fs::path(dir) / "model.safetensors").string();
-    model_->params().load(SafetensorsFile::open(path), path);
+    ensure_full_model().params().load(SafetensorsFile::open(path), path);
 }
 
 void Trainer::export_model(const std::string& dir) const {
@@ -251,7 +260,7 @@ void Trainer::finish_run(TrainResult& r, double runtime_s) {
     ri.summary = {
         {"task", std::string(enum_name(job_.task))},
         {"model", fmt::format("{} ({} parameters)", config_.architecture,
-                              model_->params().num_parameters())},
+                              train_model().params().num_parameters())},
         {"started from",
          job_.model.weights_path.empty() ? "random initialisation" : job_.model.weights_path},
         {"steps",
