@@ -256,31 +256,40 @@ double PipelineParallel::clip_grad_norm(double max_norm) {
 
 std::map<std::string, Tensor> PipelineParallel::gather_rows(
     const std::map<std::string, Tensor>& local,
-    const std::vector<std::pair<std::string, int>>& names_rows) const {
+    const std::vector<std::pair<std::string, int>>& names_rows, bool to_all) const {
     const ParamTable& t = models_[0]->params();
     std::map<std::string, Tensor> out;
+    // Rows go one at a time, in the same order on every stage, so at most one
+    // row is in flight beyond what the receiver keeps.
     for (const auto& [name, row] : names_rows) {
         const int h = holder(row);
+        const bool receive = to_all || stage() == 0;
+        if (!receive && h != stage()) continue;
         Tensor x = Tensor::empty(DType::f32, t.row(row).shape, name);
         if (h == stage()) {
             auto it = local.find(name);
             LOOM_ASSERT(it != local.end(), "pipeline gather: stage {} lacks '{}'", stage(), name);
             std::memcpy(x.raw(), it->second.raw(), size_t(x.numel()) * sizeof(float));
         }
-        pp_.broadcast(x.raw(), x.numel(), DType::f32, h)->wait();
-        out[name] = x;
+        if (to_all)
+            pp_.broadcast(x.raw(), x.numel(), DType::f32, h)->wait();
+        else if (h != 0 && h == stage())
+            pp_.send(x.raw(), x.numel(), DType::f32, 0, 0)->wait();
+        else if (h != 0 && stage() == 0)
+            pp_.recv(x.raw(), x.numel(), DType::f32, h, 0)->wait();
+        if (receive) out[name] = x;
     }
     return out;
 }
 
-std::map<std::string, Tensor> PipelineParallel::gather_params() const {
+std::map<std::string, Tensor> PipelineParallel::gather_params(bool to_all) const {
     const ParamTable& t = models_[0]->params();
     std::vector<std::pair<std::string, int>> names;
     for (int i = 0; i < t.size(); ++i) names.emplace_back(t.row(i).name, i);
-    return gather_rows(t.param_tensors(), names);
+    return gather_rows(t.param_tensors(), names, to_all);
 }
 
-std::map<std::string, Tensor> PipelineParallel::gather_optimizer_state() const {
+std::map<std::string, Tensor> PipelineParallel::gather_optimizer_state(bool to_all) const {
     const ParamTable& t = models_[0]->params();
     const std::map<std::string, Tensor> local = dp_->optimizer_state();
     std::vector<std::pair<std::string, int>> names;
@@ -294,7 +303,7 @@ std::map<std::string, Tensor> PipelineParallel::gather_optimizer_state() const {
         names.emplace_back("exp_avg." + t.row(i).name, i);
         names.emplace_back("exp_avg_sq." + t.row(i).name, i);
     }
-    return gather_rows(local, names);
+    return gather_rows(local, names, to_all);
 }
 
 void PipelineParallel::load_optimizer_state(const std::map<std::string, Tensor>& state,

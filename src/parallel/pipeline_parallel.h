@@ -102,9 +102,12 @@ class PipelineParallel {
     int64_t step_count() const { return dp_->step_count(); }
 
     // Every row of the whole model by HF name (collective on pp and, under
-    // ZeRO, dp): each row comes from the lowest stage that holds it.
-    std::map<std::string, Tensor> gather_params() const;
-    std::map<std::string, Tensor> gather_optimizer_state() const;
+    // ZeRO, dp): each row comes from the lowest stage that holds it. With
+    // `to_all` false only pp stage 0 receives them (the others get an empty
+    // map), so a checkpoint or an export never holds the whole model on
+    // every rank.
+    std::map<std::string, Tensor> gather_params(bool to_all = true) const;
+    std::map<std::string, Tensor> gather_optimizer_state(bool to_all = true) const;
     // Keeps this stage's rows of a whole model's optimizer state (local).
     void load_optimizer_state(const std::map<std::string, Tensor>& state, int64_t step);
 
@@ -114,7 +117,7 @@ class PipelineParallel {
     // Broadcasts each named tensor from the holder of its row over pp.
     std::map<std::string, Tensor> gather_rows(
         const std::map<std::string, Tensor>& local,
-        const std::vector<std::pair<std::string, int>>& names_rows) const;
+        const std::vector<std::pair<std::string, int>>& names_rows, bool to_all) const;
 
     std::vector<std::unique_ptr<Model>> models_;
     Communicator& pp_;

@@ -310,13 +310,24 @@ bool Trainer::early_stop_check() {
 // What this layout should take per rank (parallel/layout_plan.h: the same
 // formulas as `loom plan`).
 MemoryPlan Trainer::memory_plan(bool checkpointing) const {
+    const DistributionArgs& d = job_.distribution;
     PlanWorkload w;
     w.micro_batch = job_.training.per_device_train_batch_size;
     w.seq = job_.data.max_seq_length;
     w.microbatches = job_.training.gradient_accumulation_steps;
     LayoutChoice l;
     l.dp = int(sync_->dp_size());
-    l.zero_stage = dp_ ? int(job_.distribution.zero_stage) : 0;
+    l.zero_stage = dp_ || pp_ ? int(d.zero_stage) : 0;
+    if (pp_) {
+        // Each batch is split into `microbatches` pipeline micro-batches.
+        l.pp = pp_->n_stages();
+        l.schedule = d.pipeline == PipelineKind::simple        ? ScheduleKind::simple
+                     : d.pipeline == PipelineKind::interleaved ? ScheduleKind::interleaved
+                                                               : ScheduleKind::one_f_one_b;
+        l.virtual_stages = pp_->n_virtual();
+        w.micro_batch = std::max<int64_t>(1, w.micro_batch / d.microbatches);
+        w.microbatches *= d.microbatches;
+    }
     l.checkpointing = checkpointing;
     l.checkpoint_every = int(std::max<int64_t>(job_.distribution.checkpoint_every, 1));
     return plan_memory(plan_model_from_config(config_), w, l);

@@ -171,8 +171,9 @@ class Trainer {
     std::unique_ptr<PipelineParallel> pp_;
     // Builds model_ (the whole model) if a pipeline stage has not yet.
     Model& ensure_full_model();
-    // Collective on pp: the stages' rows into model_.
-    void refresh_full_model();
+    // Collective on pp: the stages' rows into model_, on every rank or (for
+    // export) only on the main one.
+    void refresh_full_model(bool all_ranks = true);
     ComputeDtype compute_dtype() const;
     // The model this rank trains: its stage's, or the whole one.
     Model& train_model();

@@ -74,11 +74,13 @@ Model& Trainer::ensure_full_model() {
     return *model_;
 }
 
-void Trainer::refresh_full_model() {
+void Trainer::refresh_full_model(bool all_ranks) {
     if (!pp_) return;
-    // Collective on pp (and dp under ZeRO): every rank gets every row.
+    // Collective on pp (and dp under ZeRO).
+    const std::map<std::string, Tensor> rows = pp_->gather_params(all_ranks);
+    if (!all_ranks && !sync_->is_main()) return;
     ParamTable& full = ensure_full_model().params();
-    for (const auto& [name, t] : pp_->gather_params())
+    for (const auto& [name, t] : rows)
         std::memcpy(full.param(full.index(name)), t.raw(), size_t(t.numel()) * sizeof(float));
 }
 
@@ -87,12 +89,12 @@ std::string Trainer::save_checkpoint() {
     // gathered into global tensors by HF name (a collective, so every rank
     // comes here); rank 0 writes. Pipeline stages gather every row too.
     const std::map<std::string, Tensor> opt_state =
-        pp_ ? pp_->gather_optimizer_state()
+        pp_ ? pp_->gather_optimizer_state(false)
             : (dp_ ? dp_->optimizer_state() : optimizer_->state_tensors());
     const int64_t opt_step =
         pp_ ? pp_->step_count() : (dp_ ? dp_->step_count() : optimizer_->step_count());
     const std::map<std::string, Tensor> params =
-        pp_ ? pp_->gather_params() : model_->params().param_tensors();
+        pp_ ? pp_->gather_params(false) : model_->params().param_tensors();
     const int64_t step = state_.global_step;
     const std::string name = "checkpoint-" + std::to_string(step);
     if (!sync_->is_main()) {
@@ -205,7 +207,8 @@ void Trainer::finish_run(TrainResult& r, double runtime_s) {
         }
     };
     const int64_t gs = state_.global_step;
-    refresh_full_model();  // collective: the stages' rows into the whole model
+    // Collective: the stages' rows into the whole model, on the exporting rank.
+    refresh_full_model(/*all_ranks=*/false);
     // Throughput over all replicas (a collective: before any rank returns).
     r.samples = int64_t(sync_->sum(double(r.samples)));
     r.skipped_steps = state_.skipped_steps;
