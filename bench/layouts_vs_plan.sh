@@ -31,7 +31,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_
 world=8 global=16 micro=4
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-echo "load average: $(cut -d' ' -f1-3 /proc/loadavg), cores: $(nproc)"
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg), cores: $(nproc --all)"
 
 python3 - "$work" <<'PY'
 import glob, json, sys
@@ -70,6 +70,7 @@ YAML
 "$loom" plan "$work/job.yaml" --world $world --all \
     --set hyperparameters.per_device_train_batch_size=$global > "$work/plan.txt"
 head -2 "$work/plan.txt"
+grep -E "^dp[0-9]+ tp1 " "$work/plan.txt" | grep -v ckpt || true
 
 results=()
 for spec in "${layouts[@]}"; do

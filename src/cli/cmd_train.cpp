@@ -79,6 +79,10 @@ void run_train(const TrainOptions& o) {
                job.source, d.data_parallel_degree, pp, world_size);
     CommOptions co;
     co.timeout_s = d.collective_timeout_s;
+    // More ranks than cores on this node: a waiting rank naps after 2 ms
+    // (pipeline stages wait whole stage times for their neighbours).
+    if (const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE"))
+        if (std::atoi(local) > int(std::thread::hardware_concurrency())) co.spin_s = 0.002;
     auto world = comm_mpi_world(co);
     TopologyConfig tc;
     tc.pp = pp;

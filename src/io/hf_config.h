@@ -33,6 +33,8 @@ std::string_view family_name(ModelFamily f);  // "bert", ... (HF model_type)
 std::string_view task_name(TaskKind t);
 std::optional<TaskKind> task_from_name(std::string_view name);
 
+class ParamTable;
+
 // Pipeline parallelism: the part of a model one stage builds and runs.
 // Layer applications [app_begin, app_end) (ALBERT's shared layer counts once
 // per application), the embeddings on the first stage, the final norm and the
@@ -48,6 +50,9 @@ struct ModelPart {
     std::vector<std::pair<int64_t, int64_t>> also_hold;
     bool hold_embeddings = false;
     bool hold_head = false;
+    // Pipeline micro-batch instances: use this table's buffers instead of
+    // allocating (the same config and part; see Model::share_parameters).
+    const ParamTable* share_with = nullptr;
     bool whole() const {
         return app_begin == 0 && app_end < 0 && embeddings && head && also_hold.empty();
     }

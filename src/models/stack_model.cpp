@@ -80,7 +80,10 @@ void StackModel::apply_part() {
 
 void StackModel::finish_build() {
     apply_part();
-    table_.allocate();
+    if (config_.part.share_with)
+        table_.share_buffers(*config_.part.share_with);
+    else
+        table_.allocate();
     bind_all();
     // NOTE: the grad-ready hook relies on the build order every family uses:
     // embeddings, then the blocks, then the final norm and the head. Rows

@@ -65,6 +65,13 @@ void ParamTable::set_absent(int i) {
 
 void ParamTable::allocate() {
     LOOM_ASSERT(!allocated(), "parameter table allocated twice");
+    lay_out();
+    const size_t bytes = size_t(std::max<int64_t>(flat_numel_, 1)) * sizeof(float);
+    params_ = Storage::alloc(bytes);
+    grads_ = Storage::alloc(bytes);
+}
+
+void ParamTable::lay_out() {
     bool any_absent = false;
     for (const auto& r : rows_) any_absent = any_absent || !r.local;
     if (any_absent) {
@@ -82,12 +89,10 @@ void ParamTable::allocate() {
         }
         flat_numel_ = end;
     }
-    const size_t bytes = size_t(std::max<int64_t>(flat_numel_, 1)) * sizeof(float);
-    params_ = Storage::alloc(bytes);
-    grads_ = Storage::alloc(bytes);
 }
 
 void ParamTable::share_buffers(const ParamTable& owner) {
+    if (!allocated()) lay_out();
     LOOM_ASSERT(owner.allocated() && owner.flat_numel_ == flat_numel_ &&
                     owner.rows_.size() == rows_.size(),
                 "share_buffers: the tables differ ({} vs {} elements)", owner.flat_numel_,

@@ -95,6 +95,8 @@ public:
     // (same rows, same presence), so several model instances accumulate into
     // one gradient buffer. Modules must bind again afterwards.
     void share_buffers(const ParamTable& owner);
+    // Lays the local rows out (what allocate() does before allocating).
+    void lay_out();
     bool allocated() const { return params_ != nullptr; }
 
     const std::vector<ParamRow>& rows() const { return rows_; }

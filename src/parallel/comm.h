@@ -57,6 +57,12 @@ struct CommOptions {
     // bytes as a ring all-reduce, more latency); reduce_scatter an all-to-all.
     // CommLocal always reduces in rank order, so the flag changes nothing there.
     bool fixed_order_reduction = false;
+    // Seconds a wait polls tightly (yielding) before it naps ~0.5 ms between
+    // polls. Open MPI advances transfers only inside its calls, so tight
+    // polling suits a rank per core; with more ranks than cores (a pipeline
+    // on a small machine) waiting stages must leave the cores to the working
+    // ones, so the launcher sets a short spin.
+    double spin_s = 1.0;
 };
 
 // What a Work reports when it times out; filled by the communicator.

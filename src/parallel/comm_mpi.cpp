@@ -120,14 +120,15 @@ public:
 protected:
     bool wait_until(Clock::time_point deadline) override {
         // Open MPI's nonblocking collectives advance only inside MPI calls, so
-        // poll tightly (yielding the core to oversubscribed peers) for the
-        // first second; after that the wait is a stall, not a transfer, and a
-        // ~1 ms nap keeps an idle rank from burning a core until the timeout.
+        // poll tightly (yielding the core to oversubscribed peers) for
+        // CommOptions::spin_s; after that the wait is a stall, not a transfer,
+        // and a ~0.5 ms nap keeps an idle rank from burning a core.
         const auto start = Clock::now();
+        const auto spin = std::chrono::duration<double>(info_.options.spin_s);
         while (!test()) {
             const auto now = Clock::now();
             if (now > deadline) return false;
-            if (now - start < std::chrono::seconds(1))
+            if (now - start < spin)
                 std::this_thread::yield();
             else
                 std::this_thread::sleep_for(std::chrono::microseconds(500));

@@ -404,6 +404,8 @@ void Trainer::build_model_and_optimizer() {
         std::vector<std::unique_ptr<Model>> models;
         for (int k = 0; k < slots * V; ++k) {
             sc.part = pipeline_chunk_part(n_apps, P, V, stage, k / slots, d.partition);
+            // Instances after the first use its buffers from the start.
+            if (k > 0) sc.part.share_with = &models[0]->params();
             auto m = build_model(sc);
             m->set_compute_dtype(compute_dtype());
             if (dist.activation_checkpointing)
