@@ -8,12 +8,13 @@
 #   step time  = (train_runtime of a 4-step run - that of a 2-step run) / 2,
 #                so start-up, first touch of memory and the first step's
 #                planning cancel out
-#   peak       = the largest resident set of any rank (GNU time's %M), which
-#                includes the runtime (binary, Open MPI, libraries) that the
-#                plan leaves out
+#   peak       = the largest resident set of any rank after the first step,
+#                as `loom train` reports it, which includes the runtime
+#                (binary, Open MPI, libraries) that the plan leaves out
 #
 #   bench/layouts_vs_plan.sh [loom binary] [layouts...]
-#   layouts: DPxPP[:schedule] (default: 1x8 2x4 4x2 1x8:simple 2x4:interleaved)
+#   layouts: DPxPP[:schedule] (default: 1x8:simple 2x4 4x2 2x4:interleaved);
+#   each layout splits its replica's batch into 8 / dp micro-batches of 2 rows
 #
 # NOTE: 8 ranks share this machine's cores (one thread each); the plan's
 # machine model says the same (docs/cost-model.md). Run on a quiet machine:
@@ -23,12 +24,12 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 loom=${1:-$root/build/cpu-release/loom}
 shift || true
 layouts=("$@")
-[[ ${#layouts[@]} -gt 0 ]] || layouts=(1x8 2x4 4x2 1x8:simple 2x4:interleaved)
+[[ ${#layouts[@]} -gt 0 ]] || layouts=(1x8:simple 2x4 4x2 2x4:interleaved)
 [[ -x $loom ]] || { echo "layouts_vs_plan.sh: no loom at $loom" >&2; exit 2; }
 unset OPENBLAS_CORETYPE
 export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-world=8 global=16 micro=4
+world=8 global=16
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg), cores: $(nproc --all)"
@@ -65,12 +66,7 @@ task: masked-lm
 data: {train: $work/train.jsonl, max_seq_length: 128}
 hyperparameters: {output_dir: $work/out, per_device_train_batch_size: 8, save_strategy: "no",
                   logging_steps: 1, max_grad_norm: 1.0, seed: 1}
-distribution: {microbatches: $micro}
 YAML
-"$loom" plan "$work/job.yaml" --world $world --all \
-    --set hyperparameters.per_device_train_batch_size=$global > "$work/plan.txt"
-head -2 "$work/plan.txt"
-grep -E "^dp[0-9]+ tp1 " "$work/plan.txt" | grep -v ckpt || true
 
 results=()
 for spec in "${layouts[@]}"; do
@@ -78,36 +74,47 @@ for spec in "${layouts[@]}"; do
   sched=1f1b
   [[ $spec == *:* ]] && sched=${spec#*:}
   dp=${lay%x*} pp=${lay#*x}
+  micro=$((8 / dp))
   set_args=(--set "hyperparameters.per_device_train_batch_size=$((global / dp))"
-            --set "distribution.pipeline_parallel_degree=$pp" --set "distribution.pipeline=$sched")
+            --set "distribution.pipeline_parallel_degree=$pp" --set "distribution.pipeline=$sched"
+            --set "distribution.microbatches=$micro")
+  plan=$work/plan_${lay}_${sched}.txt
+  "$loom" plan "$work/job.yaml" --world $world --all --set distribution.microbatches=$micro \
+      --set hyperparameters.per_device_train_batch_size=$global > "$plan"
+  [[ ${#results[@]} -gt 0 ]] || head -2 "$plan"
+  grep -E "^dp$dp tp1 pp$pp $sched " "$plan" || true
   [[ $sched == interleaved ]] && set_args+=(--set distribution.virtual_stages=2)
   ((dp > 1)) && set_args+=(--set distribution.zero_stage=1)
   for steps in 2 4; do
     out=$work/run_${lay}_${sched}_$steps
     mpirun --allow-run-as-root --oversubscribe --bind-to none -np $world \
-        /usr/bin/time -f "maxrss_kb %M" "$loom" train "$work/job.yaml" --quiet \
+        "$loom" train "$work/job.yaml" \
         --set "hyperparameters.output_dir=$out" --set "hyperparameters.max_steps=$steps" \
         "${set_args[@]}" > "$out.log" 2>&1 || { tail -20 "$out.log"; exit 1; }
   done
-  results+=("$dp $pp $sched $work/run_${lay}_${sched}_2 $work/run_${lay}_${sched}_4")
+  results+=("$dp $pp $sched $work/run_${lay}_${sched}_2 $work/run_${lay}_${sched}_4 $plan")
 done
 
-python3 - "$work/plan.txt" "${results[@]}" <<'PY'
+python3 - "${results[@]}" <<'PY'
 import json, re, sys
-plan = {}
-for line in open(sys.argv[1]):
-    m = re.match(r"(dp\d+ tp\d+ pp\d+(?: \w+)?)\s+([\d.]+)\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+([\d.]+)", line)
-    if m and "ckpt" not in line:
-        plan[m.group(1).strip()] = (float(m.group(2)), float(m.group(3)))
+def plan_of(path):
+    plan = {}
+    for line in open(path):
+        m = re.match(r"(dp\d+ tp\d+ pp\d+(?: \w+)?)\s+([\d.]+)\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+([\d.]+)", line)
+        if m and "ckpt" not in line:
+            plan[m.group(1).strip()] = (float(m.group(2)), float(m.group(3)))
+    return plan
 def runtime(d):
     rows = [json.loads(l) for l in open(d + "/metrics.jsonl")]
     return [r for r in rows if "train_runtime" in r][-1]["train_runtime"]
 def peak_gib(d):
-    kb = [int(l.split()[1]) for l in open(d + ".log") if l.startswith("maxrss_kb")]
-    return max(kb) / 2**20
+    # "after the first step: ... process peak resident X MiB (...), the largest of all ranks"
+    m = re.search(r"process peak resident ([\d.]+) MiB", open(d + ".log").read())
+    return float(m.group(1)) / 1024
 print(f"{'layout':28} {'step s':>8} {'plan s':>8} {'error':>7}   {'peak GiB':>8} {'plan GiB':>8} {'error':>7}")
-for r in sys.argv[2:]:
-    dp, pp, sched, d2, d4 = r.split()
+for r in sys.argv[1:]:
+    dp, pp, sched, d2, d4, plan_path = r.split()
+    plan = plan_of(plan_path)
     key = f"dp{dp} tp1 pp{pp}" + (f" {sched}" if int(pp) > 1 else "")
     step = (runtime(d4) - runtime(d2)) / 2
     peak = max(peak_gib(d2), peak_gib(d4))

@@ -25,6 +25,11 @@ bool CommReplicaSync::any(bool flag) {
     return v > 0;
 }
 
+double CommReplicaSync::max_over_job(double local) {
+    (world_ ? *world_ : dp_).all_reduce(&local, 1, DType::f64, ReduceOp::max)->wait();
+    return local;
+}
+
 double CommReplicaSync::sum(double local) {
     dp_.all_reduce(&local, 1, DType::f64, ReduceOp::sum)->wait();
     return local;

@@ -20,6 +20,7 @@ class CommReplicaSync : public ReplicaSync {
         : dp_(dp), world_(world) {}
     bool is_main() const override;
     bool any(bool flag) override;
+    double max_over_job(double local) override;
     int64_t dp_rank() const override;
     int64_t dp_size() const override;
     double sum(double local) override;

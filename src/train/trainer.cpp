@@ -421,13 +421,15 @@ TrainResult Trainer::train() {
         if (step == r.start_step) {
             // The arena holds what the longest batch so far needed; the plan
             // assumes max_seq_length, so dynamic padding comes in under it.
+            // The peak is the largest over all ranks (a collective).
+            const double peak = sync_->max_over_job(peak_resident_bytes());
             const std::string m = fmt::format(
                 "after the first step: activations {:.1f} MiB measured (longest batch so far; "
                 "planned {:.1f} MiB at max_seq_length), process peak resident {:.1f} MiB "
-                "(predicted {:.1f} MiB + the runtime)",
+                "(predicted {:.1f} MiB + the runtime){}",
                 mib(double(train_model().activation_bytes())),
-                mib(mem.activations_per_micro + mem.workspace), mib(peak_resident_bytes()),
-                mib(mem.peak));
+                mib(mem.activations_per_micro + mem.workspace), mib(peak), mib(mem.peak),
+                sync_->dp_size() > 1 || pp_ ? ", the largest of all ranks" : "");
             if (progress_)
                 progress_->message(m);
             else

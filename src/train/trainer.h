@@ -67,6 +67,8 @@ class ReplicaSync {
     // True on every rank of the job (all axes) when any rank's flag is set:
     // stop decisions.
     virtual bool any(bool flag) { return sum(flag ? 1.0 : 0.0) > 0; }
+    // Largest value over every rank of the job (measured peaks).
+    virtual double max_over_job(double local) { return local; }
 };
 
 class Communicator;
@@ -177,6 +179,9 @@ class Trainer {
     ComputeDtype compute_dtype() const;
     // The model this rank trains: its stage's, or the whole one.
     Model& train_model();
+    // Pipeline stages at the end: the whole model's rows, gathered on the
+    // main rank only, for the export (no whole Model is built for it).
+    std::map<std::string, Tensor> gathered_params_;
 
     std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
     ModelConfig config_;

@@ -194,7 +194,12 @@ void Trainer::load_best_model() {
 }
 
 void Trainer::export_model(const std::string& dir) const {
-    export_hf_folder(dir, config_, model_->params().param_tensors(), job_.model.tokenizer_path);
+    // Pipeline stages: the rows gathered at the end, unless the best model
+    // was loaded into the whole model since.
+    const bool gathered = pp_ && !gathered_params_.empty();
+    export_hf_folder(dir, config_,
+                     gathered ? gathered_params_ : model_->params().param_tensors(),
+                     job_.model.tokenizer_path);
 }
 
 void Trainer::finish_run(TrainResult& r, double runtime_s) {
@@ -207,8 +212,9 @@ void Trainer::finish_run(TrainResult& r, double runtime_s) {
         }
     };
     const int64_t gs = state_.global_step;
-    // Collective: the stages' rows into the whole model, on the exporting rank.
-    refresh_full_model(/*all_ranks=*/false);
+    // Collective: the stages' rows, on the exporting rank.
+    if (pp_) gathered_params_ = pp_->gather_params(/*to_all=*/false);
+    if (!sync_->is_main()) gathered_params_.clear();  // other replicas' stage 0
     // Throughput over all replicas (a collective: before any rank returns).
     r.samples = int64_t(sync_->sum(double(r.samples)));
     r.skipped_steps = state_.skipped_steps;
@@ -223,6 +229,7 @@ void Trainer::finish_run(TrainResult& r, double runtime_s) {
     // Only rank 0 exports, and only it may read the checkpoints it wrote.
     if (main && t.load_best_model_at_end && !state_.best_model_checkpoint.empty()) {
         load_best_model();
+        gathered_params_.clear();  // export the best model, now in model_
         say(fmt::format("loaded the best model from {} ({} = {:.4f})", state_.best_model_checkpoint,
                         best_metric_key(), state_.best_metric.value_or(0.0)));
         if (eval_ && state_.best_model_checkpoint != "checkpoint-" + std::to_string(gs)) {
