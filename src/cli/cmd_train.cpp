@@ -135,7 +135,15 @@ or `mpirun -np 4 loom train job.yaml` (or srun). Each rank reads its share of
 every global batch (per_device_train_batch_size x accumulation x ranks);
 `distribution: {zero_stage: 1, bucket_size_mb: 25}` shards the optimizer state
 (2: gradients too). Checkpoints resume on any number of ranks.
-See examples/*.yaml.
+
+Pipeline parallel: `distribution: {pipeline_parallel_degree: 4,
+microbatches: 8, pipeline: 1f1b}` splits the layers over 4 ranks (each
+holds only its layers); the other ranks of the world are data parallel.
+pipeline: simple (GPipe) | 1f1b | interleaved (with virtual_stages: 2);
+placement_strategy: cluster | spread | DPT... decides which ranks are
+neighbours (the rank map is printed at start). Every layout trains the
+same model, and checkpoints move between layouts.
+See examples/*.yaml and docs/parallelism.md.
 )");
     sub->add_option("job", o->job_path, "job file (YAML)")->required();
     sub->add_option("--set", o->overrides,
