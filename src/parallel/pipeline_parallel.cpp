@@ -97,6 +97,15 @@ PipelineParallel::PipelineParallel(std::vector<std::unique_ptr<Model>> stage_mod
 
 PipelineParallel::~PipelineParallel() = default;
 
+std::vector<int64_t> PipelineParallel::params_per_stage() const {
+    const ParamTable& t = models_[0]->params();
+    std::vector<int64_t> n(holds_.size(), 0);
+    for (size_t s = 0; s < holds_.size(); ++s)
+        for (int i = 0; i < t.size(); ++i)
+            if (holds_[s][size_t(i)]) n[s] += t.row(i).numel();
+    return n;
+}
+
 int PipelineParallel::holder(int row) const {
     for (int s = 0; s < int(holds_.size()); ++s)
         if (holds_[size_t(s)][size_t(row)]) return s;

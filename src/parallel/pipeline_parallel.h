@@ -84,6 +84,8 @@ class PipelineParallel {
         return chunk == n_virtual_ - 1 && stage() == n_stages() - 1;
     }
     int n_slots() const { return int(models_.size()) / n_virtual_; }  // per chunk
+    // Parameters each pipeline rank holds (all its chunks), from the table.
+    std::vector<int64_t> params_per_stage() const;
     // Rows held by more than one stage (their gradients are summed on pp).
     const std::vector<int>& shared_rows() const { return shared_rows_; }
 

@@ -435,6 +435,14 @@ void Trainer::build_model_and_optimizer() {
             "micro-batches per step)",
             stage, P, layers, pp_->model().params().num_local_parameters(),
             pp_->model().params().num_parameters(), slots, schedule_kind_name(kind), n_micro));
+        std::string per_stage;
+        for (int64_t n : pp_->params_per_stage())
+            per_stage += fmt::format("{}{:.1f}", per_stage.empty() ? "" : ", ",
+                                     double(n) * 4.0 / double(1 << 20));
+        load_notes_.push_back(fmt::format(
+            "parameters per pipeline stage: {} MiB (gradients the same, AdamW's moments twice "
+            "that, divided by dp under ZeRO)",
+            per_stage));
         if (opts_.dp_comm->size() > 1)
             load_notes_.push_back("data parallel: " + pp_->data_parallel().memory_plan().describe());
     } else if (opts_.dp_comm && opts_.dp_comm->size() > 1) {
