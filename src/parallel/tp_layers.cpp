@@ -140,6 +140,52 @@ void tp_assemble(T* global, const T* local, const TpSplit& split, Communicator& 
         tp_unshard_from_rank(global, staged.data() + int64_t(r) * n, split, size, r);
 }
 
+namespace {
+
+// Checks that `t` has the global (t_is_local = false) or local shape of
+// `split` and returns the shape to give the other side.
+Shape checked_other_shape(const Tensor& t, const TpSplit& split, int tp_size, bool t_is_local,
+                          const char* op) {
+    LOOM_CHECK(t.dtype == DType::f32 || t.dtype == DType::f64, "{}: tensor '{}' is {}, not f32/f64",
+               op, t.name, dtype_name(t.dtype));
+    split.check(tp_size);
+    const int64_t lr = split.local_rows(tp_size), lc = split.local_cols(tp_size);
+    const int64_t r = t_is_local ? lr : split.rows, c = t_is_local ? lc : split.cols;
+    const int64_t orows = t_is_local ? split.rows : lr, ocols = t_is_local ? split.cols : lc;
+    if (t.shape.ndim == 1) {
+        LOOM_CHECK(t.shape[0] == r * c && (r == 1 || c == 1),
+                   "{}: tensor '{}' of shape {} does not match the split ({}, {})", op, t.name,
+                   t.shape.to_string(), r, c);
+        return Shape{orows * ocols};
+    }
+    LOOM_CHECK(t.shape.ndim == 2 && t.shape[0] == r && t.shape[1] == c,
+               "{}: tensor '{}' of shape {} does not match the split ({}, {})", op, t.name,
+               t.shape.to_string(), r, c);
+    return Shape{orows, ocols};
+}
+
+}  // namespace
+
+Tensor tp_shard_tensor(const Tensor& global, const TpSplit& split, int tp_size, int tp_rank) {
+    const Shape s = checked_other_shape(global, split, tp_size, false, "tp_shard_tensor");
+    Tensor out = Tensor::empty(global.dtype, s, global.name);
+    if (global.dtype == DType::f32)
+        tp_shard_for_rank(out.data<float>(), global.data<float>(), split, tp_size, tp_rank);
+    else
+        tp_shard_for_rank(out.data<double>(), global.data<double>(), split, tp_size, tp_rank);
+    return out;
+}
+
+Tensor tp_assemble_tensor(const Tensor& local, const TpSplit& split, Communicator& tp) {
+    const Shape s = checked_other_shape(local, split, tp.size(), true, "tp_assemble_tensor");
+    Tensor out = Tensor::empty(local.dtype, s, local.name);
+    if (local.dtype == DType::f32)
+        tp_assemble(out.data<float>(), local.data<float>(), split, tp);
+    else
+        tp_assemble(out.data<double>(), local.data<double>(), split, tp);
+    return out;
+}
+
 template <typename T>
 void column_parallel_linear_forward(T* out_local, const T* inp, const T* weight_local,
                                     const T* bias_local, int64_t N, int64_t C, int64_t OC,

@@ -42,6 +42,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/tensor.h"
 #include "nn/linear.h"
 #include "ops/matmul.h"
 #include "parallel/comm.h"
@@ -89,6 +90,12 @@ void tp_unshard_from_rank(T* global, const T* local, const TpSplit& split, int t
 // tp). Checkpoint saving and tests; every rank of tp must call it.
 template <typename T>
 void tp_assemble(T* global, const T* local, const TpSplit& split, Communicator& tp);
+
+// Tensor forms of the two above for checkpoint IO (f32 or f64; 1-D or 2-D
+// with split's global shape). Return a new tensor named like the input:
+// this rank's slice, or the global tensor (the same on every rank of tp).
+Tensor tp_shard_tensor(const Tensor& global, const TpSplit& split, int tp_size, int tp_rank);
+Tensor tp_assemble_tensor(const Tensor& local, const TpSplit& split, Communicator& tp);
 
 // Column-parallel linear, Megatron ColumnParallelLinear with gather_output off.
 // weight_local: the rank's slice per tp_linear_weight_split(column, ...), i.e.

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/tensor.h"
 #include "ops/embedding.h"
 #include "ops/matmul.h"
 #include "ops/softmax_xent.h"
@@ -246,6 +247,35 @@ TEST(TpShard, FusedQkvRoundTripsAndHoldsEachBlocksHeads) {
             }
         }
     }
+}
+
+TEST(TpShard, TensorFormsShapeAndRoundTrip) {
+    constexpr int64_t C = 8, OC = 12;
+    const TpSplit ws = tp_linear_weight_split(TpRole::column, WeightLayout::in_out, C, OC);
+    const TpSplit bs = tp_linear_bias_split(OC);
+    Tensor w = Tensor::empty(DType::f32, Shape{C, OC}, "h.0.mlp.c_fc.weight");
+    Tensor b = Tensor::empty(DType::f64, Shape{OC}, "h.0.mlp.c_fc.bias");
+    const auto vals = random_floats(C * OC, 250);
+    std::copy(vals.begin(), vals.end(), w.data<float>());
+    for (int64_t i = 0; i < OC; ++i) b.data<double>()[i] = double(vals[size_t(i)]);
+    run_tp(4, [&](Communicator& tp) {
+        const Tensor lw = tp_shard_tensor(w, ws, tp.size(), tp.rank());
+        const Tensor lb = tp_shard_tensor(b, bs, tp.size(), tp.rank());
+        EXPECT_EQ(lw.shape, (Shape{C, OC / 4}));
+        EXPECT_EQ(lb.shape, (Shape{OC / 4}));
+        EXPECT_EQ(lw.name, w.name);
+        EXPECT_EQ(lb.data<double>()[0], b.data<double>()[tp.rank() * OC / 4]);
+        const Tensor gw = tp_assemble_tensor(lw, ws, tp);
+        const Tensor gb = tp_assemble_tensor(lb, bs, tp);
+        EXPECT_EQ(gw.shape, w.shape);
+        EXPECT_TRUE(std::equal(gw.data<float>(), gw.data<float>() + gw.numel(), w.data<float>()));
+        EXPECT_TRUE(
+            std::equal(gb.data<double>(), gb.data<double>() + gb.numel(), b.data<double>()));
+    });
+    // A tensor whose shape is not the split's global shape.
+    EXPECT_THROW(tp_shard_tensor(
+                     w, tp_linear_weight_split(TpRole::column, WeightLayout::out_in, C, OC), 2, 0),
+                 Error);
 }
 
 // ---------------------------------------------------------------------------
