@@ -15,6 +15,8 @@
 #include "core/check.h"
 #include "core/runtime.h"
 #include "parallel/comm_mpi.h"
+#include "parallel/process_groups.h"
+#include "parallel/topology.h"
 #include "train/trainer.h"
 
 namespace loom::cli {
@@ -62,17 +64,41 @@ void run_train(const TrainOptions& o) {
     runtime_init({o.threads > 0 ? o.threads : threads_per_rank()});
     MpiSession mpi;
     const DistributionArgs& d = job.distribution;
-    LOOM_CHECK(d.tensor_parallel_degree <= 1 && d.pipeline_parallel_degree <= 1,
-               "{}: distribution: tensor_parallel_degree {} and pipeline_parallel_degree {}: `loom "
-               "train` runs data parallelism only so far; set both to 1",
-               job.source, d.tensor_parallel_degree, d.pipeline_parallel_degree);
-    LOOM_CHECK(d.data_parallel_degree <= 0 || d.data_parallel_degree == mpi.world_size(),
-               "{}: distribution.data_parallel_degree is {} but the job runs on {} ranks",
-               job.source, d.data_parallel_degree, mpi.world_size());
+    LOOM_CHECK(d.tensor_parallel_degree <= 1,
+               "{}: distribution.tensor_parallel_degree {}: `loom train` runs data and pipeline "
+               "parallelism so far; set it to 1",
+               job.source, d.tensor_parallel_degree);
+    const int world_size = mpi.world_size();
+    const int pp = int(d.pipeline_parallel_degree);
+    LOOM_CHECK(world_size % pp == 0,
+               "{}: distribution.pipeline_parallel_degree {} does not divide the {} ranks",
+               job.source, pp, world_size);
+    LOOM_CHECK(d.data_parallel_degree <= 0 || d.data_parallel_degree * pp == world_size,
+               "{}: distribution.data_parallel_degree {} x pipeline_parallel_degree {} is not "
+               "the {} ranks the job runs on",
+               job.source, d.data_parallel_degree, pp, world_size);
     CommOptions co;
     co.timeout_s = d.collective_timeout_s;
     auto world = comm_mpi_world(co);
-    topts.dp_comm = world.get();
+    TopologyConfig tc;
+    tc.pp = pp;
+    tc.dp = world_size / pp;
+    tc.order = topology_order_from_placement(d.placement_strategy);
+    const Topology topo(tc, world_size, mpi.world_rank());
+    ProcessGroups groups;
+    if (pp > 1) {
+        groups = process_groups_create(*world, topo);
+        topts.dp_comm = groups.dp.get();
+        topts.pp_comm = groups.pp.get();
+        topts.world_comm = world.get();
+        if (mpi.world_rank() == 0 && !o.quiet) {
+            fmt::print("rank map ({}, placement_strategy {}):\n", topo.order(),
+                       d.placement_strategy);
+            for (int r = 0; r < world_size; ++r) fmt::print("  {}\n", topo.describe_rank(r));
+        }
+    } else {
+        topts.dp_comm = world.get();
+    }
     // Messages, progress and files come from rank 0 only.
     if (mpi.world_rank() != 0) topts.quiet = true;
     Trainer trainer(std::move(job), topts);

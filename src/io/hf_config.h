@@ -17,6 +17,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace loom {
@@ -32,12 +33,33 @@ std::string_view family_name(ModelFamily f);  // "bert", ... (HF model_type)
 std::string_view task_name(TaskKind t);
 std::optional<TaskKind> task_from_name(std::string_view name);
 
+// Pipeline parallelism: the part of a model one stage builds and runs.
+// Layer applications [app_begin, app_end) (ALBERT's shared layer counts once
+// per application), the embeddings on the first stage, the final norm and the
+// task head on the last. The default is the whole model.
+struct ModelPart {
+    int64_t app_begin = 0;
+    int64_t app_end = -1;  // -1: through the last application
+    bool embeddings = true;
+    bool head = true;
+    // Rows held beyond those the part runs: the rank's other model chunks
+    // under interleaved schedules, so that every chunk's instance shares one
+    // flat buffer (application ranges, and the embeddings / head rows).
+    std::vector<std::pair<int64_t, int64_t>> also_hold;
+    bool hold_embeddings = false;
+    bool hold_head = false;
+    bool whole() const {
+        return app_begin == 0 && app_end < 0 && embeddings && head && also_hold.empty();
+    }
+};
+
 struct ModelConfig {
     std::string source;        // path of config.json, for error messages
     std::string architecture;  // architectures[0], e.g. "BertForMaskedLM"
     std::string model_type;    // "bert", "roberta", "distilbert", "albert", "gpt2"
     ModelFamily family = ModelFamily::bert;
     TaskKind task = TaskKind::base;
+    ModelPart part;  // not from config.json: what this process builds
 
     int64_t vocab_size = 0;               // V
     int64_t hidden_size = 0;              // C (hidden_size / dim / n_embd)

@@ -43,6 +43,9 @@ struct ModelInputs {
     const int64_t* labels = nullptr;           // (B, T) token tasks or (B) classification
     const int64_t* start_positions = nullptr;  // (B) question answering
     const int64_t* end_positions = nullptr;    // (B)
+    // Pipeline stages after the first (ModelConfig::part): the previous
+    // stage's output, (B, T, C), copied in place of the embeddings.
+    const float* stage_input = nullptr;
 };
 
 // Where the LM heads compute logits. HF computes every position; a training
@@ -76,7 +79,22 @@ class Model {
     virtual LossSum forward(const ModelInputs& in, const DropoutPlan& dropout) = 0;
     // Accumulates d(loss_scale * loss_sum)/d(params) into the gradient buffer,
     // for the last forward (which must have had labels).
-    virtual void backward(double loss_scale) = 0;
+    // A stage without the head (ModelConfig::part) takes the gradient of its
+    // output, (B, T, C), instead of a loss: `d_stage_output`.
+    virtual void backward(double loss_scale, const float* d_stage_output = nullptr) = 0;
+
+    // Pipeline stages: the last forward's output, (B, T, C), on a stage
+    // without the head; after backward, the gradient of the stage input on a
+    // stage without the embeddings. Views valid until the next forward.
+    virtual const float* stage_output() const { return nullptr; }
+    virtual const float* stage_input_grad() const { return nullptr; }
+    // Uses `owner`'s parameter and gradient buffers (a model built from the
+    // same config): pipeline schedules keep several micro-batches in flight,
+    // one model instance (one set of activations) each.
+    virtual void share_parameters(const Model& owner) = 0;
+    // Transformer-layer applications of the whole model (ALBERT's shared
+    // layer counts once per use): what pipeline stages divide.
+    virtual int64_t num_layer_applications() const { return config_.num_hidden_layers; }
 
     // Masked LM: with labelled_positions, forward computes logits only where
     // labels != -100 and outputs "labelled_logits" (M, V) in row-major order of
@@ -119,6 +137,10 @@ class Model {
     ParamTable table_;
     GradReadyHook grad_ready_hook_;
 };
+
+// Transformer-layer applications of the config's model (ALBERT's shared
+// layers count once per use): what pipeline stages divide.
+int64_t model_layer_applications(const ModelConfig& config);
 
 // Builds the model the config names (family + task head), parameters
 // allocated but uninitialised: call load() or init().

@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "core/check.h"
 #include "io/safetensors.h"
 #include "models/bert.h"
@@ -36,6 +38,12 @@ bool supports_task(ModelFamily family, TaskKind task) {
     for (TaskKind t : model_spec(family).tasks)
         if (t == task) return true;
     return false;
+}
+
+int64_t model_layer_applications(const ModelConfig& config) {
+    // ALBERT runs its inner group (inner_group_num layers) once per hidden layer.
+    return config.num_hidden_layers *
+           (config.family == ModelFamily::albert ? std::max<int64_t>(config.inner_group_num, 1) : 1);
 }
 
 std::unique_ptr<Model> build_model(const ModelConfig& config) {

@@ -2,17 +2,86 @@
 #include "models/stack_model.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "core/check.h"
 
 namespace loom {
 
-void StackModel::finish_build() {
-    table_.allocate();
+void StackModel::bind_all() {
     bind_embeddings(table_);
     for (auto& b : blocks_) b.bind(table_);
     final_norm_.bind(table_);
     if (head_) head_->bind(table_);
+}
+
+namespace {
+
+void mark(std::vector<bool>& keep, const ParamRef& r) {
+    if (r.defined()) keep[size_t(r.row)] = true;
+}
+void mark(std::vector<bool>& keep, const Linear* l) {
+    if (!l) return;
+    mark(keep, l->weight);
+    mark(keep, l->bias);
+}
+void mark(std::vector<bool>& keep, const LayerNorm* n) {
+    if (!n) return;
+    mark(keep, n->weight);
+    mark(keep, n->bias);
+}
+
+}  // namespace
+
+void StackModel::apply_part() {
+    const ModelPart& p = config_.part;
+    if (p.whole()) return;
+    const int64_t A = int64_t(schedule_.size());
+    LOOM_CHECK(p.app_begin >= 0 && app_end() <= A && p.app_begin < app_end(),
+               "pipeline stage: layer applications [{}, {}) are outside the model's [0, {})",
+               p.app_begin, app_end(), A);
+    std::vector<bool> keep(size_t(table_.size()), false);
+    if (p.embeddings || p.hold_embeddings) {
+        const EmbeddingsView e = embeddings_view();
+        for (const Embedding* m : {e.word, e.position, e.token_type})
+            if (m) mark(keep, m->table);
+        mark(keep, e.norm);
+        mark(keep, e.mapping);
+    }
+    std::vector<std::pair<int64_t, int64_t>> ranges{{p.app_begin, app_end()}};
+    ranges.insert(ranges.end(), p.also_hold.begin(), p.also_hold.end());
+    for (const auto& [b, e] : ranges) {
+        LOOM_CHECK(b >= 0 && e <= A && b < e,
+                   "pipeline stage: held layer applications [{}, {}) are outside [0, {})", b, e,
+                   A);
+        for (int64_t a = b; a < e; ++a) {
+            const TransformerBlock& k = blocks_[size_t(schedule_[size_t(a)])];
+            for (const Linear* l : {&k.attn.qkv, &k.attn.proj, &k.mlp.fc, &k.mlp.proj})
+                mark(keep, l);
+            for (const LayerNorm* n : {&k.ln1, &k.ln2}) mark(keep, n);
+        }
+    }
+    if (p.head || p.hold_head) {
+        mark(keep, &final_norm_);
+        if (head_) {
+            const HeadView h = head_->view();
+            mark(keep, h.dense);
+            mark(keep, h.norm);
+            mark(keep, h.decoder);
+        }
+    }
+    // Fused linears (BERT's query/key/value) reference their first row; the
+    // rest of the group is packed right after it.
+    for (int i = 1; i < table_.size(); ++i)
+        if (table_.row(i).packed && keep[size_t(i - 1)]) keep[size_t(i)] = true;
+    for (int i = 0; i < table_.size(); ++i)
+        if (!keep[size_t(i)]) table_.set_absent(i);
+}
+
+void StackModel::finish_build() {
+    apply_part();
+    table_.allocate();
+    bind_all();
     // NOTE: the grad-ready hook relies on the build order every family uses:
     // embeddings, then the blocks, then the final norm and the head. Rows
     // above the blocks (final norm, untied head) get their gradients before
@@ -25,14 +94,20 @@ void StackModel::finish_build() {
              {&k.attn.qkv.weight, &k.attn.qkv.bias, &k.attn.proj.weight, &k.attn.proj.bias,
               &k.mlp.fc.weight, &k.mlp.fc.bias, &k.mlp.proj.weight, &k.mlp.proj.bias, &k.ln1.weight,
               &k.ln1.bias, &k.ln2.weight, &k.ln2.bias})
-            if (r->defined())
+            if (r->defined() && table_.row(r->row).local)
                 block_begin_[b] = std::min(block_begin_[b], table_.row(r->row).offset);
     }
-    for (size_t a = schedule_.size(); a-- > 0;) block_first_app_[size_t(schedule_[a])] = int(a);
+    // Only this part's applications run backward here.
+    for (int64_t a = app_end(); a-- > app_begin();) block_first_app_[size_t(schedule_[size_t(a)])] = int(a);
     block_order_.resize(blocks_.size());
     for (size_t b = 0; b < blocks_.size(); ++b) block_order_[b] = b;
     std::sort(block_order_.begin(), block_order_.end(),
               [&](size_t x, size_t y) { return block_begin_[x] > block_begin_[y]; });
+}
+
+void StackModel::share_parameters(const Model& owner) {
+    table_.share_buffers(owner.params());
+    bind_all();
 }
 
 void StackModel::report_blocks_done(int app, int64_t& reported) const {
@@ -53,14 +128,16 @@ void StackModel::plan(int64_t B, int64_t T) {
     const int64_t N = B * T, C = config_.hidden_size;
     const int64_t A = int64_t(schedule_.size());
     acts_.resize(size_t(A));
+    const int64_t a0 = app_begin(), a1 = app_end();
+    const bool with_head = config_.part.head;
     arena_.build([&](ActArena& a) {
-        hidden_ = a.take((A + 1) * N * C);
-        if (final_norm_.weight.defined()) {
+        hidden_ = a.take((a1 - a0 + 1) * N * C);
+        if (with_head && final_norm_.weight.defined()) {
             final_ = a.take(N * C);
             final_acts_.plan(a, N);
         }
         bool shared_planned = false;
-        for (int64_t i = 0; i < A; ++i) {
+        for (int64_t i = a0; i < a1; ++i) {
             const TransformerBlock& blk = blocks_[size_t(schedule_[size_t(i)])];
             if (!checkpointed(i)) {
                 blk.plan(acts_[size_t(i)], a, B, T);
@@ -74,8 +151,8 @@ void StackModel::plan(int64_t B, int64_t T) {
         scratch_.plan(a, B, T, C, config_.num_attention_heads, config_.intermediate_size);
         dh_ = a.take(N * C);
         du_ = a.take(N * C);
-        plan_embeddings(a, B, T);
-        if (head_) head_->plan(a, B, T);
+        if (config_.part.embeddings) plan_embeddings(a, B, T);
+        if (head_ && with_head) head_->plan(a, B, T);
     });
     planned_B_ = B;
     planned_T_ = T;
@@ -101,8 +178,18 @@ TransformerBlock::Step StackModel::step_for(int app) const {
 
 const float* StackModel::final_hidden() const {
     if (final_norm_.weight.defined()) return final_;
-    const int64_t N = B_ * T_, C = config_.hidden_size;
-    return hidden_ + int64_t(schedule_.size()) * N * C;
+    return hidden_at(app_end());
+}
+
+const float* StackModel::stage_output() const {
+    LOOM_CHECK(!config_.part.head, "stage_output: this part ends with the head (it has a loss)");
+    return hidden_at(app_end());
+}
+
+const float* StackModel::stage_input_grad() const {
+    LOOM_CHECK(!config_.part.embeddings,
+               "stage_input_grad: this part starts with the embeddings (no input gradient)");
+    return dh_;
 }
 
 LossSum StackModel::forward(const ModelInputs& in, const DropoutPlan& dropout) {
@@ -128,19 +215,25 @@ LossSum StackModel::forward(const ModelInputs& in, const DropoutPlan& dropout) {
 
     if (B_ != planned_B_ || T_ != planned_T_ || ckpt_every_ != planned_ckpt_every_) plan(B_, T_);
 
-    embed_forward(hidden_);
-    for (size_t a = 0; a < schedule_.size(); ++a) {
-        const float* x = hidden_ + int64_t(a) * N * C;
-        blocks_[size_t(schedule_[a])].forward(hidden_ + int64_t(a + 1) * N * C, acts_[a], x,
-                                              step_for(int(a)));
-        if (checkpointed(int64_t(a))) ckpt_holds_ = int64_t(a);
+    if (config_.part.embeddings) {
+        embed_forward(hidden_);
+    } else {
+        LOOM_CHECK(in.stage_input != nullptr,
+                   "pipeline stage without embeddings: forward needs the previous stage's output");
+        std::memcpy(hidden_, in.stage_input, size_t(N * C) * sizeof(float));
     }
-    if (final_norm_.weight.defined())
-        final_norm_.forward(final_, final_acts_, hidden_ + int64_t(schedule_.size()) * N * C, N);
+    for (int64_t a = app_begin(); a < app_end(); ++a) {
+        blocks_[size_t(schedule_[size_t(a)])].forward(hidden_at(a + 1), acts_[size_t(a)],
+                                                      hidden_at(a), step_for(int(a)));
+        if (checkpointed(a)) ckpt_holds_ = a;
+    }
+    const bool with_head = config_.part.head;
+    if (with_head && final_norm_.weight.defined())
+        final_norm_.forward(final_, final_acts_, hidden_at(app_end()), N);
 
     LossSum loss;
     has_labels_ = false;
-    if (head_) {
+    if (head_ && with_head) {
         HeadBatch hb;
         hb.B = B_;
         hb.T = T_;
@@ -154,35 +247,39 @@ LossSum StackModel::forward(const ModelInputs& in, const DropoutPlan& dropout) {
     return loss;
 }
 
-void StackModel::backward(double loss_scale) {
+void StackModel::backward(double loss_scale, const float* d_stage_output) {
     LOOM_CHECK(ready_for_backward_, "backward called without a forward");
-    LOOM_CHECK(head_ != nullptr, "{} has no task head, so there is no loss to differentiate",
-               config_.architecture);
-    LOOM_CHECK(has_labels_, "backward needs labels in the batch (task {})",
-               task_name(config_.task));
     const int64_t N = B_ * T_, C = config_.hidden_size;
-    const int64_t A = int64_t(schedule_.size());
-    if (final_norm_.weight.defined()) {
-        head_->backward(du_, final_, loss_scale);
-        final_norm_.backward(dh_, du_, hidden_ + A * N * C, final_acts_, N);
+    if (config_.part.head) {
+        LOOM_CHECK(head_ != nullptr, "{} has no task head, so there is no loss to differentiate",
+                   config_.architecture);
+        LOOM_CHECK(has_labels_, "backward needs labels in the batch (task {})",
+                   task_name(config_.task));
+        if (final_norm_.weight.defined()) {
+            head_->backward(du_, final_, loss_scale);
+            final_norm_.backward(dh_, du_, hidden_at(app_end()), final_acts_, N);
+        } else {
+            head_->backward(dh_, final_hidden(), loss_scale);
+        }
     } else {
-        head_->backward(dh_, final_hidden(), loss_scale);
+        LOOM_CHECK(d_stage_output != nullptr,
+                   "pipeline stage without the head: backward needs the gradient of its output");
+        std::memcpy(dh_, d_stage_output, size_t(N * C) * sizeof(float));
     }
     int64_t reported = table_.flat_numel();  // [reported, flat) went to the hook
-    for (int64_t a = A - 1; a >= 0; --a) {
+    for (int64_t a = app_end() - 1; a >= app_begin(); --a) {
         const TransformerBlock& blk = blocks_[size_t(schedule_[size_t(a)])];
         if (checkpointed(a) && ckpt_holds_ != a) {
             // Recompute: the same ops on the same input with the same dropout
             // counters rewrite the activations (and the output, which the
             // application above has already consumed) bit for bit.
-            blk.forward(hidden_ + (a + 1) * N * C, acts_[size_t(a)], hidden_ + a * N * C,
-                        step_for(int(a)));
+            blk.forward(hidden_at(a + 1), acts_[size_t(a)], hidden_at(a), step_for(int(a)));
             ckpt_holds_ = a;
         }
-        blk.backward(dh_, acts_[size_t(a)], hidden_ + a * N * C, step_for(int(a)), scratch_);
+        blk.backward(dh_, acts_[size_t(a)], hidden_at(a), step_for(int(a)), scratch_);
         report_blocks_done(int(a), reported);
     }
-    embed_backward(dh_);
+    if (config_.part.embeddings) embed_backward(dh_);
     if (grad_ready_hook_ && reported > 0) grad_ready_hook_(0, reported);
     ready_for_backward_ = false;  // saved activations were consumed with this loss scale
 }
@@ -199,6 +296,7 @@ StackView StackModel::view() const {
 }
 
 int StackModel::num_hidden_states() const {
+    if (!config_.part.whole()) return 0;  // a pipeline stage outputs no hidden states
     return int(int64_t(schedule_.size()) / apps_per_layer_) + 1;
 }
 
@@ -216,7 +314,7 @@ Tensor StackModel::hidden_state(int i) const {
 
 std::map<std::string, Tensor> StackModel::outputs() const {
     std::map<std::string, Tensor> out;
-    if (head_) head_->outputs(arena_, out);
+    if (head_ && config_.part.head) head_->outputs(arena_, out);
     for (int i = 0; i < num_hidden_states(); ++i)
         out["hidden_states." + std::to_string(i)] = hidden_state(i);
     return out;

@@ -24,7 +24,11 @@ namespace loom {
 class StackModel : public Model {
   public:
     LossSum forward(const ModelInputs& in, const DropoutPlan& dropout) override;
-    void backward(double loss_scale) override;
+    void backward(double loss_scale, const float* d_stage_output = nullptr) override;
+    const float* stage_output() const override;
+    const float* stage_input_grad() const override;
+    void share_parameters(const Model& owner) override;
+    int64_t num_layer_applications() const override { return int64_t(schedule_.size()); }
     void set_compute_dtype(ComputeDtype d) override {
         for (TransformerBlock& b : blocks_)
             b.attn.qkv.compute = b.attn.proj.compute = b.mlp.fc.compute = b.mlp.proj.compute = d;
@@ -72,6 +76,15 @@ class StackModel : public Model {
     ActArena arena_;
 
   private:
+    void bind_all();
+    // Marks the rows of config_.part's other stages absent (before allocate).
+    void apply_part();
+    int64_t app_begin() const { return config_.part.app_begin; }
+    int64_t app_end() const {
+        return config_.part.app_end < 0 ? int64_t(schedule_.size()) : config_.part.app_end;
+    }
+    // Block output of application a - 1 (input of a), a in [app_begin, app_end].
+    float* hidden_at(int64_t a) const { return hidden_ + (a - app_begin()) * B_ * T_ * config_.hidden_size; }
     void plan(int64_t B, int64_t T);
     TransformerBlock::Step step_for(int app) const;
     const float* final_hidden() const;
@@ -89,7 +102,7 @@ class StackModel : public Model {
     bool has_labels_ = false;
     bool ready_for_backward_ = false;
     int64_t planned_B_ = -1, planned_T_ = -1, planned_ckpt_every_ = 0;
-    float* hidden_ = nullptr;  // (A + 1, B, T, C) block outputs, [0] = embeddings
+    float* hidden_ = nullptr;  // (A + 1, B, T, C) block outputs, [0] = embeddings (A: this part's)
     float* final_ = nullptr;   // (B, T, C) after final_norm_ (GPT-2)
     LayerNorm::Acts final_acts_;
     std::vector<TransformerBlock::Acts> acts_;  // (A) one per application

@@ -41,6 +41,7 @@ int ParamTable::add(ParamRow row, bool align) {
     int64_t off = flat_numel_;
     if (align) off = (off + k_align_elems - 1) / k_align_elems * k_align_elems;
     row.offset = off;
+    row.packed = !align;
     flat_numel_ = off + row.numel();
     const int idx = int(rows_.size());
     by_name_[row.name] = idx;
@@ -56,11 +57,43 @@ void ParamTable::tie(const std::string& alias, const std::string& target) {
     by_name_[alias] = idx;
 }
 
+void ParamTable::set_absent(int i) {
+    LOOM_ASSERT(!allocated(), "parameter '{}' made absent after allocation", rows_[size_t(i)].name);
+    rows_[size_t(i)].local = false;
+    rows_[size_t(i)].trainable = false;
+}
+
 void ParamTable::allocate() {
     LOOM_ASSERT(!allocated(), "parameter table allocated twice");
+    bool any_absent = false;
+    for (const auto& r : rows_) any_absent = any_absent || !r.local;
+    if (any_absent) {
+        // Lay the local rows out again in the same order and alignment rules.
+        int64_t end = 0;
+        for (auto& r : rows_) {
+            if (!r.local) {
+                r.offset = 0;
+                continue;
+            }
+            int64_t off = end;
+            if (!r.packed) off = (off + k_align_elems - 1) / k_align_elems * k_align_elems;
+            r.offset = off;
+            end = off + r.numel();
+        }
+        flat_numel_ = end;
+    }
     const size_t bytes = size_t(std::max<int64_t>(flat_numel_, 1)) * sizeof(float);
     params_ = Storage::alloc(bytes);
     grads_ = Storage::alloc(bytes);
+}
+
+void ParamTable::share_buffers(const ParamTable& owner) {
+    LOOM_ASSERT(owner.allocated() && owner.flat_numel_ == flat_numel_ &&
+                    owner.rows_.size() == rows_.size(),
+                "share_buffers: the tables differ ({} vs {} elements)", owner.flat_numel_,
+                flat_numel_);
+    params_ = owner.params_;
+    grads_ = owner.grads_;
 }
 
 int ParamTable::find(const std::string& name) const {
@@ -80,6 +113,13 @@ int64_t ParamTable::num_parameters() const {
     return n;
 }
 
+int64_t ParamTable::num_local_parameters() const {
+    int64_t n = 0;
+    for (const auto& r : rows_)
+        if (r.local) n += r.numel();
+    return n;
+}
+
 Tensor ParamTable::param_tensor(int i) const {
     const ParamRow& r = rows_[size_t(i)];
     return Tensor::view_of(params_, size_t(r.offset) * sizeof(float), DType::f32, r.shape, r.name);
@@ -96,7 +136,8 @@ void ParamTable::zero_grad() {
 }
 
 void ParamTable::init_all(uint64_t seed) {
-    for (int i = 0; i < size(); ++i) init_row(i, seed);
+    for (int i = 0; i < size(); ++i)
+        if (rows_[size_t(i)].local) init_row(i, seed);
 }
 
 void ParamTable::init_row(int i, uint64_t seed) {
@@ -147,6 +188,17 @@ LoadReport ParamTable::load(const SafetensorsFile& file, const std::string& expe
     const std::string prefix = base_prefix_.empty() ? "" : base_prefix_ + ".";
     for (int i = 0; i < size(); ++i) {
         const ParamRow& r = rows_[size_t(i)];
+        if (!r.local) {
+            // Another stage loads it; the file's tensor is not "unused".
+            for (const auto& c : std::vector<std::string>{r.name, prefix + r.name})
+                if (file.contains(c)) used.insert(c);
+            for (const auto& c : r.tied)
+                if (file.contains(c)) used.insert(c);
+            if (!prefix.empty() && r.name.rfind(prefix, 0) == 0 &&
+                file.contains(r.name.substr(prefix.size())))
+                used.insert(r.name.substr(prefix.size()));
+            continue;
+        }
         // Candidate names: stored name, aliases, then the base-prefix variants
         // (a checkpoint saved from BertModel has no "bert." prefix).
         std::vector<std::string> candidates{r.name};
@@ -188,14 +240,16 @@ LoadReport ParamTable::load(const SafetensorsFile& file, const std::string& expe
 
 std::map<std::string, Tensor> ParamTable::param_tensors() const {
     std::map<std::string, Tensor> m;
-    for (int i = 0; i < size(); ++i) m[rows_[size_t(i)].name] = param_tensor(i);
+    for (int i = 0; i < size(); ++i)
+        if (rows_[size_t(i)].local) m[rows_[size_t(i)].name] = param_tensor(i);
     return m;
 }
 
 std::map<std::string, Tensor> ParamTable::grad_tensors() const {
     std::map<std::string, Tensor> m;
     for (int i = 0; i < size(); ++i)
-        if (rows_[size_t(i)].trainable) m[rows_[size_t(i)].name] = grad_tensor(i);
+        if (rows_[size_t(i)].local && rows_[size_t(i)].trainable)
+            m[rows_[size_t(i)].name] = grad_tensor(i);
     return m;
 }
 

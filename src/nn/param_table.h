@@ -59,6 +59,11 @@ struct ParamRow {
     bool decay = true;       // weight decay applies (the trainer's policy: not bias/LayerNorm)
     bool trainable = true;   // false: no gradient, no optimizer update
     bool head = false;       // belongs to a task head: may be absent from a checkpoint
+    // Pipeline parallelism: false when another stage holds this row. Such a
+    // row keeps its name and global shape but has no memory here (offset 0,
+    // not trainable); load/save/init skip it and optimizers never see it.
+    bool local = true;
+    bool packed = false;  // added with align = false (right after the previous row)
     ShardSpec shard;
 
     int64_t numel() const { return shape.numel(); }
@@ -81,8 +86,15 @@ public:
     void set_base_prefix(std::string prefix) { base_prefix_ = std::move(prefix); }
     const std::string& base_prefix() const { return base_prefix_; }
 
-    // Allocates both flat buffers (zero-filled) after the last add.
+    // Pipeline stages: marks row i as held by another stage (before allocate).
+    void set_absent(int i);
+    // Allocates both flat buffers (zero-filled) after the last add; absent
+    // rows take no space (the local rows are laid out again, in order).
     void allocate();
+    // Pipeline micro-batches in flight: this table uses `owner`'s buffers
+    // (same rows, same presence), so several model instances accumulate into
+    // one gradient buffer. Modules must bind again afterwards.
+    void share_buffers(const ParamTable& owner);
     bool allocated() const { return params_ != nullptr; }
 
     const std::vector<ParamRow>& rows() const { return rows_; }
@@ -95,11 +107,16 @@ public:
 
     int64_t flat_numel() const { return flat_numel_; }  // buffer length incl. alignment gaps
     int64_t num_parameters() const;                       // sum of row sizes (tied counted once)
+    int64_t num_local_parameters() const;                 // the rows this stage holds
 
     float* params_data() const { return static_cast<float*>(params_->data()); }
     float* grads_data() const { return static_cast<float*>(grads_->data()); }
-    float* param(int i) const { return params_data() + rows_[size_t(i)].offset; }
-    float* grad(int i) const { return grads_data() + rows_[size_t(i)].offset; }
+    float* param(int i) const {
+        return rows_[size_t(i)].local ? params_data() + rows_[size_t(i)].offset : nullptr;
+    }
+    float* grad(int i) const {
+        return rows_[size_t(i)].local ? grads_data() + rows_[size_t(i)].offset : nullptr;
+    }
     const std::shared_ptr<Storage>& params_storage() const { return params_; }
     const std::shared_ptr<Storage>& grads_storage() const { return grads_; }
     // Views into the flat buffers, named after the row.
@@ -120,7 +137,7 @@ public:
                     uint64_t init_seed = 0);
     // Writes every stored row under its HF name (tied aliases once, as HF does).
     void save(const std::string& path) const;
-    // Stored name -> view, e.g. for safetensors_write with a prefix.
+    // Stored name -> view of the local rows, e.g. for safetensors_write.
     std::map<std::string, Tensor> param_tensors() const;
     std::map<std::string, Tensor> grad_tensors() const;
 

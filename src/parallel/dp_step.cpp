@@ -66,7 +66,25 @@ double DataParallel::clip_grad_norm(double max_norm) {
     // Replicated: every rank holds the same summed gradients, so the local
     // norm is the global one and no communication is needed.
     if (max_norm > 0) return loom::clip_grad_norm(model_.params(), max_norm);
-    return std::sqrt(grad_norm_sq(model_.params()));
+    return std::sqrt(loom::grad_norm_sq(model_.params()));
+}
+
+double DataParallel::grad_norm_sq(const std::vector<std::pair<int64_t, int64_t>>& exclude) {
+    if (zero_) return zero_->grad_norm_sq(&exclude);
+    const ParamTable& t = model_.params();
+    double s = 0;
+    for (int i = 0; i < t.size(); ++i) {
+        const ParamRow& r = t.row(i);
+        if (!r.trainable) continue;
+        bool skip = false;
+        for (const auto& [b, e] : exclude) skip = skip || (r.offset >= b && r.offset < e);
+        if (skip) continue;
+        const float* g = t.grad(i);
+        double part = 0;
+        for (int64_t k = 0; k < r.numel(); ++k) part += double(g[k]) * double(g[k]);
+        s += part;
+    }
+    return s;
 }
 
 void DataParallel::scale_grads(float s) {

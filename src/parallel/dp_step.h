@@ -27,6 +27,8 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "models/model.h"
 #include "optim/adamw.h"
@@ -75,6 +77,10 @@ class DataParallel {
     // Global gradient norm over every rank's (reduced) gradients; clips to
     // max_norm when max_norm > 0. Returns the norm before clipping.
     double clip_grad_norm(double max_norm);
+    // Sum of squared reduced gradients over every dp rank (collective under
+    // ZeRO), leaving out the flat ranges in `exclude` (pipeline stages: rows
+    // another stage counts).
+    double grad_norm_sq(const std::vector<std::pair<int64_t, int64_t>>& exclude);
     // Multiplies the gradients step() will read by s: the whole reduced
     // buffer (replicated) or this rank's shard (ZeRO-1/2). fp16 unscaling.
     void scale_grads(float s);

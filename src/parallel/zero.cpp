@@ -60,10 +60,15 @@ ZeroAdamW::ZeroAdamW(ParamTable& table, GradSync& sync, const AdamWParams& hp,
         if (b.padded(sync.dp_size())) staging_.assign(size_t(b.chunk * sync.dp_size()), 0.0f);
 }
 
-double ZeroAdamW::grad_norm_sq() const {
+double ZeroAdamW::grad_norm_sq(const std::vector<std::pair<int64_t, int64_t>>* exclude) const {
     const float* g = sync_.shard_grads();
     double local = 0;
     for (const ShardSegment& s : segments_) {
+        // A segment lies inside one row, so it is either in an excluded row or not.
+        bool skip = false;
+        if (exclude)
+            for (const auto& [b, e] : *exclude) skip = skip || (s.flat >= b && s.flat < e);
+        if (skip) continue;
         double part = 0;
         for (int64_t i = 0; i < s.n; ++i) part += double(g[s.shard + i]) * double(g[s.shard + i]);
         local += part;

@@ -27,6 +27,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/tensor.h"
@@ -57,7 +58,8 @@ public:
 
     // Sum of squared reduced gradients over all ranks' shards (trainable
     // elements only); collective, every rank gets the same value.
-    double grad_norm_sq() const;
+    // `exclude`: flat ranges left out (pipeline stages: rows another stage counts).
+    double grad_norm_sq(const std::vector<std::pair<int64_t, int64_t>>* exclude = nullptr) const;
     // torch clip_grad_norm_ on the global norm; returns the norm before clipping.
     double clip_grad_norm(double max_norm);
     // AdamW on this shard, then all-gather the parameters (collective). The

@@ -15,6 +15,16 @@ int64_t CommReplicaSync::dp_size() const {
     return dp_.size();
 }
 
+bool CommReplicaSync::is_main() const {
+    return world_ ? world_->rank() == 0 : dp_.rank() == 0;
+}
+
+bool CommReplicaSync::any(bool flag) {
+    double v = flag ? 1.0 : 0.0;
+    (world_ ? *world_ : dp_).all_reduce(&v, 1, DType::f64, ReduceOp::sum)->wait();
+    return v > 0;
+}
+
 double CommReplicaSync::sum(double local) {
     dp_.all_reduce(&local, 1, DType::f64, ReduceOp::sum)->wait();
     return local;

@@ -15,7 +15,11 @@ class Communicator;
 
 class CommReplicaSync : public ReplicaSync {
   public:
-    explicit CommReplicaSync(Communicator& dp) : dp_(dp) {}
+    // `world` (pipeline parallelism): the whole job, for is_main and any().
+    explicit CommReplicaSync(Communicator& dp, Communicator* world = nullptr)
+        : dp_(dp), world_(world) {}
+    bool is_main() const override;
+    bool any(bool flag) override;
     int64_t dp_rank() const override;
     int64_t dp_size() const override;
     double sum(double local) override;
@@ -25,6 +29,7 @@ class CommReplicaSync : public ReplicaSync {
 
   private:
     Communicator& dp_;
+    Communicator* world_;
 };
 
 // FNV-1a 64 over bytes: a fingerprint for check_same.

@@ -14,6 +14,7 @@
 #include "io/checkpoint.h"
 #include "optim/grad_clip.h"
 #include "parallel/dp_step.h"
+#include "parallel/pipeline_parallel.h"
 #include "parallel/layout_plan.h"
 #include "train/log_jsonl.h"
 #include "train/log_tensorboard.h"
@@ -81,6 +82,38 @@ double peak_resident_bytes() {
     return 0;
 }
 
+// Rows [part * B / parts, (part + 1) * B / parts) of a batch, with its own
+// label count and first global sample (SMP's micro-batches of one batch).
+TokenBatch batch_rows(const TokenBatch& b, int64_t part, int64_t parts, Task task) {
+    const int64_t r0 = part * b.B / parts, r1 = (part + 1) * b.B / parts, T = b.T;
+    TokenBatch o;
+    o.B = r1 - r0;
+    o.T = T;
+    o.epoch = b.epoch;
+    o.first_global_sample = b.first_global_sample + r0;
+    auto rows = [&](const std::vector<int64_t>& v, int64_t per_row) {
+        if (v.empty()) return std::vector<int64_t>{};
+        return std::vector<int64_t>(v.begin() + r0 * per_row, v.begin() + r1 * per_row);
+    };
+    o.input_ids = rows(b.input_ids, T);
+    o.attention_mask = rows(b.attention_mask, T);
+    o.token_type_ids = rows(b.token_type_ids, T);
+    o.feature_index = rows(b.feature_index, 1);
+    o.start_positions = rows(b.start_positions, 1);
+    o.end_positions = rows(b.end_positions, 1);
+    const bool token_labels = task == Task::masked_lm || task == Task::causal_lm;
+    o.labels = rows(b.labels, token_labels ? T : 1);
+    // The count Model::forward reports (data/collate_pad.cpp's rules).
+    o.label_count = 0;
+    if (task == Task::question_answering) o.label_count = 2 * o.B;
+    if (task == Task::sequence_classification || task == Task::masked_lm)
+        for (int64_t v : o.labels) o.label_count += v != -100 ? 1 : 0;
+    if (task == Task::causal_lm)
+        for (int64_t r = 0; r < o.B; ++r)
+            for (int64_t t = 1; t < T; ++t) o.label_count += o.labels[size_t(r * T + t)] != -100;
+    return o;
+}
+
 }  // namespace
 
 // One optimizer update over the next gradient_accumulation_steps micro-batches.
@@ -107,17 +140,46 @@ double Trainer::train_step(int64_t step, TokenBatch* mb, double* grad_norm) {
     for (int64_t k = 0; k < n; ++k) local += mb[k].label_count;
     const double total = sync_->sum(double(local));
 
+    // fp16: backward runs on loss x scale so small gradients survive fp16.
+    const double loss_scale = scaler_ ? scaler_->scale() : 1.0;
+    double loss_sum = 0;
+    if (pp_) {
+        // 3'. Pipeline: each batch split into `microbatches` pieces along B
+        //     (dropout and masks are keyed by global sample, so the split
+        //     changes nothing), all of the step's pieces through the schedule.
+        const int64_t parts = job_.distribution.microbatches;
+        std::vector<PipelineMicroBatch> micro;
+        std::vector<TokenBatch> pieces;
+        pieces.reserve(size_t(n * parts));
+        for (int64_t k = 0; k < n; ++k)
+            for (int64_t p = 0; p < parts; ++p)
+                pieces.push_back(batch_rows(mb[k], p, parts, job_.task));
+        for (const TokenBatch& b : pieces) {
+            PipelineMicroBatch x;
+            x.inputs = b.inputs();
+            x.dropout.training = true;
+            x.dropout.seed = uint64_t(t.seed);
+            x.dropout.step = uint64_t(step);
+            x.dropout.sample_offset = b.first_global_sample;
+            x.label_count = b.label_count;
+            micro.push_back(x);
+        }
+        pp_->begin_step();
+        loss_sum = pp_->run(micro, loss_scale / total);
+        pp_->finalize_grads();
+        for (int64_t k = 0; k < n; ++k) {
+            state_.samples_seen += mb[k].B;
+            for (int64_t v : mb[k].attention_mask) state_.tokens_seen += v;
+        }
+    }
     // 3. Forward/backward each micro-batch, scaled by 1 / total. A replica
     //    whose share of a short last batch is empty still joins every
     //    collective of the step.
     if (dp_)
         dp_->begin_step();
-    else
+    else if (!pp_)
         model_->zero_grad();
-    double loss_sum = 0;
-    // fp16: backward runs on loss x scale so small gradients survive fp16.
-    const double loss_scale = scaler_ ? scaler_->scale() : 1.0;
-    for (int64_t k = 0; k < n; ++k) {
+    for (int64_t k = 0; k < (pp_ ? 0 : n); ++k) {
         DropoutPlan drop;
         drop.training = true;
         drop.seed = uint64_t(t.seed);
@@ -137,7 +199,7 @@ double Trainer::train_step(int64_t step, TokenBatch* mb, double* grad_norm) {
     }
     // 4. Gradients summed over replicas; the loss over the global batch.
     if (dp_) dp_->finalize_grads();
-    loss_sum = sync_->sum(loss_sum);
+    loss_sum = sync_->sum(loss_sum);  // over replicas (pp_ summed its stages already)
     const double loss = total > 0 ? loss_sum / total : 0.0;
     LOOM_CHECK(std::isfinite(loss),
                "training diverged: the loss is {} at step {}\nHINT: lower learning_rate, raise "
@@ -147,7 +209,9 @@ double Trainer::train_step(int64_t step, TokenBatch* mb, double* grad_norm) {
     //    is inf/NaN exactly when some gradient is, on every rank alike, so
     //    it decides whether the step is skipped (GradScaler's rule).
     if (scaler_) {
-        if (dp_)
+        if (pp_)
+            pp_->scale_grads(float(1.0 / loss_scale));
+        else if (dp_)
             dp_->scale_grads(float(1.0 / loss_scale));
         else
             scale_grads(model_->params(), 1.0 / loss_scale);
@@ -158,6 +222,8 @@ double Trainer::train_step(int64_t step, TokenBatch* mb, double* grad_norm) {
     const double max_norm = scaler_ ? 0.0 : t.max_grad_norm;
     if (max_norm <= 0 && !scaler_)
         *grad_norm = -1;  // HF neither computes nor logs it without clipping: a pass saved
+    else if (pp_)
+        *grad_norm = pp_->clip_grad_norm(max_norm);
     else if (dp_)
         *grad_norm = dp_->clip_grad_norm(max_norm);
     else if (max_norm > 0)
@@ -173,13 +239,17 @@ double Trainer::train_step(int64_t step, TokenBatch* mb, double* grad_norm) {
         if (!finite) return loss;
         // Clip now that the norm is known to be finite (the same norm again).
         if (t.max_grad_norm > 0) {
-            if (dp_)
+            if (pp_)
+                pp_->clip_grad_norm(t.max_grad_norm);
+            else if (dp_)
                 dp_->clip_grad_norm(t.max_grad_norm);
             else
                 clip_grad_norm(model_->params(), t.max_grad_norm);
         }
     }
-    if (dp_)
+    if (pp_)
+        pp_->step(lr);
+    else if (dp_)
         dp_->step(lr);
     else
         optimizer_->step(lr);
@@ -195,6 +265,8 @@ void Trainer::log_train(int64_t step, double loss, double grad_norm, double lr) 
 
 void Trainer::run_evaluation(int64_t step) {
     if (!eval_) return;
+    // Pipeline stages: evaluation runs on the whole model, gathered (collective).
+    refresh_full_model();
     EvalOutput ev = evaluate(false);
     const LogEntry e = eval_log_entry(step, state_.epoch, ev.metrics);
     state_.log_history.push_back(entry_json(e));
@@ -261,7 +333,7 @@ EvalOutput Trainer::evaluate(bool keep_outputs) {
     LoaderOptions lo = loader_options(job_.training.per_device_eval_batch_size, false);
     lo.dp_rank = 0;
     lo.dp_size = 1;
-    return evaluate_model(*model_, eval_, lo, eo);
+    return evaluate_model(ensure_full_model(), eval_, lo, eo);
 }
 
 TrainResult Trainer::train() {
@@ -287,7 +359,7 @@ TrainResult Trainer::train() {
     for (const auto& n : load_notes_) say(n);
     say(fmt::format("model: {} ({}), {} parameters; task {}", config_.architecture,
                     job_.model.weights_path.empty() ? "from scratch" : job_.model.weights_path,
-                    model_->params().num_parameters(), enum_name(job_.task)));
+                    train_model().params().num_parameters(), enum_name(job_.task)));
     say(fmt::format(
         "plan: {} examples, {} steps ({} per epoch, {} epochs), global batch {} = {} "
         "x {} accumulation x {} replicas, warmup {}, {} threads",
@@ -320,7 +392,7 @@ TrainResult Trainer::train() {
     }
     SignalGuard guard(opts_.handle_signals);
     // The training step only needs the masked positions' logits.
-    model_->set_logits_scope(LogitsScope::labelled_positions);
+    train_model().set_logits_scope(LogitsScope::labelled_positions);
     loader_->seek({state_.loader_epoch, state_.loader_batches});
     std::vector<TokenBatch> mb(size_t(t.gradient_accumulation_steps));
     const int64_t bpe = loader_->batches_per_epoch();
@@ -342,7 +414,7 @@ TrainResult Trainer::train() {
                 "after the first step: activations {:.1f} MiB measured (longest batch so far; "
                 "planned {:.1f} MiB at max_seq_length), process peak resident {:.1f} MiB "
                 "(predicted {:.1f} MiB + the runtime)",
-                mib(double(model_->activation_bytes())),
+                mib(double(train_model().activation_bytes())),
                 mib(mem.activations_per_micro + mem.workspace), mib(peak_resident_bytes()),
                 mib(mem.peak));
             if (progress_)
@@ -404,11 +476,11 @@ TrainResult Trainer::train() {
         if (do_eval) {
             run_evaluation(gs);
             stop_early = early_stop_check();
-            model_->set_logits_scope(LogitsScope::labelled_positions);
+            train_model().set_logits_scope(LogitsScope::labelled_positions);
         }
         if (opts_.interrupt_at_step == gs) trainer_stop_signal().store(SIGTERM);
         // A signal on any replica stops them all after the same step.
-        interrupted = sync_->sum(trainer_stop_signal().load() != 0 ? 1.0 : 0.0) > 0;
+        interrupted = sync_->any(trainer_stop_signal().load() != 0);
         const bool do_save =
             (c.save_strategy == IntervalStrategy::steps && gs % plan_.save_steps == 0) ||
             (c.save_strategy == IntervalStrategy::epoch && epoch_end) ||

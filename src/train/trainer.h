@@ -62,11 +62,16 @@ class ReplicaSync {
     // Every replica must run the same job on the same data: throws, naming
     // the rank that differs, when the fingerprints disagree.
     virtual void check_same(uint64_t /*fingerprint*/, const std::string& /*what*/) {}
-    bool is_main() const { return dp_rank() == 0; }
+    // The rank that writes files and prints (world rank 0).
+    virtual bool is_main() const { return dp_rank() == 0; }
+    // True on every rank of the job (all axes) when any rank's flag is set:
+    // stop decisions.
+    virtual bool any(bool flag) { return sum(flag ? 1.0 : 0.0) > 0; }
 };
 
 class Communicator;
 class DataParallel;
+class PipelineParallel;
 
 struct TrainerOptions {
     ReplicaSync* sync = nullptr;  // null: one process (or dp_comm's replicas)
@@ -74,6 +79,11 @@ struct TrainerOptions {
     // trainer runs DataParallel over it (distribution: zero_stage,
     // bucket_size_mb, overlap_comm). Null: one process.
     Communicator* dp_comm = nullptr;
+    // Pipeline parallelism: the pp group (more than one rank: this rank runs
+    // one stage, distribution.pipeline / microbatches) and the whole job's
+    // communicator (stop decisions, which rank is main). Null: no pipeline.
+    Communicator* pp_comm = nullptr;
+    Communicator* world_comm = nullptr;
     std::FILE* out = stdout;     // plain messages
     bool quiet = false;          // no progress bar or messages (tests)
     bool handle_signals = true;  // SIGINT/SIGTERM finish the step and checkpoint
@@ -155,6 +165,17 @@ class Trainer {
     ReplicaSync* sync_;
     // Data parallelism (dp_comm with > 1 rank): owns the optimizer then.
     std::unique_ptr<DataParallel> dp_;
+    // Pipeline parallelism (pp_comm with > 1 rank): this rank's stage, its
+    // optimizer and dp reduction. model_ is then the whole model, refreshed
+    // from the stages for evaluation, checkpoints and export.
+    std::unique_ptr<PipelineParallel> pp_;
+    // Builds model_ (the whole model) if a pipeline stage has not yet.
+    Model& ensure_full_model();
+    // Collective on pp: the stages' rows into model_.
+    void refresh_full_model();
+    ComputeDtype compute_dtype() const;
+    // The model this rank trains: its stage's, or the whole one.
+    Model& train_model();
 
     std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
     ModelConfig config_;

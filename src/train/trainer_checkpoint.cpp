@@ -12,6 +12,7 @@
 #include "io/file_utils.h"
 #include "io/safetensors.h"
 #include "parallel/dp_step.h"
+#include "parallel/pipeline_parallel.h"
 #include "train/log_jsonl.h"
 #include "train/log_tensorboard.h"
 #include "train/progress.h"
@@ -55,13 +56,43 @@ void Trainer::update_best(const std::string& checkpoint_name) {
         state_.best_model_checkpoint = checkpoint_name;
 }
 
+ComputeDtype Trainer::compute_dtype() const {
+    return job_.training.bf16   ? ComputeDtype::bf16
+           : job_.training.fp16 ? ComputeDtype::fp16
+                                : ComputeDtype::fp32;
+}
+
+Model& Trainer::train_model() {
+    return pp_ ? pp_->model() : *model_;
+}
+
+Model& Trainer::ensure_full_model() {
+    if (!model_) {
+        model_ = build_model(config_);
+        model_->set_compute_dtype(compute_dtype());
+    }
+    return *model_;
+}
+
+void Trainer::refresh_full_model() {
+    if (!pp_) return;
+    // Collective on pp (and dp under ZeRO): every rank gets every row.
+    ParamTable& full = ensure_full_model().params();
+    for (const auto& [name, t] : pp_->gather_params())
+        std::memcpy(full.param(full.index(name)), t.raw(), size_t(t.numel()) * sizeof(float));
+}
+
 std::string Trainer::save_checkpoint() {
     // Layout-free optimizer state: under ZeRO every replica holds a shard,
     // gathered into global tensors by HF name (a collective, so every rank
-    // comes here); rank 0 writes.
+    // comes here); rank 0 writes. Pipeline stages gather every row too.
     const std::map<std::string, Tensor> opt_state =
-        dp_ ? dp_->optimizer_state() : optimizer_->state_tensors();
-    const int64_t opt_step = dp_ ? dp_->step_count() : optimizer_->step_count();
+        pp_ ? pp_->gather_optimizer_state()
+            : (dp_ ? dp_->optimizer_state() : optimizer_->state_tensors());
+    const int64_t opt_step =
+        pp_ ? pp_->step_count() : (dp_ ? dp_->step_count() : optimizer_->step_count());
+    const std::map<std::string, Tensor> params =
+        pp_ ? pp_->gather_params() : model_->params().param_tensors();
     const int64_t step = state_.global_step;
     const std::string name = "checkpoint-" + std::to_string(step);
     if (!sync_->is_main()) {
@@ -70,7 +101,7 @@ std::string Trainer::save_checkpoint() {
     }
     update_best(name);
     CheckpointWriter w(job_.training.output_dir, step);
-    w.add_tensors("model.safetensors", model_->params().param_tensors(), {{"format", "pt"}});
+    w.add_tensors("model.safetensors", params, {{"format", "pt"}});
     w.add_tensors("optimizer.safetensors", opt_state,
                   {{"step", std::to_string(opt_step)},
                    {"optimizer", std::string(enum_name(job_.training.optim))}});
@@ -122,7 +153,9 @@ void Trainer::resume(const std::string& spec) {
     s.total_steps = plan_.total_steps;
 
     const std::string model_path = (fs::path(dir) / "model.safetensors").string();
-    const LoadReport rep = model_->params().load(SafetensorsFile::open(model_path), model_path);
+    // A pipeline stage reads its own rows of the whole model's file.
+    const LoadReport rep =
+        train_model().params().load(SafetensorsFile::open(model_path), model_path);
     LOOM_CHECK(rep.newly_initialised.empty(),
                "checkpoint {}: model.safetensors lacks {} (and {} more): it was saved from a "
                "different model",
@@ -134,7 +167,9 @@ void Trainer::resume(const std::string& spec) {
     for (const auto& n : opt.names()) tensors[n] = opt.get(n);
     auto it = opt.metadata().find("step");
     LOOM_CHECK(it != opt.metadata().end(), "{}: metadata has no 'step'", opt_path);
-    if (dp_)
+    if (pp_)
+        pp_->load_optimizer_state(tensors, std::stoll(it->second));
+    else if (dp_)
         dp_->load_optimizer_state(tensors, std::stoll(it->second));
     else
         optimizer_->load_state(tensors, std::stoll(it->second));
@@ -153,7 +188,7 @@ void Trainer::load_best_model() {
         (fs::path(job_.training.output_dir) / state_.best_model_checkpoint).string();
     verify_checkpoint(dir);
     const std::string path = (fs::path(dir) / "model.safetensors").string();
-    model_->params().load(SafetensorsFile::open(path), path);
+    ensure_full_model().params().load(SafetensorsFile::open(path), path);
 }
 
 void Trainer::export_model(const std::string& dir) const {
@@ -170,6 +205,7 @@ void Trainer::finish_run(TrainResult& r, double runtime_s) {
         }
     };
     const int64_t gs = state_.global_step;
+    refresh_full_model();  // collective: the stages' rows into the whole model
     // Throughput over all replicas (a collective: before any rank returns).
     r.samples = int64_t(sync_->sum(double(r.samples)));
     r.skipped_steps = state_.skipped_steps;
@@ -224,7 +260,7 @@ void Trainer::finish_run(TrainResult& r, double runtime_s) {
     ri.summary = {
         {"task", std::string(enum_name(job_.task))},
         {"model", fmt::format("{} ({} parameters)", config_.architecture,
-                              model_->params().num_parameters())},
+                              train_model().params().num_parameters())},
         {"started from",
          job_.model.weights_path.empty() ? "random initialisation" : job_.model.weights_path},
         {"steps",

@@ -16,6 +16,7 @@
 #include "optim/lamb.h"
 #include "optim/sgd.h"
 #include "parallel/dp_step.h"
+#include "parallel/pipeline_parallel.h"
 #include "tokenizer/tokenizer.h"
 #include "train/log_jsonl.h"
 #include "train/log_tensorboard.h"
@@ -102,8 +103,8 @@ Trainer::Trainer(Job job, TrainerOptions options)
     : job_(std::move(job)), opts_(std::move(options)) {
     if (opts_.sync) {
         sync_ = opts_.sync;
-    } else if (opts_.dp_comm && opts_.dp_comm->size() > 1) {
-        comm_sync_ = std::make_unique<CommReplicaSync>(*opts_.dp_comm);
+    } else if (opts_.dp_comm && (opts_.dp_comm->size() > 1 || opts_.world_comm)) {
+        comm_sync_ = std::make_unique<CommReplicaSync>(*opts_.dp_comm, opts_.world_comm);
         sync_ = comm_sync_.get();
     } else {
         sync_ = &local_sync_;
@@ -320,22 +321,29 @@ LoaderOptions Trainer::loader_options(int64_t batch_size, bool shuffle) const {
 
 void Trainer::build_model_and_optimizer() {
     const TrainingArgs& t = job_.training;
-    model_ = build_model(config_);
-    if (!job_.model.weights_path.empty()) {
-        const LoadReport rep =
-            model_->load(SafetensorsFile::open(job_.model.weights_path), uint64_t(t.seed));
-        for (const auto& n : rep.newly_initialised)
-            load_notes_.push_back("newly initialised (not in the checkpoint): " + n);
-    } else {
-        model_->init(uint64_t(t.seed));
-        load_notes_.push_back("no weights given: parameters initialised for pretraining");
+    const bool pipeline = opts_.pp_comm && opts_.pp_comm->size() > 1;
+    // Pipeline stages build only their part (below); the whole model is built
+    // when evaluation or export first needs it (ensure_full_model).
+    auto load_or_init = [&](Model& m) {
+        if (!job_.model.weights_path.empty()) {
+            const LoadReport rep =
+                m.load(SafetensorsFile::open(job_.model.weights_path), uint64_t(t.seed));
+            for (const auto& n : rep.newly_initialised)
+                load_notes_.push_back("newly initialised (not in the checkpoint): " + n);
+        } else {
+            m.init(uint64_t(t.seed));
+            load_notes_.push_back("no weights given: parameters initialised for pretraining");
+        }
+    };
+    if (!pipeline) {
+        model_ = build_model(config_);
+        load_or_init(*model_);
+        model_->set_compute_dtype(compute_dtype());
     }
-    model_->set_compute_dtype(t.bf16   ? ComputeDtype::bf16
-                              : t.fp16 ? ComputeDtype::fp16
-                                       : ComputeDtype::fp32);
     const DistributionArgs& dist = job_.distribution;
     if (dist.activation_checkpointing) {
-        model_->set_activation_checkpointing(std::max<int64_t>(dist.checkpoint_every, 1));
+        if (model_)
+            model_->set_activation_checkpointing(std::max<int64_t>(dist.checkpoint_every, 1));
         load_notes_.push_back(fmt::format(
             "activation checkpointing: every {} layer application(s) recompute in backward",
             std::max<int64_t>(dist.checkpoint_every, 1)));
@@ -364,7 +372,70 @@ void Trainer::build_model_and_optimizer() {
     auto make_lamb = [lamb](ParamTable& table) -> std::unique_ptr<Optimizer> {
         return std::make_unique<Lamb>(table, lamb, DecayPolicy::table);
     };
-    if (opts_.dp_comm && opts_.dp_comm->size() > 1) {
+    if (pipeline) {
+        LOOM_CHECK(opts_.dp_comm != nullptr, "pipeline parallelism needs the dp group");
+        const DistributionArgs& d = job_.distribution;
+        LOOM_CHECK(t.optim == OptimizerKind::adamw,
+                   "{}: hyperparameters.optim {} under pipeline parallelism: only adamw is "
+                   "supported there so far",
+                   job_.source, enum_name(t.optim));
+        const int P = opts_.pp_comm->size(), stage = opts_.pp_comm->rank();
+        const ScheduleKind kind = d.pipeline == PipelineKind::simple ? ScheduleKind::simple
+                                  : d.pipeline == PipelineKind::interleaved
+                                      ? ScheduleKind::interleaved
+                                      : ScheduleKind::one_f_one_b;
+        const int V = kind == ScheduleKind::interleaved ? int(d.virtual_stages) : 1;
+        LOOM_CHECK(V == 1 || d.partition.empty(),
+                   "{}: distribution.partition with pipeline: interleaved is not supported; "
+                   "leave it out (even split over pipeline_parallel_degree x virtual_stages)",
+                   job_.source);
+        const int n_micro = int(t.gradient_accumulation_steps * d.microbatches);
+        const std::string bad = schedule_check(kind, P, n_micro, V);
+        LOOM_CHECK(bad.empty(), "{}: distribution: {} (micro-batches per step = "
+                                "gradient_accumulation_steps x microbatches = {})",
+                   job_.source, bad, n_micro);
+        const int64_t n_apps = model_layer_applications(config_);
+        LOOM_CHECK(n_apps >= int64_t(P) * V,
+                   "{}: {} pipeline stages x {} virtual stages need at least that many layer "
+                   "applications; the model has {}",
+                   job_.source, P, V, n_apps);
+        ModelConfig sc = config_;
+        const int slots = schedule_max_in_flight(kind, P, stage, n_micro, V);
+        std::vector<std::unique_ptr<Model>> models;
+        for (int k = 0; k < slots * V; ++k) {
+            sc.part = pipeline_chunk_part(n_apps, P, V, stage, k / slots, d.partition);
+            auto m = build_model(sc);
+            m->set_compute_dtype(compute_dtype());
+            if (dist.activation_checkpointing)
+                m->set_activation_checkpointing(std::max<int64_t>(dist.checkpoint_every, 1));
+            m->set_logits_scope(LogitsScope::labelled_positions);
+            models.push_back(std::move(m));
+        }
+        load_or_init(*models[0]);  // the stage's rows only; the other instances share them
+        DpOptions o;
+        o.zero = d.zero_stage == 0   ? ZeroStage::none
+                 : d.zero_stage == 1 ? ZeroStage::optimizer
+                                     : ZeroStage::gradients;
+        o.bucket_size_mb = d.bucket_size_mb;
+        pp_ = std::make_unique<PipelineParallel>(std::move(models), *opts_.pp_comm,
+                                                 *opts_.dp_comm, hp, DecayPolicy::table, o, kind,
+                                                 V);
+        pp_->data_parallel().broadcast_parameters();
+        std::string layers;
+        for (int c = 0; c < V; ++c) {
+            const ModelPart p = pipeline_chunk_part(n_apps, P, V, stage, c, d.partition);
+            layers += fmt::format("{}[{}, {}){}{}", c ? ", " : "", p.app_begin, p.app_end,
+                                  p.embeddings ? " + embeddings" : "", p.head ? " + head" : "");
+        }
+        load_notes_.push_back(fmt::format(
+            "pipeline stage {} of {}: layer applications {}, {} of {} parameters, {} model "
+            "instance(s) per chunk for the micro-batches in flight ({} schedule, {} "
+            "micro-batches per step)",
+            stage, P, layers, pp_->model().params().num_local_parameters(),
+            pp_->model().params().num_parameters(), slots, schedule_kind_name(kind), n_micro));
+        if (opts_.dp_comm->size() > 1)
+            load_notes_.push_back("data parallel: " + pp_->data_parallel().memory_plan().describe());
+    } else if (opts_.dp_comm && opts_.dp_comm->size() > 1) {
         const DistributionArgs& d = job_.distribution;
         DpOptions o;
         o.zero = d.zero_stage == 0   ? ZeroStage::none

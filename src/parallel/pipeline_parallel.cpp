@@ -1,0 +1,305 @@
+// PipelineParallel: the schedule executor, shared-row sums and the gathers.
+#include "parallel/pipeline_parallel.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/check.h"
+#include "optim/grad_clip.h"
+
+namespace loom {
+
+ModelPart pipeline_stage_part(int64_t n_apps, int n_stages, int stage,
+                              const std::vector<int64_t>& partition) {
+    LOOM_CHECK(n_stages >= 1 && stage >= 0 && stage < n_stages,
+               "pipeline stage {} of {} is out of range", stage, n_stages);
+    LOOM_CHECK(n_apps >= n_stages,
+               "pipeline_parallel_degree {} is more than the model's {} layer applications: "
+               "every stage needs at least one",
+               n_stages, n_apps);
+    std::vector<int64_t> sizes(size_t(n_stages), n_apps / n_stages);
+    if (!partition.empty()) {
+        LOOM_CHECK(int(partition.size()) == n_stages,
+                   "distribution.partition has {} entries for {} pipeline stages",
+                   partition.size(), n_stages);
+        int64_t total = 0;
+        for (int64_t p : partition) {
+            LOOM_CHECK(p >= 1, "distribution.partition: every stage needs at least one layer "
+                               "application, got {}",
+                       p);
+            total += p;
+        }
+        LOOM_CHECK(total == n_apps,
+                   "distribution.partition sums to {} layer applications, the model has {}",
+                   total, n_apps);
+        sizes = partition;
+    } else {
+        for (int s = 0; s < int(n_apps % n_stages); ++s) ++sizes[size_t(s)];
+    }
+    ModelPart p;
+    for (int s = 0; s < stage; ++s) p.app_begin += sizes[size_t(s)];
+    p.app_end = p.app_begin + sizes[size_t(stage)];
+    p.embeddings = stage == 0;
+    p.head = stage == n_stages - 1;
+    return p;
+}
+
+ModelPart pipeline_chunk_part(int64_t n_apps, int pp_size, int n_virtual, int pp_rank, int chunk,
+                              const std::vector<int64_t>& partition) {
+    const int S = pp_size * n_virtual;
+    ModelPart p = pipeline_stage_part(n_apps, S, chunk * pp_size + pp_rank, partition);
+    for (int c = 0; c < n_virtual; ++c) {
+        if (c == chunk) continue;
+        const ModelPart o = pipeline_stage_part(n_apps, S, c * pp_size + pp_rank, partition);
+        p.also_hold.emplace_back(o.app_begin, o.app_end);
+        p.hold_embeddings = p.hold_embeddings || o.embeddings;
+        p.hold_head = p.hold_head || o.head;
+    }
+    return p;
+}
+
+PipelineParallel::PipelineParallel(std::vector<std::unique_ptr<Model>> stage_models,
+                                   Communicator& pp, Communicator& dp, const AdamWParams& hp,
+                                   DecayPolicy decay, DpOptions dp_options, ScheduleKind kind,
+                                   int n_virtual)
+    : models_(std::move(stage_models)), pp_(pp), kind_(kind), n_virtual_(n_virtual) {
+    LOOM_CHECK(!models_.empty() && n_virtual >= 1 && int(models_.size()) % n_virtual == 0,
+               "pipeline stage: {} model instances for {} chunks", models_.size(), n_virtual);
+    LOOM_CHECK((kind == ScheduleKind::interleaved) == (n_virtual > 1),
+               "pipeline: {} model chunks per rank need the interleaved schedule", n_virtual);
+    Model& m0 = *models_[0];
+    for (size_t i = 1; i < models_.size(); ++i) models_[i]->share_parameters(m0);
+    C_ = m0.config().hidden_size;
+    // The whole step is one "micro-batch" for the dp reduction (see the header).
+    dp_options.overlap = false;
+    dp_ = std::make_unique<DataParallel>(m0, dp, hp, decay, dp_options);
+    m0.set_grad_ready_hook({});
+
+    // Which stage holds which row: every stage's table lists the same rows.
+    const ParamTable& t = m0.params();
+    const int R = t.size(), P = pp.size();
+    std::vector<int32_t> mine(static_cast<size_t>(R)), all(static_cast<size_t>(R * P));
+    for (int i = 0; i < R; ++i) mine[size_t(i)] = t.row(i).local ? 1 : 0;
+    pp.all_gather(mine.data(), all.data(), R, DType::i32)->wait();
+    holds_.assign(size_t(P), std::vector<uint8_t>(size_t(R), 0));
+    for (int s = 0; s < P; ++s)
+        for (int i = 0; i < R; ++i) holds_[size_t(s)][size_t(i)] = uint8_t(all[size_t(s * R + i)]);
+    for (int i = 0; i < R; ++i) {
+        int n = 0;
+        for (int s = 0; s < P; ++s) n += holds_[size_t(s)][size_t(i)];
+        LOOM_CHECK(n > 0, "pipeline: no stage holds parameter '{}'", t.row(i).name);
+        if (n > 1) shared_rows_.push_back(i);
+        if (n > 1 && t.row(i).local && holder(i) != stage())
+            norm_excluded_.emplace_back(t.row(i).offset, t.row(i).offset + t.row(i).numel());
+    }
+}
+
+PipelineParallel::~PipelineParallel() = default;
+
+int PipelineParallel::holder(int row) const {
+    for (int s = 0; s < int(holds_.size()); ++s)
+        if (holds_[size_t(s)][size_t(row)]) return s;
+    return -1;
+}
+
+void PipelineParallel::begin_step() {
+    dp_->begin_step();  // zeroes the shared gradient buffer
+}
+
+double PipelineParallel::run(const std::vector<PipelineMicroBatch>& micro, double loss_scale) {
+    const int M = int(micro.size()), V = n_virtual_, S = n_stages() * V;
+    LOOM_CHECK(M >= 1, "pipeline step without micro-batches");
+    const std::vector<Action> actions = make_schedule(kind_, n_stages(), stage(), M, V);
+    auto numel = [&](int m) { return micro[size_t(m)].inputs.B * micro[size_t(m)].inputs.T * C_; };
+    for (auto* v : {&act_in_, &act_out_, &grad_in_, &grad_out_})
+        if (int(v->size()) < M * V) v->resize(size_t(M * V));
+    // Model instance of (chunk, micro-batch) while it is in flight; free
+    // instances per chunk.
+    std::vector<int> slot_of(size_t(M * V), -1);
+    std::vector<std::vector<int>> free_slots(static_cast<size_t>(V));
+    for (int c = 0; c < V; ++c)
+        for (int s = n_slots(); s-- > 0;) free_slots[size_t(c)].push_back(c * n_slots() + s);
+    auto buffer = [&](std::vector<std::vector<float>>& v, int c, int m) -> float* {
+        std::vector<float>& b = v[size_t(c * M + m)];
+        if (int64_t(b.size()) < numel(m)) b.resize(size_t(numel(m)));
+        return b.data();
+    };
+
+    double loss_sum = 0;
+    size_t i = 0;
+    while (i < actions.size()) {
+        const Action& a = actions[i];
+        if (action_is_comm(a.kind)) {
+            // Consecutive communication actions go out together (the schedule's
+            // pairing; pipeline_sim.h proves the lists cannot deadlock).
+            pp_.group_start();
+            for (; i < actions.size() && action_is_comm(actions[i].kind); ++i) {
+                const Action& c = actions[i];
+                const int m = c.micro;
+                const int64_t n = numel(m);
+                if (n == 0) continue;  // an empty share of a short last batch, on every stage
+                const int peer = action_peer(c, n_stages(), stage());
+                const int v = c.virtual_stage;
+                const int g = global_stage(n_stages(), stage(), v);
+                // Tags name the boundary (the lower global stage) and the
+                // micro-batch, so both ends agree whatever the chunk numbers.
+                const bool grad = c.kind == ActionKind::send_grad || c.kind == ActionKind::recv_grad;
+                const bool upper = c.kind == ActionKind::recv_act || c.kind == ActionKind::send_grad;
+                const int boundary = upper ? g - 1 : g;
+                const int tag = ((m * S + boundary) * 2 + (grad ? 1 : 0)) % 32768;
+                switch (c.kind) {
+                    case ActionKind::send_act:
+                        pp_.send(buffer(act_out_, v, m), n, DType::f32, peer, tag);
+                        break;
+                    case ActionKind::recv_act:
+                        pp_.recv(buffer(act_in_, v, m), n, DType::f32, peer, tag);
+                        break;
+                    case ActionKind::send_grad:
+                        pp_.send(buffer(grad_out_, v, m), n, DType::f32, peer, tag);
+                        break;
+                    case ActionKind::recv_grad:
+                        pp_.recv(buffer(grad_in_, v, m), n, DType::f32, peer, tag);
+                        break;
+                    default: break;
+                }
+            }
+            pp_.group_end()->wait();
+            continue;
+        }
+        const int m = a.micro, v = a.virtual_stage;
+        const PipelineMicroBatch& mb = micro[size_t(m)];
+        std::vector<int>& free = free_slots[size_t(v)];
+        int& slot = slot_of[size_t(v * M + m)];
+        ++i;
+        if (a.kind == ActionKind::forward) {
+            if (mb.inputs.B == 0) continue;
+            LOOM_CHECK(!free.empty(),
+                       "pipeline: more micro-batches in flight than the {} model instances",
+                       n_slots());
+            const int s = free.back();
+            free.pop_back();
+            slot = s;
+            ModelInputs in = mb.inputs;
+            if (!is_first(v)) in.stage_input = buffer(act_in_, v, m);
+            const LossSum l = models_[size_t(s)]->forward(in, mb.dropout);
+            if (is_last(v)) {
+                LOOM_ASSERT(l.count == mb.label_count,
+                            "the model counted {} labels in a micro-batch, the loader {}",
+                            l.count, mb.label_count);
+                loss_sum += l.sum;
+            } else {
+                std::memcpy(buffer(act_out_, v, m), models_[size_t(s)]->stage_output(),
+                            size_t(numel(m)) * sizeof(float));
+            }
+        } else if (a.kind == ActionKind::backward) {
+            if (mb.inputs.B == 0) continue;
+            const int s = slot;
+            LOOM_ASSERT(s >= 0, "pipeline: backward of micro-batch {} before its forward", m);
+            Model& model = *models_[size_t(s)];
+            if (mb.label_count > 0) {
+                model.backward(loss_scale, is_last(v) ? nullptr : buffer(grad_in_, v, m));
+                if (!is_first(v))
+                    std::memcpy(buffer(grad_out_, v, m), model.stage_input_grad(),
+                                size_t(numel(m)) * sizeof(float));
+            } else if (!is_first(v)) {
+                // No labels, no loss: nothing flows back (every stage knows).
+                std::fill_n(buffer(grad_out_, v, m), numel(m), 0.0f);
+            }
+            slot = -1;
+            free.push_back(s);
+        }
+    }
+    pp_.all_reduce(&loss_sum, 1, DType::f64, ReduceOp::sum)->wait();
+    return loss_sum;
+}
+
+void PipelineParallel::finalize_grads() {
+    // 1. Rows several stages hold: every holder gets the sum of their partial
+    //    gradients (Megatron's embedding group, generalised). One all-reduce
+    //    on pp; stages without the row add zeros.
+    if (!shared_rows_.empty()) {
+        const ParamTable& t = model().params();
+        int64_t total = 0;
+        for (int r : shared_rows_) total += t.row(r).numel();
+        std::vector<float> buf(size_t(total), 0.0f);
+        int64_t off = 0;
+        for (int r : shared_rows_) {
+            if (t.row(r).local)
+                std::memcpy(buf.data() + off, t.grad(r), size_t(t.row(r).numel()) * sizeof(float));
+            off += t.row(r).numel();
+        }
+        pp_.all_reduce(buf.data(), total, DType::f32, ReduceOp::sum)->wait();
+        off = 0;
+        for (int r : shared_rows_) {
+            if (t.row(r).local)
+                std::memcpy(t.grad(r), buf.data() + off, size_t(t.row(r).numel()) * sizeof(float));
+            off += t.row(r).numel();
+        }
+    }
+    // 2. The dp reduction of the whole buffer, as one micro-batch.
+    dp_->begin_micro_batch(true);
+    dp_->end_micro_batch();
+    dp_->finalize_grads();
+}
+
+double PipelineParallel::clip_grad_norm(double max_norm) {
+    double sq = dp_->grad_norm_sq(norm_excluded_);
+    pp_.all_reduce(&sq, 1, DType::f64, ReduceOp::sum)->wait();
+    const double total = std::sqrt(sq);
+    if (max_norm > 0) {
+        const double c = clip_coefficient(total, max_norm);
+        if (c < 1.0) dp_->scale_grads(float(c));
+    }
+    return total;
+}
+
+std::map<std::string, Tensor> PipelineParallel::gather_rows(
+    const std::map<std::string, Tensor>& local,
+    const std::vector<std::pair<std::string, int>>& names_rows) const {
+    const ParamTable& t = models_[0]->params();
+    std::map<std::string, Tensor> out;
+    for (const auto& [name, row] : names_rows) {
+        const int h = holder(row);
+        Tensor x = Tensor::empty(DType::f32, t.row(row).shape, name);
+        if (h == stage()) {
+            auto it = local.find(name);
+            LOOM_ASSERT(it != local.end(), "pipeline gather: stage {} lacks '{}'", stage(), name);
+            std::memcpy(x.raw(), it->second.raw(), size_t(x.numel()) * sizeof(float));
+        }
+        pp_.broadcast(x.raw(), x.numel(), DType::f32, h)->wait();
+        out[name] = x;
+    }
+    return out;
+}
+
+std::map<std::string, Tensor> PipelineParallel::gather_params() const {
+    const ParamTable& t = models_[0]->params();
+    std::vector<std::pair<std::string, int>> names;
+    for (int i = 0; i < t.size(); ++i) names.emplace_back(t.row(i).name, i);
+    return gather_rows(t.param_tensors(), names);
+}
+
+std::map<std::string, Tensor> PipelineParallel::gather_optimizer_state() const {
+    const ParamTable& t = models_[0]->params();
+    const std::map<std::string, Tensor> local = dp_->optimizer_state();
+    std::vector<std::pair<std::string, int>> names;
+    for (int i = 0; i < t.size(); ++i) {
+        // Trainable where it is held (frozen rows have no optimizer state).
+        const int h = holder(i);
+        const bool held_here = h == stage();
+        int32_t trainable = held_here && t.row(i).trainable ? 1 : 0;
+        pp_.broadcast(&trainable, 1, DType::i32, h)->wait();
+        if (!trainable) continue;
+        names.emplace_back("exp_avg." + t.row(i).name, i);
+        names.emplace_back("exp_avg_sq." + t.row(i).name, i);
+    }
+    return gather_rows(local, names);
+}
+
+void PipelineParallel::load_optimizer_state(const std::map<std::string, Tensor>& state,
+                                            int64_t step) {
+    dp_->load_optimizer_state(state, step);
+}
+
+}  // namespace loom

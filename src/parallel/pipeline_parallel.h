@@ -1,0 +1,135 @@
+// PipelineParallel: one pipeline stage of one data-parallel replica. It runs a
+// step's micro-batches through the schedule's action list (pipeline_schedule.h),
+// sends activations forward and their gradients back on the pp group, sums the
+// gradients of rows several stages hold (tied embeddings on the first and last
+// stage, ALBERT's shared layer on every stage) on the pp group, then hands the
+// stage's flat gradient buffer to DataParallel (dp group: all-reduce or ZeRO).
+//
+// The stage's model is built from ModelConfig::part (models/stack_model.h): its
+// ParamTable lists every row of the model but holds memory only for the
+// stage's rows, so the optimizer, ZeRO and the buffers are the stage's own.
+// One model instance per micro-batch in flight (schedule_max_in_flight), all
+// sharing the first instance's parameter and gradient buffers: each instance
+// is one set of saved activations.
+//
+// One step, every call collective on pp and dp:
+//   pp.begin_step();
+//   loss_sum = pp.run(micro_batches, 1.0 / global_count);   // every pp rank gets it
+//   pp.finalize_grads();
+//   norm = pp.clip_grad_norm(max_norm);                      // over all stages and replicas
+//   pp.step(lr);
+//
+// Interleaved schedules: the rank runs n_virtual model chunks (chunk c is
+// global stage c * pp + rank, ModelPart::also_hold makes every chunk's
+// instance hold all of the rank's rows), each with its own instances.
+//
+// What it deliberately does not do yet: overlapping the dp reduction with the
+// pipeline's backward (the dp reduction starts after the last micro-batch),
+// and ZeRO-2's per-micro-batch gradient release (the whole step counts as one
+// micro-batch).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "models/model.h"
+#include "parallel/comm.h"
+#include "parallel/dp_step.h"
+#include "parallel/pipeline_schedule.h"
+
+namespace loom {
+
+// Stage s of n: its layer applications [begin, end) out of n_apps, split as
+// evenly as possible (earlier stages take the extra ones), or by `partition`
+// (applications per stage, summing to n_apps) when it is not empty.
+ModelPart pipeline_stage_part(int64_t n_apps, int n_stages, int stage,
+                              const std::vector<int64_t>& partition = {});
+// Chunk `chunk` of pipeline rank `pp_rank` under n_virtual chunks per rank:
+// global stage chunk * pp_size + pp_rank of pp_size * n_virtual, holding the
+// rows of the rank's other chunks too.
+ModelPart pipeline_chunk_part(int64_t n_apps, int pp_size, int n_virtual, int pp_rank, int chunk,
+                              const std::vector<int64_t>& partition = {});
+
+struct PipelineMicroBatch {
+    ModelInputs inputs;   // views owned by the caller, valid through run()
+    DropoutPlan dropout;  // keyed by the micro-batch's first global sample
+    int64_t label_count = 0;
+};
+
+class PipelineParallel {
+  public:
+    // `stage_models`: this rank's model instances, n_virtual chunks x the same
+    // number each (chunk c's at [c * n, (c + 1) * n)), built with each chunk's
+    // part; the first owns the buffers, the others are made to share them.
+    // pp and dp must outlive this object.
+    PipelineParallel(std::vector<std::unique_ptr<Model>> stage_models, Communicator& pp,
+                     Communicator& dp, const AdamWParams& hp, DecayPolicy decay,
+                     DpOptions dp_options, ScheduleKind kind, int n_virtual = 1);
+    ~PipelineParallel();
+    PipelineParallel(const PipelineParallel&) = delete;
+    PipelineParallel& operator=(const PipelineParallel&) = delete;
+
+    Model& model() { return *models_[0]; }
+    DataParallel& data_parallel() { return *dp_; }
+    int stage() const { return pp_.rank(); }
+    int n_stages() const { return pp_.size(); }
+    int n_virtual() const { return n_virtual_; }
+    // Chunk c runs the embeddings / the head.
+    bool is_first(int chunk) const { return chunk == 0 && stage() == 0; }
+    bool is_last(int chunk) const {
+        return chunk == n_virtual_ - 1 && stage() == n_stages() - 1;
+    }
+    int n_slots() const { return int(models_.size()) / n_virtual_; }  // per chunk
+    // Rows held by more than one stage (their gradients are summed on pp).
+    const std::vector<int>& shared_rows() const { return shared_rows_; }
+
+    void begin_step();
+    // The step's micro-batches through the schedule. Returns the sum of the
+    // per-example losses over this replica's micro-batches (all-reduced on
+    // pp, so every stage returns it). Gradients accumulate d(scale * loss).
+    double run(const std::vector<PipelineMicroBatch>& micro, double loss_scale);
+    // Shared rows summed on pp, then the dp reduction (DataParallel).
+    void finalize_grads();
+    // Global norm over every stage and replica (shared rows counted once);
+    // clips to max_norm when max_norm > 0. Returns the norm before clipping.
+    double clip_grad_norm(double max_norm);
+    void scale_grads(float s) { dp_->scale_grads(s); }
+    void step(double lr) { dp_->step(lr); }
+    int64_t step_count() const { return dp_->step_count(); }
+
+    // Every row of the whole model by HF name (collective on pp and, under
+    // ZeRO, dp): each row comes from the lowest stage that holds it.
+    std::map<std::string, Tensor> gather_params() const;
+    std::map<std::string, Tensor> gather_optimizer_state() const;
+    // Keeps this stage's rows of a whole model's optimizer state (local).
+    void load_optimizer_state(const std::map<std::string, Tensor>& state, int64_t step);
+
+  private:
+    // Lowest stage holding row i, or -1 (no stage: cannot happen for a built model).
+    int holder(int row) const;
+    // Broadcasts each named tensor from the holder of its row over pp.
+    std::map<std::string, Tensor> gather_rows(
+        const std::map<std::string, Tensor>& local,
+        const std::vector<std::pair<std::string, int>>& names_rows) const;
+
+    std::vector<std::unique_ptr<Model>> models_;
+    Communicator& pp_;
+    std::unique_ptr<DataParallel> dp_;
+    ScheduleKind kind_;
+    int n_virtual_ = 1;
+    int64_t C_ = 0;
+    std::vector<std::vector<uint8_t>> holds_;  // (stages, rows) row held (local) by stage
+    std::vector<int> shared_rows_;             // rows held by several stages
+    // Flat ranges of shared rows this stage holds but does not own (counted
+    // by a lower stage in the norm).
+    std::vector<std::pair<int64_t, int64_t>> norm_excluded_;
+    // Per (chunk, micro-batch) message buffers, kept across steps (first touch
+    // is slow); index chunk * n_micro + micro.
+    std::vector<std::vector<float>> act_in_, act_out_, grad_in_, grad_out_;
+};
+
+}  // namespace loom

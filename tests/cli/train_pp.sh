@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# Pipeline parallelism through the real `loom train` under mpirun
+# (oversubscribed, one thread per rank, tiny models). Every layout must train
+# the 1-rank model: per-step losses within relative 1e-5 and final parameters
+# within 1e-4 (compare_runs.py), for
+#   - BERT masked LM and GPT-2 causal LM (4 layers; GPT-2's tied wte sits on
+#     the first and the last stage): pp 2 under 1F1B and GPipe ("simple"),
+#     pp 4 with 8 micro-batches under both, dp 2 x pp 2 with ZeRO 1 and 2, and
+#     pp 2 with activation checkpointing, pp 2 interleaved over 2 virtual
+#     stages;
+#   - ALBERT (one shared layer on every stage), DistilBERT and RoBERTa at pp 2;
+#   - a checkpoint saved at pp 2 resumed at 1 rank and at dp 2, and a 1-rank
+#     checkpoint resumed at dp 2 x pp 2: the uninterrupted run's losses.
+#   $1 = loom binary, $2 = tests/data directory
+set -euo pipefail
+loom=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
+data=$(cd "$2" && pwd)
+here=$(cd "$(dirname "$0")" && pwd)
+if ! command -v mpirun >/dev/null; then
+  echo "SKIP: no mpirun (Debian openmpi-bin)"; exit 0
+fi
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
+mpi() { local n=$1; shift; mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$n" "$@"; }
+# Parameters: 3e-4 is 0.4% of what 8 AdamW steps at learning rate 1e-2 move a
+# weight; splitting a batch into micro-batches reorders gradient sums, and
+# m / sqrt(v) amplifies that rounding where v is tiny (the losses agree to 1e-7).
+compare() { python3 "$here/compare_runs.py" "$1" "$2" 1e-5 3e-4; }
+
+# 4-layer variants of the tiny configs, and the other families' fixture
+# configs with the word-piece tokenizer's vocabulary, as masked LMs.
+python3 - "$data" <<'PY'
+import json, sys
+d = sys.argv[1]
+vocab = json.load(open(f"{d}/train/tiny-bert.json"))["vocab_size"]
+def put(src, dst, **kw):
+    c = json.load(open(src))
+    c.update(kw)
+    json.dump(c, open(dst, "w"), indent=1)
+put(f"{d}/train/tiny-bert.json", "bert.json", num_hidden_layers=4)
+put(f"{d}/train/tiny-gpt2.json", "gpt2.json", n_layer=4)
+put(f"{d}/hf/albert-mlm/config.json", "albert.json", vocab_size=vocab, num_hidden_layers=4)
+put(f"{d}/hf/distilbert-mlm/config.json", "distilbert.json", vocab_size=vocab, n_layers=4)
+put(f"{d}/hf/roberta-cls/config.json", "roberta.json", vocab_size=vocab,
+    architectures=["RobertaForMaskedLM"], num_hidden_layers=4)
+PY
+
+job() {  # job TASK CONFIG TOKENIZER
+  cat <<YAML
+model: {config: $PWD/$2, tokenizer: $data/tokenizers/$3/tokenizer.json}
+task: $1
+data: {train: $data/train/lm_train.jsonl, max_seq_length: 32}
+hyperparameters:
+  output_dir: out
+  overwrite_output_dir: true
+  max_steps: 8
+  per_device_train_batch_size: 8
+  learning_rate: 1.0e-2
+  logging_steps: 1
+  save_strategy: steps
+  save_steps: 4
+  seed: 7
+YAML
+}
+# (Job names unlike train_dp.sh's: its kill test looks processes up by name.)
+job masked-lm bert.json wordpiece-multilingual-cased > pp_mlm.yaml
+job causal-lm gpt2.json unigram-albert-style > pp_clm.yaml
+for f in albert distilbert roberta; do job masked-lm $f.json wordpiece-multilingual-cased > pp_$f.yaml; done
+
+pp() {  # pp JOB OUT RANKS [--set ...]
+  local j=$1 out=$2 n=$3; shift 3
+  mpi "$n" "$loom" train "$j" --quiet --set hyperparameters.output_dir="$out" "$@"
+}
+
+for t in mlm clm; do
+  echo "== $t: 1 rank, then pipeline layouts"
+  "$loom" train pp_$t.yaml --quiet --threads 1 --set hyperparameters.output_dir=${t}1
+  pp pp_$t.yaml ${t}_p2 2 --set distribution.pipeline_parallel_degree=2 --set distribution.microbatches=2
+  pp pp_$t.yaml ${t}_p2s 2 --set distribution.pipeline_parallel_degree=2 --set distribution.microbatches=4 \
+      --set distribution.pipeline=simple
+  pp pp_$t.yaml ${t}_p4 4 --set distribution.pipeline_parallel_degree=4 --set distribution.microbatches=8
+  pp pp_$t.yaml ${t}_p4s 4 --set distribution.pipeline_parallel_degree=4 --set distribution.microbatches=8 \
+      --set distribution.pipeline=simple
+  pp pp_$t.yaml ${t}_d2p2z1 4 --set distribution.pipeline_parallel_degree=2 --set distribution.microbatches=2 \
+      --set hyperparameters.per_device_train_batch_size=4 --set distribution.zero_stage=1
+  pp pp_$t.yaml ${t}_d2p2z2 4 --set distribution.pipeline_parallel_degree=2 --set distribution.microbatches=2 \
+      --set hyperparameters.per_device_train_batch_size=4 --set distribution.zero_stage=2 \
+      --set distribution.placement_strategy=spread
+  pp pp_$t.yaml ${t}_p2v2 2 --set distribution.pipeline_parallel_degree=2 --set distribution.microbatches=4 \
+      --set distribution.pipeline=interleaved --set distribution.virtual_stages=2
+  pp pp_$t.yaml ${t}_p2ck 2 --set distribution.pipeline_parallel_degree=2 --set distribution.microbatches=2 \
+      --set distribution.activation_checkpointing=true
+  for o in p2 p2s p4 p4s d2p2z1 d2p2z2 p2v2 p2ck; do compare ${t}1 ${t}_$o; done
+done
+
+for f in albert distilbert roberta; do
+  echo "== $f: 1 rank and pp 2"
+  "$loom" train pp_$f.yaml --quiet --threads 1 --set hyperparameters.output_dir=${f}1
+  pp pp_$f.yaml ${f}_p2 2 --set distribution.pipeline_parallel_degree=2 --set distribution.microbatches=2
+  compare ${f}1 ${f}_p2
+done
+
+echo "== saved at pp 2, resumed at 1 rank and at dp 2; saved at 1 rank, resumed at dp 2 x pp 2"
+mkdir r1 r2 r22
+cp -r clm_p2/checkpoint-4 r1/
+cp -r clm_p2/checkpoint-4 r2/
+cp -r clm1/checkpoint-4 r22/
+"$loom" train pp_clm.yaml --quiet --threads 1 --set hyperparameters.output_dir=r1 \
+    --set hyperparameters.resume_from_checkpoint=latest
+pp pp_clm.yaml r2 2 --set hyperparameters.per_device_train_batch_size=4 \
+    --set hyperparameters.resume_from_checkpoint=latest
+pp pp_clm.yaml r22 4 --set distribution.pipeline_parallel_degree=2 --set distribution.microbatches=2 \
+    --set hyperparameters.per_device_train_batch_size=4 --set hyperparameters.resume_from_checkpoint=latest
+for o in r1 r2 r22; do compare clm1 $o; done
+
+echo "== the rank map is printed; a bad schedule is refused naming the rule"
+mpi 2 "$loom" train pp_clm.yaml --set hyperparameters.output_dir=map --set hyperparameters.max_steps=1 \
+    --set distribution.pipeline_parallel_degree=2 > map.log 2>&1
+grep -q "DP1-PP2-TP1 rank 1 = (dp 0, pp 1, tp 0)" map.log || { cat map.log; echo "FAIL: no rank map" >&2; exit 1; }
+grep -q "pipeline stage 0 of 2" map.log || { cat map.log; echo "FAIL: no stage line" >&2; exit 1; }
+set +e
+mpi 2 "$loom" train pp_clm.yaml --set hyperparameters.output_dir=il --set distribution.pipeline_parallel_degree=2 \
+    --set distribution.pipeline=interleaved --set distribution.virtual_stages=2 \
+    --set distribution.microbatches=3 > il.log 2>&1
+rc=$?
+set -e
+[[ $rc != 0 ]] && grep -q "multiple of" il.log || { cat il.log; echo "FAIL: bad interleaved layout accepted" >&2; exit 1; }
+echo "train_pp: ok"
