@@ -80,6 +80,12 @@ void StackModel::apply_part() {
 
 void StackModel::finish_build() {
     apply_part();
+    // Tensor parallelism: the linears' TpRole plan decides what is split;
+    // embeddings, LayerNorms and heads stay whole (replicated on tp: every tp
+    // rank computes them redundantly, so their gradients agree without a sum).
+    // TODO(tp): vocab-parallel embeddings and LM heads (parallel/tp_vocab.h).
+    if (config_.tp.active())
+        for (TransformerBlock& b : blocks_) b.shard(table_, config_.tp);
     table_.allocate();
     bind_all();
     // NOTE: the grad-ready hook relies on the build order every family uses:
@@ -148,7 +154,7 @@ void StackModel::plan(int64_t B, int64_t T) {
             shared_planned = true;
             acts_[size_t(i)] = ckpt_acts_;
         }
-        scratch_.plan(a, B, T, C, config_.num_attention_heads, config_.intermediate_size);
+        if (!blocks_.empty()) scratch_.plan(a, B, T, blocks_[0]);
         dh_ = a.take(N * C);
         du_ = a.take(N * C);
         if (config_.part.embeddings) plan_embeddings(a, B, T);

@@ -107,6 +107,19 @@ TpSplit tp_linear_weight_split(TpRole role, WeightLayout layout, int64_t C, int6
     return s;
 }
 
+TpSplit tp_row_split(const ShardSpec& shard) {
+    const Shape& g = shard.global;
+    LOOM_CHECK(g.ndim == 1 || g.ndim == 2,
+               "tensor parallelism splits 1-D and 2-D parameters only, got shape {}",
+               g.to_string());
+    TpSplit s;
+    s.rows = g[0];
+    s.cols = g.ndim == 2 ? g[1] : 1;
+    s.dim = g.ndim == 2 ? shard.axis : 0;
+    s.blocks = shard.blocks;
+    return s;
+}
+
 TpSplit tp_linear_bias_split(int64_t OC, std::vector<int64_t> out_blocks) {
     return TpSplit{OC, 1, 0, std::move(out_blocks)};
 }

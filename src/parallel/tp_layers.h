@@ -78,6 +78,10 @@ TpSplit tp_linear_weight_split(TpRole role, WeightLayout layout, int64_t C, int6
 // every rank holds the whole vector (no split to describe).
 TpSplit tp_linear_bias_split(int64_t OC, std::vector<int64_t> out_blocks = {});
 
+// The split a sharded ParamRow records (ShardSpec with its global shape):
+// 1-D rows are {global[0], 1, dim 0}, 2-D rows split along shard.axis.
+TpSplit tp_row_split(const ShardSpec& shard);
+
 // local (split.local_rows, split.local_cols) <- rank tp_rank's part of
 // global (rows, cols). Checkpoint loading: every rank reads the global tensor.
 template <typename T>

@@ -321,7 +321,11 @@ LoaderOptions Trainer::loader_options(int64_t batch_size, bool shuffle) const {
 
 void Trainer::build_model_and_optimizer() {
     const TrainingArgs& t = job_.training;
-    const bool pipeline = opts_.pp_comm && opts_.pp_comm->size() > 1;
+    const bool tensor = opts_.tp_comm && opts_.tp_comm->size() > 1;
+    // Tensor parallelism rides on the pipeline executor (a single stage when
+    // pp is 1): it already builds models from a ModelConfig, gathers rows into
+    // global tensors for checkpoints and owns the global grad norm.
+    const bool pipeline = (opts_.pp_comm && opts_.pp_comm->size() > 1) || tensor;
     // Pipeline stages build only their part (below); the whole model is built
     // when evaluation or export first needs it (ensure_full_model).
     auto load_or_init = [&](Model& m) {
@@ -373,11 +377,12 @@ void Trainer::build_model_and_optimizer() {
         return std::make_unique<Lamb>(table, lamb, DecayPolicy::table);
     };
     if (pipeline) {
-        LOOM_CHECK(opts_.dp_comm != nullptr, "pipeline parallelism needs the dp group");
+        LOOM_CHECK(opts_.dp_comm != nullptr && opts_.pp_comm != nullptr,
+                   "pipeline and tensor parallelism need the dp and pp groups");
         const DistributionArgs& d = job_.distribution;
         LOOM_CHECK(t.optim == OptimizerKind::adamw,
-                   "{}: hyperparameters.optim {} under pipeline parallelism: only adamw is "
-                   "supported there so far",
+                   "{}: hyperparameters.optim {} under pipeline or tensor parallelism: only "
+                   "adamw is supported there so far",
                    job_.source, enum_name(t.optim));
         const int P = opts_.pp_comm->size(), stage = opts_.pp_comm->rank();
         const ScheduleKind kind = d.pipeline == PipelineKind::simple ? ScheduleKind::simple
@@ -400,6 +405,7 @@ void Trainer::build_model_and_optimizer() {
                    "applications; the model has {}",
                    job_.source, P, V, n_apps);
         ModelConfig sc = config_;
+        if (tensor) sc.tp = ModelTp{opts_.tp_comm->rank(), opts_.tp_comm->size(), opts_.tp_comm};
         const int slots = schedule_max_in_flight(kind, P, stage, n_micro, V);
         std::vector<std::unique_ptr<Model>> models;
         for (int k = 0; k < slots * V; ++k) {
@@ -433,6 +439,12 @@ void Trainer::build_model_and_optimizer() {
             "micro-batches per step)",
             stage, P, layers, pp_->model().params().num_local_parameters(),
             pp_->model().params().num_parameters(), slots, schedule_kind_name(kind), n_micro));
+        if (tensor)
+            load_notes_.push_back(fmt::format(
+                "tensor parallel rank {} of {}: attention heads and MLP features split "
+                "(Megatron column/row-parallel linears); embeddings, LayerNorms and the task "
+                "head replicated",
+                opts_.tp_comm->rank(), opts_.tp_comm->size()));
         if (opts_.dp_comm->size() > 1)
             load_notes_.push_back("data parallel: " + pp_->data_parallel().memory_plan().describe());
     } else if (opts_.dp_comm && opts_.dp_comm->size() > 1) {
