@@ -81,6 +81,8 @@ private:
         wpe_.bind(t);
     }
 
+    Embedding& word_embeddings() override { return wte_; }
+
     EmbeddingsView embeddings_view() const override {
         EmbeddingsView v;
         v.word = &wte_;

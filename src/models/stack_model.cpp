@@ -80,12 +80,17 @@ void StackModel::apply_part() {
 
 void StackModel::finish_build() {
     apply_part();
-    // Tensor parallelism: the linears' TpRole plan decides what is split;
-    // embeddings, LayerNorms and heads stay whole (replicated on tp: every tp
-    // rank computes them redundantly, so their gradients agree without a sum).
-    // TODO(tp): vocab-parallel embeddings and LM heads (parallel/tp_vocab.h).
-    if (config_.tp.active())
+    // Tensor parallelism: the linears' TpRole plan decides what the blocks
+    // split; the word table and the LM heads tied to it split by vocabulary
+    // (the word table first: a tied decoder finds its row already cut).
+    // Position/type tables, LayerNorms and classification heads stay whole,
+    // replicated on tp: every tp rank computes them redundantly from
+    // replicated inputs, so their gradients agree without a sum over tp.
+    if (config_.tp.active()) {
         for (TransformerBlock& b : blocks_) b.shard(table_, config_.tp);
+        word_embeddings().shard(table_, config_.tp);
+        if (head_) head_->shard(table_, config_.tp);
+    }
     table_.allocate();
     bind_all();
     // NOTE: the grad-ready hook relies on the build order every family uses:

@@ -9,6 +9,7 @@
 #include "core/philox.h"
 #include "io/safetensors.h"
 #include "parallel/tp_layers.h"
+#include "parallel/tp_vocab.h"
 
 namespace loom {
 
@@ -82,6 +83,20 @@ void ParamTable::shard_row(int i, int tp_size, int tp_rank, int n_blocks) {
     r.shard.tp_size = tp_size;
     r.shard.tp_rank = tp_rank;
     r.shape.dims[size_t(r.shard.axis)] = len / tp_size;
+}
+
+void ParamTable::shard_vocab_row(int i, int tp_size, int tp_rank) {
+    ParamRow& r = rows_[size_t(i)];
+    LOOM_ASSERT(!allocated(), "parameter '{}' sharded after allocation", r.name);
+    if (r.shard.kind == ShardSpec::Kind::vocab && r.shard.sharded()) return;
+    LOOM_ASSERT(r.shard.kind == ShardSpec::Kind::replicated && r.shape.ndim >= 1,
+                "parameter '{}' cannot be split by vocabulary", r.name);
+    r.shard.kind = ShardSpec::Kind::vocab;
+    r.shard.axis = 0;
+    r.shard.global = r.shape;
+    r.shard.tp_size = tp_size;
+    r.shard.tp_rank = tp_rank;
+    r.shape.dims[0] = tp_vocab_range(r.shape[0], tp_size, tp_rank).count;
 }
 
 void ParamTable::allocate() {
@@ -169,8 +184,8 @@ void ParamTable::init_row(int i, uint64_t seed) {
         // element, never by rank).
         Tensor whole = Tensor::empty(DType::f32, r.shard.global, r.name);
         init_values(r, r.shard.global, static_cast<float*>(whole.raw()), seed);
-        tp_shard_for_rank(param(i), static_cast<const float*>(whole.raw()), tp_row_split(r.shard),
-                          r.shard.tp_size, r.shard.tp_rank);
+        const Tensor mine = tp_shard_row_tensor(r.shard, whole);
+        std::memcpy(param(i), mine.raw(), size_t(r.numel()) * sizeof(float));
         return;
     }
     init_values(r, r.shape, param(i), seed);
@@ -264,8 +279,7 @@ LoadReport ParamTable::load(const SafetensorsFile& file, const std::string& expe
                    *found, dtype_safetensors_name(t.dtype));
         if (t.dtype != DType::f32) t = t.to(DType::f32);
         // Files hold global tensors (layout-free checkpoints): keep our slice.
-        if (r.shard.sharded()) t = tp_shard_tensor(t, tp_row_split(r.shard), r.shard.tp_size,
-                                                   r.shard.tp_rank);
+        if (r.shard.sharded()) t = tp_shard_row_tensor(r.shard, t);
         std::memcpy(param(i), t.raw(), size_t(r.numel()) * sizeof(float));
         // Tied copies some checkpoints store anyway are the same tensor, not unused.
         for (const auto& c : candidates)

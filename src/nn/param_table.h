@@ -47,14 +47,17 @@ enum class InitRule {
 // is filled in by ParamTable::shard_row when the model is built for tp > 1.
 // A split row then holds part tp_rank of every block along `axis` (tp_layers.h
 // TpSplit), and its ParamRow::shape is that local slice of `global`.
+// A vocab row (shard_vocab_row: the word table, a tied or untied LM decoder
+// and its bias) holds rows [r*Vl, (r+1)*Vl) of the vocabulary padded to a
+// multiple of tp (tp_vocab.h), zeros past V.
 struct ShardSpec {
-    enum class Kind { replicated, split } kind = Kind::replicated;
+    enum class Kind { replicated, split, vocab } kind = Kind::replicated;
     int axis = 0;                 // tensor dim split when kind == split
     std::vector<int64_t> blocks;  // packed sizes along axis (GPT-2 c_attn's q, k, v); empty: one
     Shape global;                 // the whole tensor's shape, when sharded()
     int tp_size = 1, tp_rank = 0;
     // True when this process holds a slice, not the whole tensor.
-    bool sharded() const { return kind == Kind::split && tp_size > 1; }
+    bool sharded() const { return kind != Kind::replicated && tp_size > 1; }
 };
 
 struct ParamRow {
@@ -101,6 +104,9 @@ public:
     // tp_size of each of its n_blocks equal blocks along its axis (before
     // allocate). Throws naming the row when a block does not divide.
     void shard_row(int i, int tp_size, int tp_rank, int n_blocks = 1);
+    // Vocab-parallel: row i (V, ...) keeps its padded vocabulary slice along
+    // dim 0 (before allocate). Idempotent, so a tied decoder may ask again.
+    void shard_vocab_row(int i, int tp_size, int tp_rank);
     // Allocates both flat buffers (zero-filled) after the last add; absent
     // rows take no space (the local rows are laid out again, in order).
     void allocate();

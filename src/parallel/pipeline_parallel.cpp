@@ -289,7 +289,7 @@ void PipelineParallel::assemble_tp(
     for (const auto& [name, row] : names_rows) {
         const ShardSpec& sh = t.row(row).shard;
         if (!sh.sharded()) continue;
-        tensors[name] = tp_assemble_tensor(tensors.at(name), tp_row_split(sh), *tp_);
+        tensors[name] = tp_assemble_row_tensor(sh, tensors.at(name), *tp_);
     }
 }
 
@@ -335,8 +335,7 @@ void PipelineParallel::load_optimizer_state(const std::map<std::string, Tensor>&
         for (const char* kind : {"exp_avg.", "exp_avg_sq."}) {
             auto it = mine.find(kind + r.name);
             if (it == mine.end()) continue;  // the optimizer names what is missing
-            it->second = tp_shard_tensor(it->second, tp_row_split(r.shard), r.shard.tp_size,
-                                         r.shard.tp_rank);
+            it->second = tp_shard_row_tensor(r.shard, it->second);
         }
     }
     dp_->load_optimizer_state(mine, step);

@@ -11,6 +11,7 @@
 
 #include "core/check.h"
 #include "parallel/tp_regions.h"
+#include "parallel/tp_vocab.h"
 
 namespace loom {
 namespace {
@@ -118,6 +119,34 @@ TpSplit tp_row_split(const ShardSpec& shard) {
     s.dim = g.ndim == 2 ? shard.axis : 0;
     s.blocks = shard.blocks;
     return s;
+}
+
+Tensor tp_shard_row_tensor(const ShardSpec& shard, const Tensor& global) {
+    if (shard.kind != ShardSpec::Kind::vocab)
+        return tp_shard_tensor(global, tp_row_split(shard), shard.tp_size, shard.tp_rank);
+    LOOM_CHECK(global.dtype == DType::f32 && global.shape == shard.global,
+               "tp_shard_row_tensor: '{}' is {}, expected f32 {}", global.name,
+               global.shape.to_string(), shard.global.to_string());
+    const int64_t V = shard.global[0], C = shard.global.numel() / std::max<int64_t>(V, 1);
+    Shape s = shard.global;
+    s.dims[0] = tp_vocab_range(V, shard.tp_size, shard.tp_rank).count;
+    Tensor out = Tensor::empty(DType::f32, s, global.name);
+    tp_vocab_shard_for_rank(out.data<float>(), global.data<float>(), V, C, shard.tp_size,
+                            shard.tp_rank);
+    return out;
+}
+
+Tensor tp_assemble_row_tensor(const ShardSpec& shard, const Tensor& local, Communicator& tp) {
+    if (shard.kind != ShardSpec::Kind::vocab)
+        return tp_assemble_tensor(local, tp_row_split(shard), tp);
+    const int64_t V = shard.global[0], C = shard.global.numel() / std::max<int64_t>(V, 1);
+    LOOM_CHECK(local.dtype == DType::f32 &&
+                   local.numel() == tp_vocab_range(V, tp.size(), tp.rank()).count * C,
+               "tp_assemble_row_tensor: '{}' is not this rank's vocabulary slice of {}",
+               local.name, shard.global.to_string());
+    Tensor out = Tensor::empty(DType::f32, shard.global, local.name);
+    tp_vocab_assemble(out.data<float>(), local.data<float>(), V, C, tp);
+    return out;
 }
 
 TpSplit tp_linear_bias_split(int64_t OC, std::vector<int64_t> out_blocks) {

@@ -82,6 +82,12 @@ TpSplit tp_linear_bias_split(int64_t OC, std::vector<int64_t> out_blocks = {});
 // 1-D rows are {global[0], 1, dim 0}, 2-D rows split along shard.axis.
 TpSplit tp_row_split(const ShardSpec& shard);
 
+// A sharded ParamRow's tensors, split or vocab kind alike (f32): this rank's
+// slice of the global tensor (checkpoint loading, init), and the global
+// tensor on every rank of tp from the slices (all_gather on tp; saving).
+Tensor tp_shard_row_tensor(const ShardSpec& shard, const Tensor& global);
+Tensor tp_assemble_row_tensor(const ShardSpec& shard, const Tensor& local, Communicator& tp);
+
 // local (split.local_rows, split.local_cols) <- rank tp_rank's part of
 // global (rows, cols). Checkpoint loading: every rank reads the global tensor.
 template <typename T>

@@ -442,8 +442,9 @@ void Trainer::build_model_and_optimizer() {
         if (tensor)
             load_notes_.push_back(fmt::format(
                 "tensor parallel rank {} of {}: attention heads and MLP features split "
-                "(Megatron column/row-parallel linears); embeddings, LayerNorms and the task "
-                "head replicated",
+                "(Megatron column/row-parallel linears), the word embeddings and LM head by "
+                "vocabulary; position embeddings, LayerNorms and classification heads "
+                "replicated",
                 opts_.tp_comm->rank(), opts_.tp_comm->size()));
         if (opts_.dp_comm->size() > 1)
             load_notes_.push_back("data parallel: " + pp_->data_parallel().memory_plan().describe());

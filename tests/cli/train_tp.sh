@@ -10,8 +10,8 @@
 #   - checkpoints stay global tensors: a tp 2 x pp 2 checkpoint resumed at
 #     1 rank and at dp 4, and a 1-rank checkpoint resumed at tp 2 x pp 2,
 #     reproduce the uninterrupted run's losses.
-# What it does not cover: embeddings and task heads are replicated on tp (not
-# vocab-parallel yet), so there is nothing vocab-specific to test here.
+# The word embeddings and the LM heads are vocab-parallel: tiny-bert's 5859
+# tokens do not divide by 2, so the padded last slice is exercised too.
 #   $1 = loom binary, $2 = tests/data directory
 set -euo pipefail
 loom=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
@@ -31,7 +31,12 @@ mpi() { local n=$1; shift; mpirun --allow-run-as-root --oversubscribe --bind-to 
 # rounding where v is tiny (the losses agree to ~1e-7).
 # The jobs clip at max_grad_norm 1 (the norms are ~2), so the logged global
 # norm, which must count tp-replicated rows once, is compared as well.
-compare() { python3 "$here/compare_runs.py" "$1" "$2" 1e-5 3e-4 1e-5; }
+# Attention key biases have an exactly zero gradient (softmax ignores a
+# per-query constant), so only rounding noise moves them: a looser limit.
+compare() {
+  python3 "$here/compare_runs.py" "$1" "$2" 1e-5 3e-4 1e-5 \
+      'attention\.self\.key\.bias|attention\.key\.bias|k_lin\.bias'
+}
 
 # 4-layer variants of the tiny configs, and the other families' fixture
 # configs with the word-piece tokenizer's vocabulary, as masked LMs.
