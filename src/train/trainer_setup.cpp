@@ -149,7 +149,10 @@ void Trainer::check_output_dir() {
                "hyperparameters.overwrite_output_dir=true",
                dir, existing.back().path);
     // Starting over: old checkpoints would confuse `latest` and rotation.
-    for (const auto& c : existing) fs::remove_all(c.path);
+    // Only the main rank removes them (it alone writes checkpoints): ranks
+    // removing the same folders at once fail on each other's deletions.
+    if (sync_->is_main())
+        for (const auto& c : existing) fs::remove_all(c.path);
 }
 
 void Trainer::load_tokenizer_and_config() {
