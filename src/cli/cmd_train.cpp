@@ -64,19 +64,17 @@ void run_train(const TrainOptions& o) {
     runtime_init({o.threads > 0 ? o.threads : threads_per_rank()});
     MpiSession mpi;
     const DistributionArgs& d = job.distribution;
-    LOOM_CHECK(d.tensor_parallel_degree <= 1,
-               "{}: distribution.tensor_parallel_degree {}: `loom train` runs data and pipeline "
-               "parallelism so far; set it to 1",
-               job.source, d.tensor_parallel_degree);
     const int world_size = mpi.world_size();
     const int pp = int(d.pipeline_parallel_degree);
-    LOOM_CHECK(world_size % pp == 0,
-               "{}: distribution.pipeline_parallel_degree {} does not divide the {} ranks",
-               job.source, pp, world_size);
-    LOOM_CHECK(d.data_parallel_degree <= 0 || d.data_parallel_degree * pp == world_size,
-               "{}: distribution.data_parallel_degree {} x pipeline_parallel_degree {} is not "
-               "the {} ranks the job runs on",
-               job.source, d.data_parallel_degree, pp, world_size);
+    const int tp = int(std::max<int64_t>(d.tensor_parallel_degree, 1));
+    LOOM_CHECK(world_size % (pp * tp) == 0,
+               "{}: distribution.pipeline_parallel_degree {} x tensor_parallel_degree {} does "
+               "not divide the {} ranks",
+               job.source, pp, tp, world_size);
+    LOOM_CHECK(d.data_parallel_degree <= 0 || d.data_parallel_degree * pp * tp == world_size,
+               "{}: distribution.data_parallel_degree {} x pipeline_parallel_degree {} x "
+               "tensor_parallel_degree {} is not the {} ranks the job runs on",
+               job.source, d.data_parallel_degree, pp, tp, world_size);
     CommOptions co;
     co.timeout_s = d.collective_timeout_s;
     // More ranks than cores on this node: a waiting rank naps after 2 ms
@@ -86,14 +84,16 @@ void run_train(const TrainOptions& o) {
     auto world = comm_mpi_world(co);
     TopologyConfig tc;
     tc.pp = pp;
-    tc.dp = world_size / pp;
+    tc.tp = tp;
+    tc.dp = world_size / (pp * tp);
     tc.order = topology_order_from_placement(d.placement_strategy);
     const Topology topo(tc, world_size, mpi.world_rank());
     ProcessGroups groups;
-    if (pp > 1) {
+    if (pp > 1 || tp > 1) {
         groups = process_groups_create(*world, topo);
         topts.dp_comm = groups.dp.get();
         topts.pp_comm = groups.pp.get();
+        if (tp > 1) topts.tp_comm = groups.tp.get();
         topts.world_comm = world.get();
         if (mpi.world_rank() == 0 && !o.quiet) {
             fmt::print("rank map ({}, placement_strategy {}):\n", topo.order(),

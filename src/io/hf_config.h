@@ -22,6 +22,8 @@
 
 namespace loom {
 
+class Communicator;  // parallel/comm.h; kept out so this header needs no MPI
+
 enum class ModelFamily { bert, roberta, distilbert, albert, gpt2 };
 
 // The task head on top of the encoder/decoder. `base` = no head (BertModel).
@@ -58,6 +60,17 @@ struct ModelPart {
     }
 };
 
+// Tensor parallelism: which slice of every column/row-parallel linear this
+// process builds (Megatron's tp rank in the tp group). The default builds the
+// whole model. `comm` is the tp group the regions' collectives run on; it is
+// not owned and must outlive the model.
+struct ModelTp {
+    int rank = 0;
+    int size = 1;
+    Communicator* comm = nullptr;
+    bool active() const { return size > 1; }
+};
+
 struct ModelConfig {
     std::string source;        // path of config.json, for error messages
     std::string architecture;  // architectures[0], e.g. "BertForMaskedLM"
@@ -65,6 +78,7 @@ struct ModelConfig {
     ModelFamily family = ModelFamily::bert;
     TaskKind task = TaskKind::base;
     ModelPart part;  // not from config.json: what this process builds
+    ModelTp tp;      // not from config.json: this process's tensor-parallel slice
 
     int64_t vocab_size = 0;               // V
     int64_t hidden_size = 0;              // C (hidden_size / dim / n_embd)

@@ -112,6 +112,8 @@ private:
         mapping_in_.bind(t);
     }
 
+    Embedding& word_embeddings() override { return word_; }
+
     EmbeddingsView embeddings_view() const override {
         EmbeddingsView v;
         v.word = &word_;

@@ -42,7 +42,7 @@ public:
             b.attn.causal = true;
             b.ln1 = LayerNorm::make(table_, n.ln_1, C, c.layer_norm_eps);
             b.attn.qkv = Linear::make(table_, n.c_attn, C, 3 * C, WeightLayout::in_out, true,
-                                      {std, false, TpRole::column});
+                                      {std, false, TpRole::column, /*tp_blocks=*/3});
             b.attn.proj = Linear::make(table_, n.c_proj, C, C, WeightLayout::in_out, true,
                                        {proj_std, false, TpRole::row});
             b.ln2 = LayerNorm::make(table_, n.ln_2, C, c.layer_norm_eps);
@@ -80,6 +80,8 @@ private:
         wte_.bind(t);
         wpe_.bind(t);
     }
+
+    Embedding& word_embeddings() override { return wte_; }
 
     EmbeddingsView embeddings_view() const override {
         EmbeddingsView v;

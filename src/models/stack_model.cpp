@@ -80,6 +80,17 @@ void StackModel::apply_part() {
 
 void StackModel::finish_build() {
     apply_part();
+    // Tensor parallelism: the linears' TpRole plan decides what the blocks
+    // split; the word table and the LM heads tied to it split by vocabulary
+    // (the word table first: a tied decoder finds its row already cut).
+    // Position/type tables, LayerNorms and classification heads stay whole,
+    // replicated on tp: every tp rank computes them redundantly from
+    // replicated inputs, so their gradients agree without a sum over tp.
+    if (config_.tp.active()) {
+        for (TransformerBlock& b : blocks_) b.shard(table_, config_.tp);
+        word_embeddings().shard(table_, config_.tp);
+        if (head_) head_->shard(table_, config_.tp);
+    }
     if (config_.part.share_with)
         table_.share_buffers(*config_.part.share_with);
     else
@@ -151,7 +162,7 @@ void StackModel::plan(int64_t B, int64_t T) {
             shared_planned = true;
             acts_[size_t(i)] = ckpt_acts_;
         }
-        scratch_.plan(a, B, T, C, config_.num_attention_heads, config_.intermediate_size);
+        if (!blocks_.empty()) scratch_.plan(a, B, T, blocks_[0]);
         dh_ = a.take(N * C);
         du_ = a.take(N * C);
         if (config_.part.embeddings) plan_embeddings(a, B, T);

@@ -60,6 +60,8 @@ class StackModel : public Model {
     virtual void embed_backward(float* dh0) = 0;
     // The embedding modules and how they combine (StackView).
     virtual EmbeddingsView embeddings_view() const = 0;
+    // The word table, which tensor parallelism splits by vocabulary.
+    virtual Embedding& word_embeddings() = 0;
 
     std::vector<TransformerBlock> blocks_;  // distinct parameter sets
     std::vector<int> schedule_;             // layer application -> block

@@ -1,7 +1,10 @@
 // Embedding module: rows and op calls.
 #include "nn/embedding.h"
 
+#include <vector>
+
 #include "ops/embedding.h"
+#include "parallel/tp_vocab.h"
 
 namespace loom {
 
@@ -23,13 +26,34 @@ Embedding Embedding::make(ParamTable& t, const std::string& name, int64_t V, int
     return e;
 }
 
+void Embedding::shard(ParamTable& t, const ModelTp& tp_ctx) {
+    if (!tp_ctx.active()) return;
+    t.shard_vocab_row(table.row, tp_ctx.size, tp_ctx.rank);
+    tp = tp_ctx.comm;
+}
+
 void Embedding::forward(float* out, const int64_t* ids, int64_t N, bool accumulate) const {
-    embedding_forward(out, ids, table.data, N, V, C, accumulate);
+    if (!tp) {
+        embedding_forward(out, ids, table.data, N, V, C, accumulate);
+        return;
+    }
+    if (!accumulate) {
+        vocab_parallel_embedding_forward(out, ids, table.data, N, V, C, *tp);
+        return;
+    }
+    // The all-reduce must see only this table's lookups, not what `out` holds.
+    thread_local std::vector<float> looked_up;
+    looked_up.resize(size_t(N * C));
+    vocab_parallel_embedding_forward(looked_up.data(), ids, table.data, N, V, C, *tp);
+    for (int64_t i = 0; i < N * C; ++i) out[i] += looked_up[size_t(i)];
 }
 
 void Embedding::backward(const float* dout, const int64_t* ids, int64_t N) const {
     if (table.grad == nullptr) return;  // frozen
-    embedding_backward(table.grad, ids, dout, N, V, C, padding_idx);
+    if (tp)
+        vocab_parallel_embedding_backward(table.grad, ids, dout, N, V, C, *tp, padding_idx);
+    else
+        embedding_backward(table.grad, ids, dout, N, V, C, padding_idx);
 }
 
 }  // namespace loom

@@ -3,24 +3,35 @@
 // padding_idx follows torch: that row gets no gradient from the lookup and is
 // zeroed by init. A frozen table (DistilBERT's sinusoidal positions) gets no
 // gradient at all. Backward accumulates (+=).
+//
+// Vocab-parallel (shard, Megatron VocabParallelEmbedding): the rank holds a
+// slice of the vocabulary's rows; each rank looks up the ids it owns and
+// Megatron "g" all-reduces (sum, on tp) the lookups, so the output is whole
+// and replicated on tp. Backward needs no collective (dout is replicated).
 #pragma once
 
 #include <cstdint>
 #include <string>
 
+#include "io/hf_config.h"
 #include "nn/module.h"
 
 namespace loom {
 
+class Communicator;
+
 struct Embedding {
-    int64_t V = 0, C = 0;
+    int64_t V = 0, C = 0;  // V global even when the table is a vocab slice
     int64_t padding_idx = -1;
     ParamRef table;
+    Communicator* tp = nullptr;  // the tp group once vocab-parallel; null: whole table
 
     // Row "<name>" (V, C), N(0, std) with the padding row zeroed.
     static Embedding make(ParamTable& t, const std::string& name, int64_t V, int64_t C,
                           int64_t padding_idx, double std, InitRule init = InitRule::normal,
                           bool trainable = true);
+    // Keeps this rank's vocabulary slice (before allocate); no-op for tp 1.
+    void shard(ParamTable& t, const ModelTp& tp);
     void bind(const ParamTable& t) { table.bind(t); }
     // out (N, C) = table[ids]; `accumulate` adds instead of overwriting.
     void forward(float* out, const int64_t* ids, int64_t N, bool accumulate = false) const;

@@ -1,7 +1,11 @@
 // Linear: row registration and the forward/backward op calls.
 #include "nn/linear.h"
 
+#include <vector>
+
 #include "core/check.h"
+#include "parallel/comm.h"
+#include "parallel/tp_regions.h"
 
 namespace loom {
 
@@ -52,6 +56,8 @@ ParamRow bias_row(const std::string& prefix, int64_t out, const LinearInit& init
 Linear Linear::make(ParamTable& t, const std::string& prefix, int64_t in, int64_t out,
                     WeightLayout layout, bool has_bias, const LinearInit& init) {
     Linear l;
+    l.tp_role = init.tp;
+    l.tp_blocks = init.tp_blocks;
     l.in = in;
     l.out = out;
     l.layout = layout;
@@ -64,6 +70,8 @@ Linear Linear::make_fused(ParamTable& t, const std::vector<std::string>& prefixe
                           const std::vector<int64_t>& outs, const LinearInit& init) {
     LOOM_ASSERT(!prefixes.empty() && prefixes.size() == outs.size(), "bad fused linear");
     Linear l;
+    l.tp_role = init.tp;
+    l.n_fused = int(prefixes.size());
     l.in = in;
     l.layout = WeightLayout::out_in;
     for (size_t i = 0; i < prefixes.size(); ++i) {
@@ -90,8 +98,26 @@ Linear Linear::make_tied(int weight_row_idx, int bias_row_idx, int64_t in, int64
     return l;
 }
 
-void Linear::forward(float* y, const float* x, int64_t N) const {
-    const float* b = bias.defined() ? bias.data : nullptr;
+void Linear::shard(ParamTable& t, const ModelTp& tp) {
+    if (tp_role == TpRole::none || !tp.active()) return;
+    LOOM_ASSERT(tp.comm != nullptr, "tensor parallelism of size {} without a tp group", tp.size);
+    // Fused rows (BERT's query/key/value) are split one by one: each keeps its
+    // own heads, and packed back to back they form the local (3C/tp, C) matrix
+    // the fused GEMM and attention read.
+    for (int k = 0; k < n_fused; ++k) {
+        t.shard_row(weight.row + k, tp.size, tp.rank, tp_blocks);
+        // A row-parallel bias is replicated: added once after the all-reduce.
+        if (bias.defined() && tp_role == TpRole::column)
+            t.shard_row(bias.row + k, tp.size, tp.rank, tp_blocks);
+    }
+    if (tp_role == TpRole::column)
+        out /= tp.size;
+    else
+        in /= tp.size;
+    this->tp = tp.comm;
+}
+
+void Linear::gemm_forward(float* y, const float* x, const float* b, int64_t N) const {
     if (compute == ComputeDtype::bf16)
         matmul_forward_bf16(y, x, weight.data, b, N, in, out, layout);
     else if (compute == ComputeDtype::fp16)
@@ -100,8 +126,8 @@ void Linear::forward(float* y, const float* x, int64_t N) const {
         matmul_forward(y, x, weight.data, b, N, in, out, layout);
 }
 
-void Linear::backward(float* dx, const float* dy, const float* x, int64_t N,
-                      bool accumulate_dx) const {
+void Linear::gemm_backward(float* dx, const float* dy, const float* x, int64_t N,
+                           bool accumulate_dx) const {
     float* db = bias.defined() ? bias.grad : nullptr;
     if (compute == ComputeDtype::bf16)
         matmul_backward_bf16(dx, weight.grad, db, dy, x, weight.data, N, in, out, layout,
@@ -111,6 +137,49 @@ void Linear::backward(float* dx, const float* dy, const float* x, int64_t N,
                              accumulate_dx);
     else
         matmul_backward(dx, weight.grad, db, dy, x, weight.data, N, in, out, layout, accumulate_dx);
+}
+
+void Linear::forward(float* y, const float* x, int64_t N) const {
+    const bool row_parallel = tp != nullptr && tp_role == TpRole::row;
+    const float* b = bias.defined() ? bias.data : nullptr;
+    if (!row_parallel) {
+        // Column parallel: Megatron "f" is the identity forward.
+        gemm_forward(y, x, b, N);
+        return;
+    }
+    // Megatron "g": the partial products of the input-feature slices summed
+    // on tp; the bias joins after the sum, or it would count tp times.
+    gemm_forward(y, x, nullptr, N);
+    reduce_from_tp_forward(y, y, N * out, *tp);
+    if (b)
+        for (int64_t n = 0; n < N; ++n)
+            for (int64_t o = 0; o < out; ++o) y[n * out + o] += b[o];
+}
+
+void Linear::backward(float* dx, const float* dy, const float* x, int64_t N,
+                      bool accumulate_dx) const {
+    // Row parallel: Megatron "g" bwd is the identity (dy is replicated, the
+    // bias gradient is the same sum on every rank), so only the column role
+    // has work: Megatron "f" bwd, all-reduce(sum, tp) of the input gradient.
+    if (tp == nullptr || tp_role != TpRole::column || dx == nullptr) {
+        gemm_backward(dx, dy, x, N, accumulate_dx);
+        return;
+    }
+    if (!accumulate_dx) {
+        gemm_backward(dx, dy, x, N, false);
+        copy_to_tp_backward(dx, dx, N * in, *tp);
+        return;
+    }
+    // NOTE: dx already holds the residual stream's gradient, the same on
+    // every rank; only this branch's partial gradient may be summed over tp,
+    // so it is computed apart, reduced, then added.
+    // thread_local: one workspace per rank thread (CommLocal tests run ranks
+    // as threads), grown to the largest (N, C) seen.
+    thread_local std::vector<float> partial;
+    partial.resize(size_t(N * in));
+    gemm_backward(partial.data(), dy, x, N, false);
+    copy_to_tp_backward(partial.data(), partial.data(), N * in, *tp);
+    for (int64_t i = 0; i < N * in; ++i) dx[i] += partial[size_t(i)];
 }
 
 }  // namespace loom

@@ -6,16 +6,28 @@
 // and attention reads the packed (N, 3C) result with row stride 3C.
 // Gradients accumulate (+=) into the flat gradient buffer; dinp overwrites
 // unless `accumulate_dinp` (ops/matmul.h).
+//
+// Tensor parallelism: the model declares a TpRole per linear (its plan); when
+// the model is built for tp > 1, `shard` cuts the rows to this rank's slice
+// and the linear brackets its GEMM with Megatron's regions on the tp group:
+//   column  output features split; Megatron "f" on the input: identity fwd,
+//           all-reduce(sum, tp) of the input gradient bwd
+//   row     input features split; Megatron "g" on the output: all-reduce(sum,
+//           tp) fwd, then the replicated bias (added once, after the sum)
+// With tp = 1 (or TpRole::none) no collective is posted.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "io/hf_config.h"
 #include "nn/module.h"
 #include "ops/matmul.h"
 
 namespace loom {
+
+class Communicator;
 
 // Tensor-parallel role recorded in the rows' ShardSpec (Megatron's names).
 enum class TpRole { none, column, row };
@@ -24,6 +36,9 @@ struct LinearInit {
     double std = 0.02;  // N(0, std) for the weight; the bias starts at zero
     bool head = false;  // rows may be absent from a checkpoint
     TpRole tp = TpRole::none;
+    // Column role: the output is this many packed equal blocks (GPT-2's c_attn
+    // is q, k, v: 3), each split on its own so a rank keeps whole heads.
+    int tp_blocks = 1;
 };
 
 struct Linear {
@@ -33,6 +48,10 @@ struct Linear {
     // Compute precision: bf16 or fp16 GEMM operands with fp32 accumulation
     // (autocast); parameters and gradients stay fp32 either way.
     ComputeDtype compute = ComputeDtype::fp32;
+    TpRole tp_role = TpRole::none;
+    int tp_blocks = 1;             // see LinearInit
+    int n_fused = 1;               // HF linears packed by make_fused (rows weight.row + k)
+    Communicator* tp = nullptr;    // the tp group once sharded; null: whole layer, no collective
 
     // Rows "<prefix>.weight" (OC, C) or (C, OC) and "<prefix>.bias" (OC).
     static Linear make(ParamTable& t, const std::string& prefix, int64_t in, int64_t out,
@@ -45,10 +64,15 @@ struct Linear {
     // optional bias row of its own.
     static Linear make_tied(int weight_row, int bias_row, int64_t in, int64_t out);
 
+    // Keeps this rank's slice of the rows (before allocate) and the local
+    // sizes: OC / tp (column) or C / tp (row). No-op for TpRole::none or tp 1.
+    void shard(ParamTable& t, const ModelTp& tp);
+
     void bind(const ParamTable& t) {
         weight.bind(t);
         bias.bind(t);
     }
+    // Sizes are the local ones (`in`, `out`) once sharded.
     void forward(float* y,        // (N, OC)
                  const float* x,  // (N, C)
                  int64_t N) const;
@@ -56,6 +80,11 @@ struct Linear {
                   const float* dy,  // (N, OC)
                   const float* x,   // (N, C)
                   int64_t N, bool accumulate_dx = false) const;
+
+  private:
+    void gemm_forward(float* y, const float* x, const float* b, int64_t N) const;
+    void gemm_backward(float* dx, const float* dy, const float* x, int64_t N,
+                       bool accumulate_dx) const;
 };
 
 }  // namespace loom

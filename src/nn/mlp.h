@@ -22,6 +22,12 @@ struct Mlp {
         }
     };
 
+    // Megatron's MLP pairing (fc column-, proj row-parallel): this rank's
+    // I/tp slice (before allocate); no-op for tp 1.
+    void shard(ParamTable& t, const ModelTp& tp) {
+        fc.shard(t, tp);
+        proj.shard(t, tp);
+    }
     void bind(const ParamTable& t) {
         fc.bind(t);
         proj.bind(t);

@@ -8,6 +8,8 @@
 #include "core/check.h"
 #include "core/philox.h"
 #include "io/safetensors.h"
+#include "parallel/tp_layers.h"
+#include "parallel/tp_vocab.h"
 
 namespace loom {
 
@@ -63,6 +65,40 @@ void ParamTable::set_absent(int i) {
     rows_[size_t(i)].trainable = false;
 }
 
+void ParamTable::shard_row(int i, int tp_size, int tp_rank, int n_blocks) {
+    ParamRow& r = rows_[size_t(i)];
+    LOOM_ASSERT(!allocated(), "parameter '{}' sharded after allocation", r.name);
+    LOOM_ASSERT(r.shard.kind == ShardSpec::Kind::split && !r.shard.sharded(),
+                "parameter '{}' is not a tensor-parallel split row (or is sharded twice)", r.name);
+    LOOM_ASSERT(r.shape.ndim >= 1 && r.shard.axis < r.shape.ndim && n_blocks >= 1,
+                "parameter '{}': bad split axis", r.name);
+    const int64_t len = r.shape[r.shard.axis];
+    LOOM_CHECK(len % (int64_t(n_blocks) * tp_size) == 0,
+               "tensor parallelism: '{}' has {} features along dim {} in {} block(s), which "
+               "tensor_parallel_degree {} does not divide",
+               r.name, len, r.shard.axis, n_blocks, tp_size);
+    r.shard.global = r.shape;
+    r.shard.blocks = n_blocks > 1 ? std::vector<int64_t>(size_t(n_blocks), len / n_blocks)
+                                  : std::vector<int64_t>{};
+    r.shard.tp_size = tp_size;
+    r.shard.tp_rank = tp_rank;
+    r.shape.dims[size_t(r.shard.axis)] = len / tp_size;
+}
+
+void ParamTable::shard_vocab_row(int i, int tp_size, int tp_rank) {
+    ParamRow& r = rows_[size_t(i)];
+    LOOM_ASSERT(!allocated(), "parameter '{}' sharded after allocation", r.name);
+    if (r.shard.kind == ShardSpec::Kind::vocab && r.shard.sharded()) return;
+    LOOM_ASSERT(r.shard.kind == ShardSpec::Kind::replicated && r.shape.ndim >= 1,
+                "parameter '{}' cannot be split by vocabulary", r.name);
+    r.shard.kind = ShardSpec::Kind::vocab;
+    r.shard.axis = 0;
+    r.shard.global = r.shape;
+    r.shard.tp_size = tp_size;
+    r.shard.tp_rank = tp_rank;
+    r.shape.dims[0] = tp_vocab_range(r.shape[0], tp_size, tp_rank).count;
+}
+
 void ParamTable::allocate() {
     LOOM_ASSERT(!allocated(), "parameter table allocated twice");
     lay_out();
@@ -72,9 +108,9 @@ void ParamTable::allocate() {
 }
 
 void ParamTable::lay_out() {
-    bool any_absent = false;
-    for (const auto& r : rows_) any_absent = any_absent || !r.local;
-    if (any_absent) {
+    bool relayout = false;
+    for (const auto& r : rows_) relayout = relayout || !r.local || r.shard.sharded();
+    if (relayout) {
         // Lay the local rows out again in the same order and alignment rules.
         int64_t end = 0;
         for (auto& r : rows_) {
@@ -147,8 +183,21 @@ void ParamTable::init_all(uint64_t seed) {
 
 void ParamTable::init_row(int i, uint64_t seed) {
     const ParamRow& r = rows_[size_t(i)];
-    float* p = param(i);
-    const int64_t n = r.numel();
+    if (r.shard.sharded()) {
+        // Draw the whole tensor and keep this rank's slice, so every layout
+        // starts from the 1-rank model's values (draws are keyed by global
+        // element, never by rank).
+        Tensor whole = Tensor::empty(DType::f32, r.shard.global, r.name);
+        init_values(r, r.shard.global, static_cast<float*>(whole.raw()), seed);
+        const Tensor mine = tp_shard_row_tensor(r.shard, whole);
+        std::memcpy(param(i), mine.raw(), size_t(r.numel()) * sizeof(float));
+        return;
+    }
+    init_values(r, r.shape, param(i), seed);
+}
+
+void ParamTable::init_values(const ParamRow& r, const Shape& shape, float* p, uint64_t seed) {
+    const int64_t n = shape.numel();
     switch (r.init) {
         case InitRule::zeros: std::fill(p, p + n, 0.0f); break;
         case InitRule::ones: std::fill(p, p + n, 1.0f); break;
@@ -168,8 +217,8 @@ void ParamTable::init_row(int i, uint64_t seed) {
         case InitRule::sinusoidal: {
             // HF create_sinusoidal_embeddings: even columns sin, odd columns cos of
             // pos / 10000^(2*(j/2)/dim).
-            LOOM_ASSERT(r.shape.ndim == 2, "sinusoidal init of '{}' needs a 2-D table", r.name);
-            const int64_t rows = r.shape[0], dim = r.shape[1];
+            LOOM_ASSERT(shape.ndim == 2, "sinusoidal init of '{}' needs a 2-D table", r.name);
+            const int64_t rows = shape[0], dim = shape[1];
             for (int64_t pos = 0; pos < rows; ++pos)
                 for (int64_t j = 0; j < dim; ++j) {
                     const double angle =
@@ -179,8 +228,8 @@ void ParamTable::init_row(int i, uint64_t seed) {
             break;
         }
     }
-    if (r.zero_row >= 0 && r.shape.ndim == 2) {
-        const int64_t cols = r.shape[1];
+    if (r.zero_row >= 0 && shape.ndim == 2) {
+        const int64_t cols = shape[1];
         std::fill(p + r.zero_row * cols, p + (r.zero_row + 1) * cols, 0.0f);
     }
 }
@@ -226,13 +275,16 @@ LoadReport ParamTable::load(const SafetensorsFile& file, const std::string& expe
             continue;
         }
         Tensor t = file.get(*found);
-        LOOM_CHECK(t.shape == r.shape, "{}: tensor '{}' has shape {}, expected {} from {}",
-                   file.path(), *found, t.shape.to_string(), r.shape.to_string(), expected_from);
+        const Shape& want = r.shard.sharded() ? r.shard.global : r.shape;
+        LOOM_CHECK(t.shape == want, "{}: tensor '{}' has shape {}, expected {} from {}",
+                   file.path(), *found, t.shape.to_string(), want.to_string(), expected_from);
         LOOM_CHECK(t.dtype == DType::f32 || t.dtype == DType::bf16 || t.dtype == DType::f16 ||
                        t.dtype == DType::f64,
                    "{}: tensor '{}' has dtype {}, expected a floating-point type", file.path(),
                    *found, dtype_safetensors_name(t.dtype));
         if (t.dtype != DType::f32) t = t.to(DType::f32);
+        // Files hold global tensors (layout-free checkpoints): keep our slice.
+        if (r.shard.sharded()) t = tp_shard_row_tensor(r.shard, t);
         std::memcpy(param(i), t.raw(), size_t(r.numel()) * sizeof(float));
         // Tied copies some checkpoints store anyway are the same tensor, not unused.
         for (const auto& c : candidates)

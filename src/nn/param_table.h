@@ -42,16 +42,28 @@ enum class InitRule {
     sinusoidal,  // DistilBERT's fixed sinusoidal position table
 };
 
-// How a parameter is split across tensor-parallel ranks (placeholder until TP).
+// How a parameter is split across tensor-parallel ranks. `kind` and `axis`
+// come from the model's plan (a Linear's TpRole) whatever the layout; the rest
+// is filled in by ParamTable::shard_row when the model is built for tp > 1.
+// A split row then holds part tp_rank of every block along `axis` (tp_layers.h
+// TpSplit), and its ParamRow::shape is that local slice of `global`.
+// A vocab row (shard_vocab_row: the word table, a tied or untied LM decoder
+// and its bias) holds rows [r*Vl, (r+1)*Vl) of the vocabulary padded to a
+// multiple of tp (tp_vocab.h), zeros past V.
 struct ShardSpec {
-    enum class Kind { replicated, split } kind = Kind::replicated;
-    int axis = 0;  // tensor dim split when kind == split
+    enum class Kind { replicated, split, vocab } kind = Kind::replicated;
+    int axis = 0;                 // tensor dim split when kind == split
+    std::vector<int64_t> blocks;  // packed sizes along axis (GPT-2 c_attn's q, k, v); empty: one
+    Shape global;                 // the whole tensor's shape, when sharded()
+    int tp_size = 1, tp_rank = 0;
+    // True when this process holds a slice, not the whole tensor.
+    bool sharded() const { return kind != Kind::replicated && tp_size > 1; }
 };
 
 struct ParamRow {
     std::string name;               // HF name as stored in model.safetensors
     std::vector<std::string> tied;  // HF names aliasing this row (not stored in files)
-    Shape shape;                    // global shape
+    Shape shape;                    // shape held here: global, or this rank's tp slice (shard)
     int64_t offset = 0;             // elements into the flat buffers
     InitRule init = InitRule::normal;
     double init_std = 0.02;
@@ -88,6 +100,13 @@ public:
 
     // Pipeline stages: marks row i as held by another stage (before allocate).
     void set_absent(int i);
+    // Tensor parallelism: row i (kind split) keeps only part tp_rank of
+    // tp_size of each of its n_blocks equal blocks along its axis (before
+    // allocate). Throws naming the row when a block does not divide.
+    void shard_row(int i, int tp_size, int tp_rank, int n_blocks = 1);
+    // Vocab-parallel: row i (V, ...) keeps its padded vocabulary slice along
+    // dim 0 (before allocate). Idempotent, so a tied decoder may ask again.
+    void shard_vocab_row(int i, int tp_size, int tp_rank);
     // Allocates both flat buffers (zero-filled) after the last add; absent
     // rows take no space (the local rows are laid out again, in order).
     void allocate();
@@ -132,7 +151,8 @@ public:
     void init_row(int i, uint64_t seed);
 
     // Loads every row by HF name (or a tied alias, or with/without the base
-    // prefix). Shapes must match (error names the file, tensor, expected and
+    // prefix); a tp-sharded row takes its slice of the global tensor. Shapes
+    // (global ones for sharded rows) must match (error names the file, tensor, expected and
     // found shape, and `expected_from`, e.g. the config.json path). A missing
     // non-head row is an error; a missing head row is initialised and reported.
     LoadReport load(const SafetensorsFile& file, const std::string& expected_from,
@@ -144,6 +164,9 @@ public:
     std::map<std::string, Tensor> grad_tensors() const;
 
 private:
+    // Fills p (shape) by r's init rule: the whole row, or (sharded) the global tensor.
+    static void init_values(const ParamRow& r, const Shape& shape, float* p, uint64_t seed);
+
     std::vector<ParamRow> rows_;
     std::map<std::string, int> by_name_;  // stored names and aliases
     std::string base_prefix_;

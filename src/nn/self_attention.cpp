@@ -1,15 +1,28 @@
 // Self-attention forward/backward as op calls.
 #include "nn/self_attention.h"
 
+#include "core/check.h"
 #include "ops/attention.h"
 
 namespace loom {
+
+void SelfAttention::shard(ParamTable& t, const ModelTp& tp) {
+    if (!tp.active()) return;
+    LOOM_CHECK(NH % tp.size == 0,
+               "tensor_parallel_degree {} does not divide the {} attention heads", tp.size, NH);
+    qkv.shard(t, tp);
+    proj.shard(t, tp);
+    NH_total = NH;
+    NH /= tp.size;
+    head_offset = int64_t(tp.rank) * NH;
+    C /= tp.size;
+}
 
 void SelfAttention::forward(float* y, Acts& acts, const float* x, int64_t B, int64_t T,
                             const int64_t* key_padding, const DropoutSpec& drop_probs) const {
     const int64_t N = B * T;
     qkv.forward(acts.qkv, x, N);
-    const AttnShape shape{B, T, NH, C / NH};
+    const AttnShape shape{B, T, NH, C / NH, head_offset, NH_total};
     const AttnMask mask{key_padding, causal};
     attention_forward(acts.ctx, acts.att, acts.qkv, acts.qkv + C, acts.qkv + 2 * C, 3 * C, shape,
                       mask, drop_probs);
@@ -22,7 +35,7 @@ void SelfAttention::backward(float* dx, const float* dy, const Acts& acts, const
                              bool accumulate_dx) const {
     const int64_t N = B * T;
     proj.backward(s.dctx, dy, acts.ctx, N);
-    const AttnShape shape{B, T, NH, C / NH};
+    const AttnShape shape{B, T, NH, C / NH, head_offset, NH_total};
     const AttnMask mask{key_padding, causal};
     attention_backward(s.dqkv, s.dqkv + C, s.dqkv + 2 * C, s.datt, s.dctx, acts.att, acts.qkv,
                        acts.qkv + C, acts.qkv + 2 * C, 3 * C, shape, mask, drop_probs);

@@ -4,6 +4,12 @@
 // The QKV linear produces (B, T, 3C) with q, k, v at column offsets 0, C, 2C
 // (BERT's fused query/key/value rows, or GPT-2's c_attn), which the attention
 // op reads in place with row stride 3C: no split, no copy.
+//
+// Tensor parallelism (shard): qkv is column-parallel by heads and proj
+// row-parallel (Megatron's attention pairing: one all-reduce on tp per
+// direction, inside the linears). The module then runs NH/tp local heads over
+// C/tp local features; head_offset and NH_total tell the attention op which
+// global heads these are, so attention dropout draws the 1-rank masks.
 #pragma once
 
 #include <cstdint>
@@ -14,7 +20,9 @@
 namespace loom {
 
 struct SelfAttention {
-    int64_t C = 0, NH = 0;
+    int64_t C = 0, NH = 0;      // local: C/tp features, NH/tp heads once sharded
+    int64_t head_offset = 0;    // global index of local head 0
+    int64_t NH_total = 0;       // global head count; 0: NH (not sharded)
     bool causal = false;
     Linear qkv;   // C -> 3C
     Linear proj;  // C -> C
@@ -41,6 +49,8 @@ struct SelfAttention {
         }
     };
 
+    // This rank's heads (before allocate); no-op for tp 1.
+    void shard(ParamTable& t, const ModelTp& tp);
     void bind(const ParamTable& t) {
         qkv.bind(t);
         proj.bind(t);

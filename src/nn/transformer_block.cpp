@@ -17,7 +17,7 @@ namespace loom {
 
 void TransformerBlock::plan(Acts& acts, ActArena& a, int64_t B, int64_t T) const {
     const int64_t N = B * T;
-    acts.attn.plan(a, B, T, C, NH);
+    acts.attn.plan(a, B, T, attn.C, attn.NH);
     acts.mlp.plan(a, N, I);
     acts.ln1.plan(a, N);
     acts.ln2.plan(a, N);

@@ -9,7 +9,7 @@
 // Acts while its gradients accumulate into one set of rows. Backward is the
 // reverse list of op calls, with the residual gradient accumulated in place
 // (`accumulate_dx`), so no buffer is copied. The block never knows about
-// tensor/pipeline parallelism.
+// pipeline parallelism; tensor parallelism lives in its linears (shard).
 #pragma once
 
 #include <cstdint>
@@ -24,7 +24,7 @@ enum class NormPlacement { post, pre };
 
 struct TransformerBlock {
     NormPlacement norm = NormPlacement::post;
-    int64_t C = 0, NH = 0, I = 0;
+    int64_t C = 0, NH = 0, I = 0;  // NH and I local (/tp) once sharded; C never split
     SelfAttention attn;
     Mlp mlp;
     // post-LN: ln1 after attention, ln2 after the MLP. pre-LN: before each.
@@ -45,8 +45,11 @@ struct TransformerBlock {
         float* dI = nullptr;  // (B, T, I)
         float* t = nullptr;   // (B, T, C)
         float* u = nullptr;   // (B, T, C)
-        void plan(ActArena& a, int64_t B, int64_t T, int64_t C, int64_t NH, int64_t I) {
-            attn.plan(a, B, T, C, NH);
+        // C: the residual width; the attention and MLP parts take the block's
+        // local sizes (tensor parallelism).
+        void plan(ActArena& a, int64_t B, int64_t T, const TransformerBlock& blk) {
+            const int64_t C = blk.C, I = blk.I;
+            attn.plan(a, B, T, blk.attn.C, blk.attn.NH);
             dI = a.take(B * T * I);
             t = a.take(B * T * C);
             u = a.take(B * T * C);
@@ -60,6 +63,15 @@ struct TransformerBlock {
     };
 
     void plan(Acts& acts, ActArena& a, int64_t B, int64_t T) const;
+    // Tensor parallelism: attention and MLP keep this rank's heads and I/tp
+    // slice (before allocate); the LayerNorms and the residual stream stay
+    // whole, replicated on tp. No-op for tp 1.
+    void shard(ParamTable& t, const ModelTp& tp) {
+        attn.shard(t, tp);
+        mlp.shard(t, tp);
+        NH = attn.NH;
+        I = mlp.fc.out;
+    }
     void bind(const ParamTable& t) {
         attn.bind(t);
         mlp.bind(t);

@@ -7,6 +7,7 @@
 
 #include "core/check.h"
 #include "optim/grad_clip.h"
+#include "parallel/tp_layers.h"
 
 namespace loom {
 
@@ -70,6 +71,7 @@ PipelineParallel::PipelineParallel(std::vector<std::unique_ptr<Model>> stage_mod
                "pipeline: {} model chunks per rank need the interleaved schedule", n_virtual);
     Model& m0 = *models_[0];
     for (size_t i = 1; i < models_.size(); ++i) models_[i]->share_parameters(m0);
+    if (m0.config().tp.active()) tp_ = m0.config().tp.comm;
     C_ = m0.config().hidden_size;
     // The whole step is one "micro-batch" for the dp reduction (see the header).
     dp_options.overlap = false;
@@ -90,7 +92,8 @@ PipelineParallel::PipelineParallel(std::vector<std::unique_ptr<Model>> stage_mod
         for (int s = 0; s < P; ++s) n += holds_[size_t(s)][size_t(i)];
         LOOM_CHECK(n > 0, "pipeline: no stage holds parameter '{}'", t.row(i).name);
         if (n > 1) shared_rows_.push_back(i);
-        if (n > 1 && t.row(i).local && holder(i) != stage())
+        const bool tp_duplicate = tp_ && tp_->rank() > 0 && !t.row(i).shard.sharded();
+        if (t.row(i).local && ((n > 1 && holder(i) != stage()) || tp_duplicate))
             norm_excluded_.emplace_back(t.row(i).offset, t.row(i).offset + t.row(i).numel());
     }
 }
@@ -255,6 +258,9 @@ void PipelineParallel::finalize_grads() {
 double PipelineParallel::clip_grad_norm(double max_norm) {
     double sq = dp_->grad_norm_sq(norm_excluded_);
     pp_.all_reduce(&sq, 1, DType::f64, ReduceOp::sum)->wait();
+    // Sharded rows' squares live on different tp ranks; replicated ones were
+    // counted on tp rank 0 only (norm_excluded_).
+    if (tp_) tp_->all_reduce(&sq, 1, DType::f64, ReduceOp::sum)->wait();
     const double total = std::sqrt(sq);
     if (max_norm > 0) {
         const double c = clip_coefficient(total, max_norm);
@@ -274,7 +280,9 @@ std::map<std::string, Tensor> PipelineParallel::gather_rows(
         const int h = holder(row);
         const bool receive = to_all || stage() == 0;
         if (!receive && h != stage()) continue;
-        Tensor x = Tensor::empty(DType::f32, t.row(row).shape, name);
+        // Tensor-parallel rows travel whole (assembled on tp before).
+        const ParamRow& r = t.row(row);
+        Tensor x = Tensor::empty(DType::f32, r.shard.sharded() ? r.shard.global : r.shape, name);
         if (h == stage()) {
             auto it = local.find(name);
             LOOM_ASSERT(it != local.end(), "pipeline gather: stage {} lacks '{}'", stage(), name);
@@ -291,11 +299,29 @@ std::map<std::string, Tensor> PipelineParallel::gather_rows(
     return out;
 }
 
+void PipelineParallel::assemble_tp(
+    std::map<std::string, Tensor>& tensors,
+    const std::vector<std::pair<std::string, int>>& names_rows) const {
+    if (!tp_) return;
+    const ParamTable& t = models_[0]->params();
+    // Every tp rank of this stage holds the same rows and walks them in the
+    // same order (same model, same stage), so the all_gathers on tp pair up.
+    for (const auto& [name, row] : names_rows) {
+        const ShardSpec& sh = t.row(row).shard;
+        auto it = tensors.find(name);
+        if (!sh.sharded() || it == tensors.end()) continue;
+        it->second = tp_assemble_row_tensor(sh, it->second, *tp_);
+    }
+}
+
 std::map<std::string, Tensor> PipelineParallel::gather_params(bool to_all) const {
     const ParamTable& t = models_[0]->params();
     std::vector<std::pair<std::string, int>> names;
     for (int i = 0; i < t.size(); ++i) names.emplace_back(t.row(i).name, i);
-    return gather_rows(t.param_tensors(), names, to_all);
+    // Whole tensors on each stage first (tp), then across stages (pp).
+    std::map<std::string, Tensor> local = t.param_tensors();
+    assemble_tp(local, names);
+    return gather_rows(local, names, to_all);
 }
 
 std::map<std::string, Tensor> PipelineParallel::gather_optimizer_state(bool to_all) const {
@@ -312,12 +338,29 @@ std::map<std::string, Tensor> PipelineParallel::gather_optimizer_state(bool to_a
         names.emplace_back("exp_avg." + t.row(i).name, i);
         names.emplace_back("exp_avg_sq." + t.row(i).name, i);
     }
-    return gather_rows(local, names, to_all);
+    std::map<std::string, Tensor> whole = local;
+    assemble_tp(whole, names);
+    return gather_rows(whole, names, to_all);
 }
 
 void PipelineParallel::load_optimizer_state(const std::map<std::string, Tensor>& state,
                                             int64_t step) {
-    dp_->load_optimizer_state(state, step);
+    if (!tp_) {
+        dp_->load_optimizer_state(state, step);
+        return;
+    }
+    // The file holds global moments (layout-free): keep this rank's slices.
+    std::map<std::string, Tensor> mine = state;
+    const ParamTable& t = models_[0]->params();
+    for (const ParamRow& r : t.rows()) {
+        if (!r.local || !r.trainable || !r.shard.sharded()) continue;
+        for (const char* kind : {"exp_avg.", "exp_avg_sq."}) {
+            auto it = mine.find(kind + r.name);
+            if (it == mine.end()) continue;  // the optimizer names what is missing
+            it->second = tp_shard_row_tensor(r.shard, it->second);
+        }
+    }
+    dp_->load_optimizer_state(mine, step);
 }
 
 }  // namespace loom

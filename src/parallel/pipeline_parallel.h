@@ -23,6 +23,13 @@
 // global stage c * pp + rank, ModelPart::also_hold makes every chunk's
 // instance hold all of the rank's rows), each with its own instances.
 //
+// Tensor parallelism: the stage models may be built for a tp slice
+// (ModelConfig::tp); the linears then run Megatron's regions on that tp group
+// themselves. Here: the grad norm sums sharded rows over tp and counts
+// replicated rows once (tp rank 0's), and the gathers assemble sharded rows
+// into global tensors (all_gather on tp), so checkpoints stay layout-free.
+// With tp 1 and pp 1 this is a plain data-parallel trainer.
+//
 // What it deliberately does not do yet: overlapping the dp reduction with the
 // pipeline's backward (the dp reduction starts after the last micro-batch),
 // and ZeRO-2's per-micro-batch gradient release (the whole step counts as one
@@ -114,6 +121,9 @@ class PipelineParallel {
     void load_optimizer_state(const std::map<std::string, Tensor>& state, int64_t step);
 
   private:
+    // Global tensors of the tp-sharded rows among names_rows (all_gather on tp).
+    void assemble_tp(std::map<std::string, Tensor>& tensors,
+                     const std::vector<std::pair<std::string, int>>& names_rows) const;
     // Lowest stage holding row i, or -1 (no stage: cannot happen for a built model).
     int holder(int row) const;
     // Broadcasts each named tensor from the holder of its row over pp.
@@ -123,6 +133,7 @@ class PipelineParallel {
 
     std::vector<std::unique_ptr<Model>> models_;
     Communicator& pp_;
+    Communicator* tp_ = nullptr;  // the stage models' tp group; null: tp 1
     std::unique_ptr<DataParallel> dp_;
     ScheduleKind kind_;
     int n_virtual_ = 1;
@@ -130,7 +141,8 @@ class PipelineParallel {
     std::vector<std::vector<uint8_t>> holds_;  // (stages, rows) row held (local) by stage
     std::vector<int> shared_rows_;             // rows held by several stages
     // Flat ranges of shared rows this stage holds but does not own (counted
-    // by a lower stage in the norm).
+    // by a lower stage in the norm), and on tp ranks other than 0 the rows
+    // tp replicates (Megatron's "not a tensor-parallel duplicate" rule).
     std::vector<std::pair<int64_t, int64_t>> norm_excluded_;
     // Per (chunk, micro-batch) message buffers, kept across steps (first touch
     // is slow); index chunk * n_micro + micro.

@@ -318,6 +318,7 @@ MemoryPlan Trainer::memory_plan(bool checkpointing) const {
     LayoutChoice l;
     l.dp = int(sync_->dp_size());
     l.zero_stage = dp_ || pp_ ? int(d.zero_stage) : 0;
+    if (opts_.tp_comm) l.tp = opts_.tp_comm->size();
     if (pp_) {
         // Each batch is split into `microbatches` pipeline micro-batches.
         l.pp = pp_->n_stages();

@@ -86,6 +86,11 @@ struct TrainerOptions {
     // communicator (stop decisions, which rank is main). Null: no pipeline.
     Communicator* pp_comm = nullptr;
     Communicator* world_comm = nullptr;
+    // Tensor parallelism: the tp group (more than one rank: the stage models
+    // hold this rank's slice of every column/row-parallel linear; the step
+    // then runs through the pipeline executor, with one stage when pp_comm
+    // has one rank, which pp_comm must then be). Null: no tensor parallelism.
+    Communicator* tp_comm = nullptr;
     std::FILE* out = stdout;     // plain messages
     bool quiet = false;          // no progress bar or messages (tests)
     bool handle_signals = true;  // SIGINT/SIGTERM finish the step and checkpoint

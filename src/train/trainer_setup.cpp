@@ -149,7 +149,10 @@ void Trainer::check_output_dir() {
                "hyperparameters.overwrite_output_dir=true",
                dir, existing.back().path);
     // Starting over: old checkpoints would confuse `latest` and rotation.
-    for (const auto& c : existing) fs::remove_all(c.path);
+    // Only the main rank removes them (it alone writes checkpoints): ranks
+    // removing the same folders at once fail on each other's deletions.
+    if (sync_->is_main())
+        for (const auto& c : existing) fs::remove_all(c.path);
 }
 
 void Trainer::load_tokenizer_and_config() {
@@ -321,7 +324,11 @@ LoaderOptions Trainer::loader_options(int64_t batch_size, bool shuffle) const {
 
 void Trainer::build_model_and_optimizer() {
     const TrainingArgs& t = job_.training;
-    const bool pipeline = opts_.pp_comm && opts_.pp_comm->size() > 1;
+    const bool tensor = opts_.tp_comm && opts_.tp_comm->size() > 1;
+    // Tensor parallelism rides on the pipeline executor (a single stage when
+    // pp is 1): it already builds models from a ModelConfig, gathers rows into
+    // global tensors for checkpoints and owns the global grad norm.
+    const bool pipeline = (opts_.pp_comm && opts_.pp_comm->size() > 1) || tensor;
     // Pipeline stages build only their part (below); the whole model is built
     // when evaluation or export first needs it (ensure_full_model).
     auto load_or_init = [&](Model& m) {
@@ -373,11 +380,12 @@ void Trainer::build_model_and_optimizer() {
         return std::make_unique<Lamb>(table, lamb, DecayPolicy::table);
     };
     if (pipeline) {
-        LOOM_CHECK(opts_.dp_comm != nullptr, "pipeline parallelism needs the dp group");
+        LOOM_CHECK(opts_.dp_comm != nullptr && opts_.pp_comm != nullptr,
+                   "pipeline and tensor parallelism need the dp and pp groups");
         const DistributionArgs& d = job_.distribution;
         LOOM_CHECK(t.optim == OptimizerKind::adamw,
-                   "{}: hyperparameters.optim {} under pipeline parallelism: only adamw is "
-                   "supported there so far",
+                   "{}: hyperparameters.optim {} under pipeline or tensor parallelism: only "
+                   "adamw is supported there so far",
                    job_.source, enum_name(t.optim));
         const int P = opts_.pp_comm->size(), stage = opts_.pp_comm->rank();
         const ScheduleKind kind = d.pipeline == PipelineKind::simple ? ScheduleKind::simple
@@ -400,6 +408,7 @@ void Trainer::build_model_and_optimizer() {
                    "applications; the model has {}",
                    job_.source, P, V, n_apps);
         ModelConfig sc = config_;
+        if (tensor) sc.tp = ModelTp{opts_.tp_comm->rank(), opts_.tp_comm->size(), opts_.tp_comm};
         const int slots = schedule_max_in_flight(kind, P, stage, n_micro, V);
         std::vector<std::unique_ptr<Model>> models;
         for (int k = 0; k < slots * V; ++k) {
@@ -443,6 +452,13 @@ void Trainer::build_model_and_optimizer() {
             "parameters per pipeline stage: {} MiB (gradients the same, AdamW's moments twice "
             "that, divided by dp under ZeRO)",
             per_stage));
+        if (tensor)
+            load_notes_.push_back(fmt::format(
+                "tensor parallel rank {} of {}: attention heads and MLP features split "
+                "(Megatron column/row-parallel linears), the word embeddings and LM head by "
+                "vocabulary; position embeddings, LayerNorms and classification heads "
+                "replicated",
+                opts_.tp_comm->rank(), opts_.tp_comm->size()));
         if (opts_.dp_comm->size() > 1)
             load_notes_.push_back("data parallel: " + pp_->data_parallel().memory_plan().describe());
     } else if (opts_.dp_comm && opts_.dp_comm->size() > 1) {

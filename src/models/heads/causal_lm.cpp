@@ -1,8 +1,15 @@
 // Causal-LM head: logits = hidden @ wte^T (tied, no bias); position t is
 // scored against labels[t + 1], so the last position has no target.
+//
+// Tensor parallelism (shard): the tied wte is vocab-parallel, so the decoder
+// is a column-parallel linear (Megatron "f": its input gradient all-reduced on
+// tp) giving (B, T, Vp/tp) local logits, scored by Megatron's vocab-parallel
+// cross-entropy; the full logits are never gathered. Under tp, outputs()
+// reports no logits (a rank holds only a slice of them).
 #include "core/check.h"
 #include "models/heads/head.h"
 #include "ops/softmax_xent.h"
+#include "parallel/tp_vocab.h"
 
 namespace loom {
 
@@ -27,6 +34,16 @@ public:
 
     void bind(const ParamTable& t) override { decoder_.bind(t); }
 
+    void shard(ParamTable& t, const ModelTp& tp) override {
+        if (!tp.active()) return;
+        // Tied: already the word table's slice (a no-op); untied: cut alike.
+        t.shard_vocab_row(decoder_.weight.row, tp.size, tp.rank);
+        decoder_.out = t.row(decoder_.weight.row).shape[0];
+        decoder_.tp_role = TpRole::column;
+        decoder_.tp = tp.comm;
+        tp_ = tp.comm;
+    }
+
     HeadView view() const override {
         HeadView v;
         v.kind = HeadKind::causal_lm;
@@ -38,8 +55,8 @@ public:
     void plan(ActArena& a, int64_t B, int64_t T) override {
         B_ = B;
         T_ = T;
-        logits_ = a.take(B * T * spec_.V);
-        dlogits_ = a.take(B * T * spec_.V);
+        logits_ = a.take(B * T * decoder_.out);
+        dlogits_ = a.take(B * T * decoder_.out);
         targets_.resize(size_t(B * T));
     }
 
@@ -52,7 +69,10 @@ public:
         for (int64_t b = 0; b < B_; ++b)
             for (int64_t t = 0; t < T_; ++t)
                 targets_[size_t(b * T_ + t)] = t + 1 < T_ ? hb.labels[b * T_ + t + 1] : k_ignore_index;
-        const XentSum x = softmax_xent_forward<float>(nullptr, logits_, targets_.data(), N, spec_.V);
+        const XentSum x =
+            tp_ ? vocab_parallel_xent_forward<float>(nullptr, logits_, targets_.data(), N, spec_.V,
+                                                     *tp_)
+                : softmax_xent_forward<float>(nullptr, logits_, targets_.data(), N, spec_.V);
         l.sum = x.loss_sum;
         l.count = x.count;
         return l;
@@ -61,11 +81,15 @@ public:
     void backward(float* dhidden, const float* hidden, double scale) override {
         LOOM_CHECK(has_labels_, "causal-LM backward needs 'labels' in the batch");
         const int64_t N = B_ * T_;
-        softmax_xent_backward(dlogits_, logits_, targets_.data(), N, spec_.V, scale);
+        if (tp_)
+            vocab_parallel_xent_backward(dlogits_, logits_, targets_.data(), N, spec_.V, scale, *tp_);
+        else
+            softmax_xent_backward(dlogits_, logits_, targets_.data(), N, spec_.V, scale);
         decoder_.backward(dhidden, dlogits_, hidden, N);
     }
 
     void outputs(const ActArena& a, std::map<std::string, Tensor>& out) const override {
+        if (tp_) return;  // a vocabulary slice is not HF's logits
         out["logits"] = a.view(logits_, Shape{B_, T_, spec_.V}, "logits");
     }
 
@@ -74,8 +98,9 @@ private:
     Linear decoder_;
     int64_t B_ = 0, T_ = 0;
     bool has_labels_ = false;
-    float* logits_ = nullptr;        // (B, T, V)
-    float* dlogits_ = nullptr;       // (B, T, V)
+    Communicator* tp_ = nullptr;     // vocab-parallel on this tp group; null: whole vocabulary
+    float* logits_ = nullptr;        // (B, T, V), or (B, T, Vp/tp) vocab-parallel
+    float* dlogits_ = nullptr;       // like logits_
     std::vector<int64_t> targets_;   // (B, T) labels shifted left, -100 at the end
 };
 

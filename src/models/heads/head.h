@@ -40,6 +40,10 @@ public:
     virtual void backward(float* dhidden, const float* hidden, double loss_scale) = 0;
     virtual void outputs(const ActArena& a, std::map<std::string, Tensor>& out) const = 0;
     virtual void set_logits_scope(LogitsScope) {}
+    // Tensor parallelism (before allocate, after the word embeddings were
+    // sharded): LM heads split their decoder by vocabulary; the others stay
+    // whole, replicated on tp (the default: nothing to do).
+    virtual void shard(ParamTable&, const ModelTp&) {}
     // The head's modules (StackView), for executors with other kernels.
     virtual HeadView view() const = 0;
 };

@@ -5,11 +5,20 @@
 // the whole head on those M rows only: the decoder GEMM (V x E per row, the
 // largest in BERT) shrinks by N / M (~7x at 15% masking) with the same loss
 // and gradients; unlabelled rows get zero gradient either way.
+//
+// Tensor parallelism (shard): the decoder and its bias split by vocabulary
+// (the tied weight is the vocab-parallel word table's slice), so the decoder
+// is a column-parallel linear (Megatron "f": its input gradient all-reduced on
+// tp) producing (M, V/tp) local logits, and the loss is Megatron's
+// vocab-parallel cross-entropy: the full (M, V) logits are never gathered.
+// dense and the LayerNorm stay whole, replicated on tp. Under tp, outputs()
+// reports no logits (a rank holds only a slice of them).
 #include <cstring>
 
 #include "core/check.h"
 #include "models/heads/head.h"
 #include "ops/softmax_xent.h"
+#include "parallel/tp_vocab.h"
 
 namespace loom {
 
@@ -51,6 +60,18 @@ public:
 
     void set_logits_scope(LogitsScope s) override { scope_ = s; }
 
+    void shard(ParamTable& t, const ModelTp& tp) override {
+        if (!tp.active()) return;
+        // Tied: the word table already holds this slice (a no-op); untied:
+        // the decoder's own row is cut the same way.
+        t.shard_vocab_row(decoder_.weight.row, tp.size, tp.rank);
+        t.shard_vocab_row(decoder_.bias.row, tp.size, tp.rank);
+        decoder_.out = t.row(decoder_.weight.row).shape[0];
+        decoder_.tp_role = TpRole::column;
+        decoder_.tp = tp.comm;
+        tp_ = tp.comm;
+    }
+
     HeadView view() const override {
         HeadView v;
         v.kind = HeadKind::masked_lm;
@@ -72,8 +93,8 @@ public:
         t2_ = a.take(N * E);
         t3_ = a.take(N * E);
         norm_acts_.plan(a, N);
-        logits_ = a.take(N * spec_.V);
-        dlogits_ = a.take(N * spec_.V);
+        logits_ = a.take(N * decoder_.out);
+        dlogits_ = a.take(N * decoder_.out);
         d3_ = a.take(N * E);
         d2_ = a.take(N * E);
         rows_.resize(size_t(N));
@@ -106,7 +127,9 @@ public:
         norm_.forward(t3_, norm_acts_, t2_, M_);
         decoder_.forward(logits_, t3_, M_);
         if (labels_) {
-            const XentSum x = softmax_xent_forward<float>(nullptr, logits_, targets, M_, spec_.V);
+            const XentSum x =
+                tp_ ? vocab_parallel_xent_forward<float>(nullptr, logits_, targets, M_, spec_.V, *tp_)
+                    : softmax_xent_forward<float>(nullptr, logits_, targets, M_, spec_.V);
             l.sum = x.loss_sum;
             l.count = x.count;
         }
@@ -118,8 +141,11 @@ public:
         const int64_t N = B_ * T_, C = spec_.C;
         float* dx = sparse_ ? dxg_ : dhidden;
         if (M_ > 0) {
-            softmax_xent_backward(dlogits_, logits_, sparse_ ? targets_.data() : labels_, M_,
-                                  spec_.V, scale);
+            const int64_t* targets = sparse_ ? targets_.data() : labels_;
+            if (tp_)
+                vocab_parallel_xent_backward(dlogits_, logits_, targets, M_, spec_.V, scale, *tp_);
+            else
+                softmax_xent_backward(dlogits_, logits_, targets, M_, spec_.V, scale);
             decoder_.backward(d3_, dlogits_, t3_, M_);
             norm_.backward(d2_, d3_, t2_, norm_acts_, M_);
             activation_backward(d2_, t1_, d2_, M_ * spec_.E, spec_.act);
@@ -133,6 +159,7 @@ public:
     }
 
     void outputs(const ActArena& a, std::map<std::string, Tensor>& out) const override {
+        if (tp_) return;  // a vocabulary slice is not HF's logits
         if (sparse_)
             out["labelled_logits"] = a.view(logits_, Shape{M_, spec_.V}, "labelled_logits");
         else
@@ -145,6 +172,7 @@ private:
     LayerNorm norm_;
     LayerNorm::Acts norm_acts_;
     LogitsScope scope_ = LogitsScope::all_positions;
+    Communicator* tp_ = nullptr;  // vocab-parallel on this tp group; null: whole vocabulary
     bool sparse_ = false;
     int64_t B_ = 0, T_ = 0, M_ = 0;  // M: rows the head ran on (N, or the labelled ones)
     const int64_t* labels_ = nullptr;
@@ -156,8 +184,8 @@ private:
     float* t1_ = nullptr;       // (M, E) dense output
     float* t2_ = nullptr;       // (M, E) after the activation
     float* t3_ = nullptr;       // (M, E) after LayerNorm (decoder input)
-    float* logits_ = nullptr;   // (M, V)
-    float* dlogits_ = nullptr;  // (M, V)
+    float* logits_ = nullptr;   // (M, V), or (M, Vp/tp) vocab-parallel
+    float* dlogits_ = nullptr;  // like logits_
     float* d3_ = nullptr;       // (M, E)
     float* d2_ = nullptr;       // (M, E)
 };
