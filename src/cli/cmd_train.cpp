@@ -140,6 +140,9 @@ Pipeline parallel: `distribution: {pipeline_parallel_degree: 4,
 microbatches: 8, pipeline: 1f1b}` splits the layers over 4 ranks (each
 holds only its layers); the other ranks of the world are data parallel.
 pipeline: simple (GPipe) | 1f1b | interleaved (with virtual_stages: 2);
+Tensor parallel: `tensor_parallel_degree: 2` splits attention heads, MLP
+features and the vocabulary over 2 ranks (Megatron style); world =
+data x tensor x pipeline degrees.
 placement_strategy: cluster | spread | DPT... decides which ranks are
 neighbours (the rank map is printed at start). Every layout trains the
 same model, and checkpoints move between layouts.

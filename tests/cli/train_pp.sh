@@ -7,7 +7,7 @@
 #     the first and the last stage): pp 2 under 1F1B and GPipe ("simple"),
 #     pp 4 with 8 micro-batches under both, dp 2 x pp 2 with ZeRO 1 and 2,
 #     dp 2 x pp 4 (8 ranks) with ZeRO 1, pp 2 interleaved over 2 virtual
-#     stages, pp 2 with activation checkpointing (and offloading, which on
+#     stages (and pp 4 over 2 virtual stages on 8-layer models), pp 2 with activation checkpointing (and offloading, which on
 #     CPU moves nothing);
 #   - ALBERT (one shared layer on every stage), DistilBERT and RoBERTa at pp 2;
 #   - a checkpoint saved at pp 2 resumed at 1 rank and at dp 2, and a 1-rank
@@ -43,6 +43,8 @@ def put(src, dst, **kw):
     json.dump(c, open(dst, "w"), indent=1)
 put(f"{d}/train/tiny-bert.json", "bert.json", num_hidden_layers=4)
 put(f"{d}/train/tiny-gpt2.json", "gpt2.json", n_layer=4)
+put(f"{d}/train/tiny-bert.json", "bert8.json", num_hidden_layers=8)
+put(f"{d}/train/tiny-gpt2.json", "gpt8.json", n_layer=8)
 put(f"{d}/hf/albert-mlm/config.json", "albert.json", vocab_size=vocab, num_hidden_layers=4)
 put(f"{d}/hf/distilbert-mlm/config.json", "distilbert.json", vocab_size=vocab, n_layers=4)
 put(f"{d}/hf/roberta-cls/config.json", "roberta.json", vocab_size=vocab,
@@ -69,6 +71,8 @@ YAML
 # (Job names unlike train_dp.sh's: its kill test looks processes up by name.)
 job masked-lm bert.json wordpiece-multilingual-cased > pp_mlm.yaml
 job causal-lm gpt2.json unigram-albert-style > pp_clm.yaml
+job masked-lm bert8.json wordpiece-multilingual-cased > pp_mlm8.yaml
+job causal-lm gpt8.json unigram-albert-style > pp_clm8.yaml
 for f in albert distilbert roberta; do job masked-lm $f.json wordpiece-multilingual-cased > pp_$f.yaml; done
 
 pp() {  # pp JOB OUT RANKS [--set ...]
@@ -97,6 +101,14 @@ for t in mlm clm; do
   pp pp_$t.yaml ${t}_p2ck 2 --set distribution.pipeline_parallel_degree=2 --set distribution.microbatches=2 \
       --set distribution.activation_checkpointing=true --set distribution.offload_activations=true
   for o in p2 p2s p4 p4s d2p2z1 d2p2z2 d2p4 p2v2 p2ck; do compare ${t}1 ${t}_$o; done
+done
+
+for t in mlm8 clm8; do
+  echo "== $t (8 layers): pp 4 interleaved over 2 virtual stages, 8 micro-batches"
+  "$loom" train pp_$t.yaml --quiet --threads 1 --set hyperparameters.output_dir=${t}1
+  pp pp_$t.yaml ${t}_p4v2 4 --set distribution.pipeline_parallel_degree=4 --set distribution.microbatches=8 \
+      --set distribution.pipeline=interleaved --set distribution.virtual_stages=2
+  compare ${t}1 ${t}_p4v2
 done
 
 for f in albert distilbert roberta; do
