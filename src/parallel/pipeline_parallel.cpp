@@ -315,6 +315,8 @@ void PipelineParallel::assemble_tp(
 }
 
 std::map<std::string, Tensor> PipelineParallel::gather_params(bool to_all) const {
+    // For a file only replica 0 gathers: every replica holds the same rows.
+    if (!to_all && dp_->dp_rank() != 0) return {};
     const ParamTable& t = models_[0]->params();
     std::vector<std::pair<std::string, int>> names;
     for (int i = 0; i < t.size(); ++i) names.emplace_back(t.row(i).name, i);
@@ -326,7 +328,8 @@ std::map<std::string, Tensor> PipelineParallel::gather_params(bool to_all) const
 
 std::map<std::string, Tensor> PipelineParallel::gather_optimizer_state(bool to_all) const {
     const ParamTable& t = models_[0]->params();
-    const std::map<std::string, Tensor> local = dp_->optimizer_state();
+    const std::map<std::string, Tensor> local = dp_->optimizer_state();  // collective on dp
+    if (!to_all && dp_->dp_rank() != 0) return {};
     std::vector<std::pair<std::string, int>> names;
     for (int i = 0; i < t.size(); ++i) {
         // Trainable where it is held (frozen rows have no optimizer state).

@@ -114,7 +114,7 @@ class PipelineParallel {
     // ZeRO, dp): each row comes from the lowest stage that holds it. With
     // `to_all` false only pp stage 0 receives them (the others get an empty
     // map), so a checkpoint or an export never holds the whole model on
-    // every rank.
+    // every rank; only replica 0 (dp rank 0) gathers then.
     std::map<std::string, Tensor> gather_params(bool to_all = true) const;
     std::map<std::string, Tensor> gather_optimizer_state(bool to_all = true) const;
     // Keeps this stage's rows of a whole model's optimizer state (local).

@@ -9,72 +9,15 @@
 #   - SIGKILL of one rank ends the whole job quickly with a message naming the
 #     rank, and the newest checkpoint is intact and resumes.
 #   $1 = loom binary, $2 = tests/data directory
-set -euo pipefail
-loom=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
-data=$(cd "$2" && pwd)
-if ! command -v mpirun >/dev/null; then
-  echo "SKIP: no mpirun (Debian openmpi-bin)"; exit 0
-fi
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cd "$work"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
-mpi() { local n=$1; shift; mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$n" "$@"; }
-
-job() {  # job TASK CONFIG TOKENIZER DATA
-  cat <<YAML
-model: {config: $data/train/$2, tokenizer: $data/tokenizers/$3/tokenizer.json}
-task: $1
-data: {train: $data/train/$4, max_seq_length: 32}
-hyperparameters:
-  output_dir: out
-  overwrite_output_dir: true
-  max_steps: 8
-  per_device_train_batch_size: 8
-  learning_rate: 1.0e-2
-  logging_steps: 1
-  save_strategy: steps
-  save_steps: 4
-  seed: 7
-YAML
-}
+source "$(dirname "$0")/lib/layouts.sh" "$@"
+job() { layout_job "$1" "$data/train/$2" "$3" "$4"; }  # TASK CONFIG TOKENIZER DATA
 job masked-lm tiny-bert.json wordpiece-multilingual-cased lm_train.jsonl > mlm.yaml
 job causal-lm tiny-gpt2.json unigram-albert-style lm_train.jsonl > clm.yaml
-
-compare() {  # compare REF OTHER [FIRST_STEP]: losses (rel 1e-6) and, from step 1, final parameters
-  python3 - "$@" <<'PY'
-import json, struct, sys
-from array import array
-ref, other = sys.argv[1], sys.argv[2]
-def losses(d):
-    return {r["step"]: r["loss"] for r in map(json.loads, open(d + "/metrics.jsonl")) if "loss" in r}
-a, b = losses(ref), losses(other)
-steps = sorted(b)
-assert steps, f"{other}: no losses"
-worst = max(abs(a[s] - b[s]) / abs(a[s]) for s in steps)
-print(f"{other}: steps {steps[0]}..{steps[-1]}, worst relative loss difference {worst:.2e}")
-assert worst < 1e-6, f"{other} differs from {ref}"
-def tensors(path):
-    raw = open(path, "rb").read()
-    n = struct.unpack("<Q", raw[:8])[0]
-    head = json.loads(raw[8:8 + n])
-    out = {}
-    for k, v in head.items():
-        if k == "__metadata__": continue
-        a0, a1 = v["data_offsets"]
-        out[k] = array("f", raw[8 + n + a0:8 + n + a1])
-    return out
-ta, tb = tensors(ref + "/model.safetensors"), tensors(other + "/model.safetensors")
-assert ta.keys() == tb.keys()
-diff = max(abs(x - y) for k in ta for x, y in zip(ta[k], tb[k]))
-print(f"{other}: final parameters, max difference {diff:.2e}")
-# Sums of gradients over ranks round differently from one process's sums;
-# AdamW's m / sqrt(v) amplifies that where v is tiny. 1e-4 is 0.1% of what
-# 8 steps at learning rate 1e-2 move a parameter.
-assert diff < 1e-4, f"{other}: final parameters differ"
-PY
-}
+# Losses within 1e-6 relative; parameters within 1e-4: sums of gradients over
+# ranks round differently from one process's sums, and AdamW's m / sqrt(v)
+# amplifies that where v is tiny (1e-4 is 0.1% of what 8 steps at learning
+# rate 1e-2 move a parameter).
+dp_compare() { compare "$1" "$2" 1e-6 1e-4; }
 
 echo "== masked LM: dp 1, dp 2 (ZeRO 1), dp 4 (ZeRO 2), dp 2 (ZeRO 0, accumulation 2)"
 "$loom" train mlm.yaml --quiet --threads 1 --set hyperparameters.output_dir=m1
@@ -84,9 +27,9 @@ mpi 4 "$loom" train mlm.yaml --quiet --set hyperparameters.output_dir=m4 \
     --set hyperparameters.per_device_train_batch_size=2 --set distribution.zero_stage=2
 mpi 2 "$loom" train mlm.yaml --quiet --set hyperparameters.output_dir=m2a \
     --set hyperparameters.per_device_train_batch_size=2 --set hyperparameters.gradient_accumulation_steps=2
-compare m1 m2
-compare m1 m4
-compare m1 m2a
+dp_compare m1 m2
+dp_compare m1 m4
+dp_compare m1 m2a
 
 echo "== causal LM: dp 1, dp 2 (ZeRO 0), dp 4 (ZeRO 1)"
 "$loom" train clm.yaml --quiet --threads 1 --set hyperparameters.output_dir=c1
@@ -94,8 +37,8 @@ mpi 2 "$loom" train clm.yaml --quiet --set hyperparameters.output_dir=c2 \
     --set hyperparameters.per_device_train_batch_size=4
 mpi 4 "$loom" train clm.yaml --quiet --set hyperparameters.output_dir=c4 \
     --set hyperparameters.per_device_train_batch_size=2 --set distribution.zero_stage=1
-compare c1 c2
-compare c1 c4
+dp_compare c1 c2
+dp_compare c1 c4
 
 echo "== saved at dp 4 (ZeRO 2), resumed at dp 2 and dp 1"
 mkdir r2 r1
@@ -105,8 +48,8 @@ mpi 2 "$loom" train mlm.yaml --quiet --set hyperparameters.output_dir=r2 \
     --set hyperparameters.per_device_train_batch_size=4 --set hyperparameters.resume_from_checkpoint=latest
 "$loom" train mlm.yaml --quiet --threads 1 --set hyperparameters.output_dir=r1 \
     --set hyperparameters.resume_from_checkpoint=latest
-compare m1 r2
-compare m1 r1
+dp_compare m1 r2
+dp_compare m1 r1
 
 echo "== SIGKILL of rank 1 mid-run"
 set +e

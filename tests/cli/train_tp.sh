@@ -16,19 +16,7 @@
 # The word embeddings and the LM heads are vocab-parallel: tiny-bert's 5859
 # tokens do not divide by 2, so the padded last slice is exercised too.
 #   $1 = loom binary, $2 = tests/data directory
-set -euo pipefail
-loom=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
-data=$(cd "$2" && pwd)
-here=$(cd "$(dirname "$0")" && pwd)
-if ! command -v mpirun >/dev/null; then
-  echo "SKIP: no mpirun (Debian openmpi-bin)"; exit 0
-fi
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cd "$work"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
-mpi() { local n=$1; shift; mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$n" "$@"; }
+source "$(dirname "$0")/lib/layouts.sh" "$@"
 # Same limits as train_pp.sh: the row-parallel all-reduce sums partial GEMMs
 # in another order than one GEMM, and AdamW's m / sqrt(v) amplifies that
 # rounding where v is tiny (the losses agree to ~1e-7).
@@ -41,42 +29,8 @@ compare() {
       'attention\.self\.key\.bias|attention\.key\.bias|k_lin\.bias'
 }
 
-# 4-layer variants of the tiny configs, and the other families' fixture
-# configs with the word-piece tokenizer's vocabulary, as masked LMs.
-python3 - "$data" <<'PY'
-import json, sys
-d = sys.argv[1]
-vocab = json.load(open(f"{d}/train/tiny-bert.json"))["vocab_size"]
-def put(src, dst, **kw):
-    c = json.load(open(src))
-    c.update(kw)
-    json.dump(c, open(dst, "w"), indent=1)
-put(f"{d}/train/tiny-bert.json", "bert.json", num_hidden_layers=4)
-put(f"{d}/train/tiny-gpt2.json", "gpt2.json", n_layer=4)
-put(f"{d}/hf/albert-mlm/config.json", "albert.json", vocab_size=vocab, num_hidden_layers=4)
-put(f"{d}/hf/distilbert-mlm/config.json", "distilbert.json", vocab_size=vocab, n_layers=4)
-put(f"{d}/hf/roberta-cls/config.json", "roberta.json", vocab_size=vocab,
-    architectures=["RobertaForMaskedLM"], num_hidden_layers=4)
-PY
-
-job() {  # job TASK CONFIG TOKENIZER
-  cat <<YAML
-model: {config: $PWD/$2, tokenizer: $data/tokenizers/$3/tokenizer.json}
-task: $1
-data: {train: $data/train/lm_train.jsonl, max_seq_length: 32}
-hyperparameters:
-  output_dir: out
-  overwrite_output_dir: true
-  max_steps: 8
-  per_device_train_batch_size: 8
-  learning_rate: 1.0e-2
-  max_grad_norm: 1.0
-  logging_steps: 1
-  save_strategy: steps
-  save_steps: 4
-  seed: 7
-YAML
-}
+layout_configs
+job() { layout_job "$@"; }
 # (Job names unlike train_dp.sh's: its kill test looks processes up by name.)
 job masked-lm bert.json wordpiece-multilingual-cased > tp_mlm.yaml
 job causal-lm gpt2.json unigram-albert-style > tp_clm.yaml
