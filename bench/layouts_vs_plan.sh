@@ -13,7 +13,7 @@
 #                (binary, Open MPI, libraries) that the plan leaves out
 #
 #   bench/layouts_vs_plan.sh [loom binary] [layouts...]
-#   layouts: DPxPP[:schedule] (default: 1x8:simple 2x4 4x2 2x4:interleaved);
+#   layouts: DPxTPxPP[:schedule] (default: 1x1x8:simple 2x1x4 4x1x2 2x2x2 1x8x1);
 #   each layout splits its replica's batch into 8 / dp micro-batches of 2 rows
 #
 # NOTE: 8 ranks share this machine's cores (one thread each); the plan's
@@ -24,7 +24,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 loom=${1:-$root/build/cpu-release/loom}
 shift || true
 layouts=("$@")
-[[ ${#layouts[@]} -gt 0 ]] || layouts=(1x8:simple 2x4 4x2 2x4:interleaved)
+[[ ${#layouts[@]} -gt 0 ]] || layouts=(1x1x8:simple 2x1x4 4x1x2 2x2x2 1x8x1)
 [[ -x $loom ]] || { echo "layouts_vs_plan.sh: no loom at $loom" >&2; exit 2; }
 unset OPENBLAS_CORETYPE
 export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
@@ -73,16 +73,18 @@ for spec in "${layouts[@]}"; do
   lay=${spec%%:*}
   sched=1f1b
   [[ $spec == *:* ]] && sched=${spec#*:}
-  dp=${lay%x*} pp=${lay#*x}
+  IFS=x read -r dp tp pp <<<"$lay"
   micro=$((8 / dp))
   set_args=(--set "hyperparameters.per_device_train_batch_size=$((global / dp))"
             --set "distribution.pipeline_parallel_degree=$pp" --set "distribution.pipeline=$sched"
+            --set "distribution.tensor_parallel_degree=$tp"
             --set "distribution.microbatches=$micro")
   plan=$work/plan_${lay}_${sched}.txt
   "$loom" plan "$work/job.yaml" --world $world --all --set distribution.microbatches=$micro \
       --set hyperparameters.per_device_train_batch_size=$global > "$plan"
   [[ ${#results[@]} -gt 0 ]] || head -2 "$plan"
-  grep -E "^dp$dp tp1 pp$pp $sched " "$plan" || true
+  if ((pp > 1)); then key="dp$dp tp$tp pp$pp $sched"; else key="dp$dp tp$tp pp$pp"; fi
+  grep -E "^$key " "$plan" | grep -v ckpt || true
   [[ $sched == interleaved ]] && set_args+=(--set distribution.virtual_stages=2)
   ((dp > 1)) && set_args+=(--set distribution.zero_stage=1)
   for steps in 2 4; do
@@ -92,7 +94,7 @@ for spec in "${layouts[@]}"; do
         --set "hyperparameters.output_dir=$out" --set "hyperparameters.max_steps=$steps" \
         "${set_args[@]}" > "$out.log" 2>&1 || { tail -20 "$out.log"; exit 1; }
   done
-  results+=("$dp $pp $sched $work/run_${lay}_${sched}_2 $work/run_${lay}_${sched}_4 $plan")
+  results+=("$dp $tp $pp $sched $work/run_${lay}_${sched}_2 $work/run_${lay}_${sched}_4 $plan")
 done
 
 python3 - "${results[@]}" <<'PY'
@@ -113,9 +115,9 @@ def peak_gib(d):
     return float(m.group(1)) / 1024
 print(f"{'layout':28} {'step s':>8} {'plan s':>8} {'error':>7}   {'peak GiB':>8} {'plan GiB':>8} {'error':>7}")
 for r in sys.argv[1:]:
-    dp, pp, sched, d2, d4, plan_path = r.split()
+    dp, tp, pp, sched, d2, d4, plan_path = r.split()
     plan = plan_of(plan_path)
-    key = f"dp{dp} tp1 pp{pp}" + (f" {sched}" if int(pp) > 1 else "")
+    key = f"dp{dp} tp{tp} pp{pp}" + (f" {sched}" if int(pp) > 1 else "")
     step = (runtime(d4) - runtime(d2)) / 2
     peak = max(peak_gib(d2), peak_gib(d4))
     pm, ps = plan.get(key, (float("nan"), float("nan")))
