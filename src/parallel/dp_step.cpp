@@ -17,6 +17,7 @@ DataParallel::DataParallel(Model& model, Communicator& dp, const AdamWParams& hp
     g.zero = options.zero;
     g.bucket_elems = bucket_elems_from_mb(options.bucket_size_mb);
     g.overlap = options.overlap;
+    g.max_in_flight_at_end = options.max_in_flight_at_end;
     sync_ = std::make_unique<GradSync>(t.grads_data(), t.flat_numel(), dp, g);
     LOOM_CHECK(!options.make_optimizer || options.zero == ZeroStage::none,
                "data parallel: only AdamW runs sharded (ZeRO stage {}); use zero_stage 0 with "

@@ -42,6 +42,7 @@ struct DpOptions {
     ZeroStage zero = ZeroStage::none;
     double bucket_size_mb = 25.0;  // HF ddp_bucket_cap_mb
     bool overlap = true;           // reduce buckets while backward runs
+    int max_in_flight_at_end = 0;  // GradSyncOptions::max_in_flight_at_end
     // ZeRO none only: builds the replicated optimizer (LAMB) instead of AdamW
     // from `hp`. Every rank holds the same reduced gradients, so any
     // optimizer, elementwise or not, stays in step across replicas.

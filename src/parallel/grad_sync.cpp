@@ -182,9 +182,22 @@ void GradSync::launch(size_t b) {
 }
 
 void GradSync::launch_remaining() {
+    std::vector<size_t> recent;  // launched here, oldest first
     for (size_t b = 0; b < buckets_.size(); ++b) {
         if (launched_[b]) continue;
+        if (opt_.max_in_flight_at_end > 0 && int(recent.size()) >= opt_.max_in_flight_at_end) {
+            // Finish the oldest first; wait_all() later finds its slot empty.
+            const size_t oldest = recent.front();
+            recent.erase(recent.begin());
+            const auto t0 = std::chrono::steady_clock::now();
+            if (work_[oldest]) {
+                work_[oldest]->wait();
+                work_[oldest].reset();
+            }
+            stats_.wait_s += seconds_since(t0);
+        }
         launch(b);
+        recent.push_back(b);
         ++stats_.launched_at_end;
     }
 }

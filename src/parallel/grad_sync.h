@@ -91,6 +91,12 @@ struct GradSyncOptions {
     ZeroStage zero = ZeroStage::none;
     int64_t bucket_elems = 25 << 18;  // 25 MiB of fp32, HF's ddp_bucket_cap_mb default
     bool overlap = true;              // launch from the hook; false: at end of backward
+    // Buckets launched after backward that may be in flight at once (0: all).
+    // Open MPI's reduce-scatter and all-reduce take temporary buffers the
+    // size of their input: with every bucket in flight that is another copy
+    // of the whole gradient buffer per rank, which 8 ranks of a large model
+    // cannot afford.
+    int max_in_flight_at_end = 0;
 };
 
 // Counters for tests and the benchmark.

@@ -75,6 +75,7 @@ PipelineParallel::PipelineParallel(std::vector<std::unique_ptr<Model>> stage_mod
     C_ = m0.config().hidden_size;
     // The whole step is one "micro-batch" for the dp reduction (see the header).
     dp_options.overlap = false;
+    dp_options.max_in_flight_at_end = 2;  // bounded temporary buffers (grad_sync.h)
     dp_ = std::make_unique<DataParallel>(m0, dp, hp, decay, dp_options);
     m0.set_grad_ready_hook({});
 
