@@ -87,16 +87,23 @@ for spec in "${layouts[@]}"; do
   grep -E "^$key " "$plan" | grep -v ckpt || true
   [[ $sched == interleaved ]] && set_args+=(--set distribution.virtual_stages=2)
   ((dp > 1)) && set_args+=(--set distribution.zero_stage=1)
+  ok=1
   for steps in 2 4; do
     out=$work/run_${lay}_${sched}_$steps
-    mpirun --allow-run-as-root --oversubscribe --bind-to none -np $world \
+    if ! mpirun --allow-run-as-root --oversubscribe --bind-to none -np $world \
         "$loom" train "$work/job.yaml" \
         --set "hyperparameters.output_dir=$out" --set "hyperparameters.max_steps=$steps" \
-        "${set_args[@]}" > "$out.log" 2>&1 || { tail -20 "$out.log"; exit 1; }
+        "${set_args[@]}" > "$out.log" 2>&1; then
+      # A layout that does not fit (the kernel's OOM killer) is a result too.
+      echo "$lay $sched: failed; last lines:"; grep -v "^--\|^$" "$out.log" | tail -3
+      ok=0
+      break
+    fi
   done
-  results+=("$dp $tp $pp $sched $work/run_${lay}_${sched}_2 $work/run_${lay}_${sched}_4 $plan")
+  ((ok)) && results+=("$dp $tp $pp $sched $work/run_${lay}_${sched}_2 $work/run_${lay}_${sched}_4 $plan")
 done
 
+[[ ${#results[@]} -gt 0 ]] || { echo "no layout ran"; exit 1; }
 python3 - "${results[@]}" <<'PY'
 import json, re, sys
 def plan_of(path):
