@@ -35,6 +35,24 @@ TYPED_TEST(CudaElementwise, ResidualAddScale) {
     }
 }
 
+TYPED_TEST(CudaElementwise, SumSquaresMatchesFp64AndRepeats) {
+    using T = TypeParam;
+    for (int64_t n : {int64_t(1), int64_t(7), int64_t(1000), int64_t(65537), int64_t(3000001)}) {
+        const auto x = round_all<T>(random_vec(size_t(n), 5));
+        double want = 0;
+        for (float v : x) want += double(v) * double(v);
+        auto dx = upload<T>(x);
+        DeviceBuffer<double> r(2);
+        sum_squares_cuda<T>(dx->get(), n, r.get(), this->ctx());
+        sum_squares_cuda<T>(dx->get(), n, r.get() + 1, this->ctx());
+        this->ctx().synchronize();
+        double got[2] = {0, 0};
+        ASSERT_EQ(cudaMemcpy(got, r.get(), sizeof(got), cudaMemcpyDeviceToHost), cudaSuccess);
+        EXPECT_NEAR(got[0], want, 1e-9 * want + 1e-12) << "n=" << n;
+        EXPECT_EQ(got[0], got[1]) << "n=" << n << ": two runs differ";
+    }
+}
+
 TYPED_TEST(CudaElementwise, ActivationsForwardBackward) {
     using T = TypeParam;
     for (Activation act :

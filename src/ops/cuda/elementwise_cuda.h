@@ -22,6 +22,11 @@ void add_inplace_cuda(T* y, const T* x, int64_t n, CudaContext& ctx);
 template <typename T>
 void scale_inplace_cuda(T* y, float s, int64_t n, CudaContext& ctx);
 
+// *result = sum of x[i]^2 in fp64 (device memory), for the gradient norm. Fixed
+// grid and a fixed-order final pass: the same bits run to run (no atomics).
+template <typename T>
+void sum_squares_cuda(const T* x, int64_t n, double* result, CudaContext& ctx);
+
 // dst = src converted (round to nearest even), for Dst, Src in {float, bf16, f16}.
 template <typename Dst, typename Src>
 void convert_cuda(Dst* dst, const Src* src, int64_t n, CudaContext& ctx);

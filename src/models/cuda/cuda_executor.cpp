@@ -1,0 +1,400 @@
+// CudaExecutor: device buffers, the forward/backward drivers, AdamW and the
+// host transfers. The op sequences live in cuda_executor_layers.cpp and
+// cuda_executor_heads.cpp.
+#include "models/cuda/cuda_executor.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <type_traits>
+
+#include "backend/cuda/backend_cuda.h"
+#include "backend/cuda/cuda_check.h"
+#include "core/check.h"
+#include "ops/cuda/adamw_cuda.h"
+#include "ops/cuda/elementwise_cuda.h"
+#include "optim/moment_state.h"
+
+namespace loom {
+
+namespace {
+
+template <typename U>
+U* device_alloc(int64_t n) {
+    void* p = nullptr;
+    LOOM_CUDA_CHECK(cudaMalloc(&p, size_t(std::max<int64_t>(n, 1)) * sizeof(U)));
+    LOOM_CUDA_CHECK(cudaMemset(p, 0, size_t(std::max<int64_t>(n, 1)) * sizeof(U)));
+    return static_cast<U*>(p);
+}
+
+void device_free(void* p) {
+    if (p) (void)cudaFree(p);
+}
+
+StackModel& as_stack(Model& m) {
+    auto* s = dynamic_cast<StackModel*>(&m);
+    LOOM_CHECK(s != nullptr, "the CUDA executor runs transformer stacks; {} is not one",
+               m.config().architecture);
+    return *s;
+}
+
+}  // namespace
+
+template <typename T>
+CudaExecutor<T>::CudaExecutor(Model& cpu, const CudaModelOptions& options)
+    : cpu_(cpu),
+      config_(cpu.config()),
+      table_(cpu.params()),
+      view_(as_stack(cpu).view()),
+      options_(options),
+      ctx_(options.device) {
+    LOOM_CHECK(config_.part.whole(),
+               "the CUDA executor runs a whole model; pipeline stages are not supported on it yet");
+    LOOM_CHECK(
+        !config_.tp.active(),
+        "the CUDA executor runs a whole model; tensor parallelism is not supported on it yet");
+    C_ = config_.hidden_size;
+    flat_ = table_.flat_numel();
+    master_ = device_alloc<float>(flat_);
+    if constexpr (std::is_same_v<T, float>)
+        params_ = master_;
+    else
+        params_ = device_alloc<T>(flat_);
+    grads_ = device_alloc<T>(flat_);
+    m_ = device_alloc<float>(flat_);
+    v_ = device_alloc<float>(flat_);
+    norm_result_ = device_alloc<double>(1);
+    // The CPU AdamW's segments (optim/adamw.cpp): runs of trainable rows with
+    // one decay flag; the zero gaps between aligned rows stay zero.
+    bool extend = false;
+    for (const ParamRow& r : table_.rows()) {
+        if (!r.trainable || !r.local) {
+            extend = false;
+            continue;
+        }
+        const bool d = options_.decay_all || r.decay;
+        if (extend && segments_.back().decay == d)
+            segments_.back().n = r.offset + r.numel() - segments_.back().offset;
+        else
+            segments_.push_back({r.offset, r.numel(), d});
+        extend = true;
+    }
+    upload_params();
+    note_peak();
+}
+
+template <typename T>
+CudaExecutor<T>::~CudaExecutor() {
+    (void)cudaStreamSynchronize(ctx_.stream());
+    if (static_cast<void*>(params_) != static_cast<void*>(master_)) device_free(params_);
+    device_free(master_);
+    device_free(grads_);
+    device_free(m_);
+    device_free(v_);
+    device_free(norm_result_);
+}
+
+template <typename T>
+T* CudaExecutor<T>::P(const ParamRef& r) const {
+    if (!r.defined()) return nullptr;
+    return params_ + table_.row(r.row).offset;
+}
+
+template <typename T>
+T* CudaExecutor<T>::G(const ParamRef& r) const {
+    if (!r.defined() || !table_.row(r.row).trainable) return nullptr;
+    return grads_ + table_.row(r.row).offset;
+}
+
+template <typename T>
+void CudaExecutor<T>::plan(int64_t B, int64_t T_len) {
+    const int64_t N = B * T_len, C = C_;
+    const auto& schedule = *view_.schedule;
+    const int64_t A = int64_t(schedule.size());
+    const TransformerBlock& b0 = view_.blocks->front();
+    const int64_t NH = b0.attn.NH, I = b0.I, E = view_.embeddings.E;
+    ints_arena_.build([&](DeviceArena& a) {
+        ids_ = a.take<int64_t>(N);
+        types_ = a.take<int64_t>(N);
+        pos_ = a.take<int64_t>(N);
+        mask_ = a.take<int64_t>(N);
+        targets_ = a.take<int64_t>(N);
+        targets2_ = a.take<int64_t>(N);
+    });
+    acts_.assign(size_t(A), BlockActs{});
+    acts_arena_.build([&](DeviceArena& a) {
+        hidden_ = a.take<T>((A + 1) * N * C);
+        for (int64_t i = 0; i < A; ++i) {
+            BlockActs& k = acts_[size_t(i)];
+            k.qkv = a.template take<T>(N * 3 * C);
+            k.att = a.template take<T>(B * NH * T_len * T_len);
+            k.ctx = a.template take<T>(N * C);
+            k.res1 = a.template take<T>(N * C);
+            k.ln1_out = a.template take<T>(N * C);
+            k.fc_pre = a.template take<T>(N * I);
+            k.fc_act = a.template take<T>(N * I);
+            k.ln2_in = a.template take<T>(N * C);
+            k.ln1_mean = a.template take<float>(N);
+            k.ln1_rstd = a.template take<float>(N);
+            k.ln2_mean = a.template take<float>(N);
+            k.ln2_rstd = a.template take<float>(N);
+        }
+        emb_sum_ = a.template take<T>(N * E);
+        emb_dsum_ = a.template take<T>(N * E);
+        emb_out_ = a.template take<T>(N * E);
+        emb_dout_ = a.template take<T>(N * E);
+        emb_mean_ = a.template take<float>(N);
+        emb_rstd_ = a.template take<float>(N);
+        dqkv_ = a.template take<T>(N * 3 * C);
+        datt_ = a.template take<T>(B * NH * T_len * T_len);
+        dctx_ = a.template take<T>(N * C);
+        dI_ = a.template take<T>(N * I);
+        t_ = a.template take<T>(N * C);
+        u_ = a.template take<T>(N * C);
+        dh_ = a.template take<T>(N * C);
+        du_ = a.template take<T>(N * C);
+        final_ = a.template take<T>(N * C);
+        final_mean_ = a.template take<float>(N);
+        final_rstd_ = a.template take<float>(N);
+        plan_head(a);
+    });
+    planned_B_ = B;
+    planned_T_ = T_len;
+}
+
+template <typename T>
+LossSum CudaExecutor<T>::forward(const ModelInputs& in, const DropoutPlan& dropout) {
+    LOOM_CHECK(in.input_ids != nullptr && in.B > 0 && in.T > 0,
+               "model forward needs input_ids of shape (B, T) with B, T > 0");
+    LOOM_CHECK(in.stage_input == nullptr, "the CUDA executor runs a whole model (no stage input)");
+    B_ = in.B;
+    T_ = in.T;
+    N_ = B_ * T_;
+    drop_ = dropout;
+    if (B_ != planned_B_ || T_ != planned_T_) plan(B_, T_);
+
+    // Every integer input in one host-to-device copy.
+    const int64_t N = N_;
+    host_ints_.assign(size_t(6 * N), 0);
+    int64_t* h = host_ints_.data();
+    std::copy(in.input_ids, in.input_ids + N, h);
+    has_types_ = in.token_type_ids != nullptr && view_.embeddings.token_type != nullptr;
+    if (has_types_) std::copy(in.token_type_ids, in.token_type_ids + N, h + N);
+    has_mask_ = in.attention_mask != nullptr;
+    if (has_mask_) std::copy(in.attention_mask, in.attention_mask + N, h + 3 * N);
+    // Position ids as the CPU embeddings form them (models/bert.cpp, gpt2.cpp).
+    const int64_t max_pos = config_.max_position_embeddings;
+    int64_t* pos = h + 2 * N;
+    if (view_.embeddings.positions == PositionIds::from_padding) {
+        const int64_t pad = view_.embeddings.pad_token_id;
+        for (int64_t b = 0; b < B_; ++b) {
+            int64_t count = 0;
+            for (int64_t t = 0; t < T_; ++t) {
+                const int64_t i = b * T_ + t;
+                const bool real = in.input_ids[i] != pad;
+                count += real;
+                pos[i] = real ? count + pad : pad;
+                LOOM_CHECK(pos[i] < max_pos,
+                           "sequence of {} tokens needs position {} but max_position_embeddings is "
+                           "{} ({})",
+                           T_, pos[i], max_pos, config_.source);
+            }
+        }
+    } else {
+        LOOM_CHECK(T_ <= max_pos, "sequence length {} exceeds max_position_embeddings {} ({})", T_,
+                   max_pos, config_.source);
+        for (int64_t b = 0; b < B_; ++b)
+            for (int64_t t = 0; t < T_; ++t) pos[b * T_ + t] = t;
+    }
+    fill_targets(in);
+    // NOTE: from pageable memory the copy returns once the bytes are staged, so
+    // host_ints_ may be refilled by the next forward.
+    LOOM_CUDA_CHECK(cudaMemcpyAsync(ids_, h, size_t(N) * sizeof(int64_t), cudaMemcpyHostToDevice,
+                                    ctx_.stream()));
+    LOOM_CUDA_CHECK(cudaMemcpyAsync(types_, h + N, size_t(N) * sizeof(int64_t),
+                                    cudaMemcpyHostToDevice, ctx_.stream()));
+    LOOM_CUDA_CHECK(cudaMemcpyAsync(pos_, h + 2 * N, size_t(N) * sizeof(int64_t),
+                                    cudaMemcpyHostToDevice, ctx_.stream()));
+    LOOM_CUDA_CHECK(cudaMemcpyAsync(mask_, h + 3 * N, size_t(N) * sizeof(int64_t),
+                                    cudaMemcpyHostToDevice, ctx_.stream()));
+    LOOM_CUDA_CHECK(cudaMemcpyAsync(targets_, h + 4 * N, size_t(2 * N) * sizeof(int64_t),
+                                    cudaMemcpyHostToDevice, ctx_.stream()));
+
+    embed_forward(hidden_at(0));
+    const auto& schedule = *view_.schedule;
+    for (size_t a = 0; a < schedule.size(); ++a)
+        block_forward((*view_.blocks)[size_t(schedule[a])], hidden_at(int64_t(a) + 1), acts_[a],
+                      hidden_at(int64_t(a)), step_for(int64_t(a)));
+    const int64_t A = int64_t(schedule.size());
+    const T* top = hidden_at(A);
+    if (view_.final_norm) {
+        norm_forward(*view_.final_norm, final_, final_mean_, final_rstd_, top, N);
+        top = final_;
+    }
+    const LossSum loss = head_forward(top);
+    note_peak();
+    ready_for_backward_ = true;
+    return loss;
+}
+
+template <typename T>
+void CudaExecutor<T>::backward(double loss_scale) {
+    LOOM_CHECK(ready_for_backward_, "backward called without a forward");
+    LOOM_CHECK(view_.head.kind != HeadKind::none,
+               "{} has no task head, so there is no loss to differentiate", config_.architecture);
+    LOOM_CHECK(has_labels_, "backward needs labels in the batch (task {})",
+               task_name(config_.task));
+    const int64_t N = N_, C = C_;
+    const auto& schedule = *view_.schedule;
+    const int64_t A = int64_t(schedule.size());
+    if (view_.final_norm) {
+        head_backward(du_, final_, loss_scale);
+        norm_backward(*view_.final_norm, dh_, du_, hidden_at(A), final_mean_, final_rstd_, N,
+                      false);
+    } else {
+        head_backward(dh_, hidden_at(A), loss_scale);
+    }
+    for (int64_t a = A - 1; a >= 0; --a)
+        block_backward((*view_.blocks)[size_t(schedule[size_t(a)])], dh_, acts_[size_t(a)],
+                       hidden_at(a), step_for(a));
+    embed_backward(dh_);
+    (void)C;
+    note_peak();
+    ready_for_backward_ = false;
+}
+
+template <typename T>
+double CudaExecutor<T>::grad_norm_sq() {
+    sum_squares_cuda<T>(grads_, flat_, norm_result_, ctx_);
+    double r = 0;
+    LOOM_CUDA_CHECK(
+        cudaMemcpyAsync(&r, norm_result_, sizeof(double), cudaMemcpyDeviceToHost, ctx_.stream()));
+    ctx_.synchronize();
+    return r;
+}
+
+template <typename T>
+void CudaExecutor<T>::step(double lr, double grad_scale) {
+    ++step_;
+    if (grad_scale != 1.0) scale_inplace_cuda<T>(grads_, float(grad_scale), flat_, ctx_);
+    AdamWParams hp = options_.adamw;
+    hp.lr = lr;
+    for (const Segment& s : segments_) {
+        AdamWParams shp = hp;
+        if (!s.decay) shp.weight_decay = 0.0;
+        if constexpr (std::is_same_v<T, float>)
+            adamw_update_cuda(master_ + s.offset, grads_ + s.offset, m_ + s.offset, v_ + s.offset,
+                              s.n, shp, step_, ctx_);
+        else
+            adamw_update_mixed_cuda<T, T>(master_ + s.offset, grads_ + s.offset, m_ + s.offset,
+                                          v_ + s.offset, params_ + s.offset, s.n, shp, step_, ctx_);
+    }
+    zero_grad();
+}
+
+template <typename T>
+void CudaExecutor<T>::zero_grad() {
+    LOOM_CUDA_CHECK(cudaMemsetAsync(grads_, 0, size_t(flat_) * sizeof(T), ctx_.stream()));
+}
+
+template <typename T>
+void CudaExecutor<T>::upload_params() {
+    LOOM_CUDA_CHECK(cudaMemcpyAsync(master_, table_.params_data(), size_t(flat_) * sizeof(float),
+                                    cudaMemcpyHostToDevice, ctx_.stream()));
+    if constexpr (!std::is_same_v<T, float>) convert_cuda<T, float>(params_, master_, flat_, ctx_);
+    ctx_.synchronize();
+}
+
+template <typename T>
+void CudaExecutor<T>::download_params() {
+    LOOM_CUDA_CHECK(cudaMemcpyAsync(table_.params_data(), master_, size_t(flat_) * sizeof(float),
+                                    cudaMemcpyDeviceToHost, ctx_.stream()));
+    ctx_.synchronize();
+}
+
+template <typename T>
+void CudaExecutor<T>::download_grads() {
+    if constexpr (std::is_same_v<T, float>) {
+        LOOM_CUDA_CHECK(cudaMemcpyAsync(table_.grads_data(), grads_, size_t(flat_) * sizeof(float),
+                                        cudaMemcpyDeviceToHost, ctx_.stream()));
+    } else {
+        // Widened on the device through the AdamW moment-sized scratch.
+        float* wide = static_cast<float*>(ctx_.scratch(size_t(flat_) * sizeof(float)));
+        convert_cuda<float, T>(wide, grads_, flat_, ctx_);
+        LOOM_CUDA_CHECK(cudaMemcpyAsync(table_.grads_data(), wide, size_t(flat_) * sizeof(float),
+                                        cudaMemcpyDeviceToHost, ctx_.stream()));
+    }
+    ctx_.synchronize();
+}
+
+template <typename T>
+std::map<std::string, Tensor> CudaExecutor<T>::optimizer_state() {
+    const size_t bytes = size_t(std::max<int64_t>(flat_, 1)) * sizeof(float);
+    auto m = Storage::alloc(bytes, false), v = Storage::alloc(bytes, false);
+    LOOM_CUDA_CHECK(cudaMemcpyAsync(m->data(), m_, size_t(flat_) * sizeof(float),
+                                    cudaMemcpyDeviceToHost, ctx_.stream()));
+    LOOM_CUDA_CHECK(cudaMemcpyAsync(v->data(), v_, size_t(flat_) * sizeof(float),
+                                    cudaMemcpyDeviceToHost, ctx_.stream()));
+    ctx_.synchronize();
+    return moment_state_tensors(table_, m, v);
+}
+
+template <typename T>
+void CudaExecutor<T>::load_optimizer_state(const std::map<std::string, Tensor>& state,
+                                           int64_t step) {
+    LOOM_CHECK(step >= 0, "optimizer state: negative step {}", step);
+    const size_t bytes = size_t(std::max<int64_t>(flat_, 1)) * sizeof(float);
+    auto m = Storage::alloc(bytes), v = Storage::alloc(bytes);
+    load_moment_state(table_, state, *m, *v, "optimizer");
+    LOOM_CUDA_CHECK(cudaMemcpyAsync(m_, m->data(), size_t(flat_) * sizeof(float),
+                                    cudaMemcpyHostToDevice, ctx_.stream()));
+    LOOM_CUDA_CHECK(cudaMemcpyAsync(v_, v->data(), size_t(flat_) * sizeof(float),
+                                    cudaMemcpyHostToDevice, ctx_.stream()));
+    ctx_.synchronize();
+    step_ = step;
+}
+
+template <typename T>
+int64_t CudaExecutor<T>::allocated_bytes() const {
+    const int64_t per = int64_t(sizeof(T));
+    int64_t b = flat_ * (4 + per + 8);  // master, grads, m and v
+    if constexpr (!std::is_same_v<T, float>) b += flat_ * per;
+    return b + int64_t(acts_arena_.bytes() + ints_arena_.bytes());
+}
+
+template <typename T>
+void CudaExecutor<T>::note_peak() {
+    size_t free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess)
+        peak_used_ = std::max(peak_used_, int64_t(total_b - free_b));
+}
+
+template <typename T>
+int64_t CudaExecutor<T>::peak_device_bytes() {
+    note_peak();
+    return peak_used_;
+}
+
+template <typename T>
+std::string CudaExecutor<T>::device_name() const {
+    return cuda_device_info(options_.device).to_string();
+}
+
+template class CudaExecutor<float>;
+template class CudaExecutor<__nv_bfloat16>;
+
+std::unique_ptr<CudaModel> CudaModel::create(Model& cpu, const CudaModelOptions& options) {
+    const std::string why = unavailable_reason();
+    LOOM_CHECK(why.empty(), "no usable CUDA device: {}", why);
+    LOOM_CHECK(options.device >= 0 && options.device < cuda_device_count(),
+               "CUDA device {} does not exist ({} visible)", options.device, cuda_device_count());
+    if (options.dtype == CudaDtype::fp32)
+        return std::make_unique<CudaExecutor<float>>(cpu, options);
+    return std::make_unique<CudaExecutor<__nv_bfloat16>>(cpu, options);
+}
+
+std::string CudaModel::unavailable_reason() {
+    return cuda_unavailable_reason();
+}
+
+}  // namespace loom

@@ -1,0 +1,148 @@
+// CudaExecutor<T>: the CudaModel implementation (cuda_model.h), activations
+// and compute copy in T (float or __nv_bfloat16). Split over three files:
+// cuda_executor.cpp (buffers, inputs, optimizer, host transfers),
+// cuda_executor_layers.cpp (embeddings and transformer blocks) and
+// cuda_executor_heads.cpp (task heads and losses).
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "backend/cuda/cuda_context.h"
+#include "models/cuda/cuda_model.h"
+#include "models/cuda/device_arena.h"
+#include "models/stack_model.h"
+#include "models/stack_view.h"
+
+namespace loom {
+
+template <typename T>
+class CudaExecutor final : public CudaModel {
+  public:
+    CudaExecutor(Model& cpu, const CudaModelOptions& options);
+    ~CudaExecutor() override;
+
+    LossSum forward(const ModelInputs& in, const DropoutPlan& dropout) override;
+    void backward(double loss_scale) override;
+    double grad_norm_sq() override;
+    void step(double lr, double grad_scale) override;
+    void zero_grad() override;
+    int64_t step_count() const override { return step_; }
+    void upload_params() override;
+    void download_params() override;
+    void download_grads() override;
+    std::map<std::string, Tensor> optimizer_state() override;
+    void load_optimizer_state(const std::map<std::string, Tensor>& state, int64_t step) override;
+    std::map<std::string, Tensor> outputs() override;
+    void synchronize() override { ctx_.synchronize(); }
+    int64_t allocated_bytes() const override;
+    int64_t peak_device_bytes() override;
+    std::string device_name() const override;
+
+  private:
+    // Saved activations of one layer application (device, T unless noted).
+    struct BlockActs {
+        T* qkv = nullptr;      // (N, 3C)
+        T* att = nullptr;      // (B, NH, T, T)
+        T* ctx = nullptr;      // (N, C)
+        T* res1 = nullptr;     // (N, C)
+        T* ln1_out = nullptr;  // (N, C)
+        T* fc_pre = nullptr;   // (N, I) before the activation
+        T* fc_act = nullptr;   // (N, I)
+        T* ln2_in = nullptr;   // (N, C) post-LN: res2; pre-LN: ln2's output
+        float *ln1_mean = nullptr, *ln1_rstd = nullptr, *ln2_mean = nullptr, *ln2_rstd = nullptr;
+    };
+    struct Step {
+        DropoutSpec probs, attn_out, ffn_out;
+    };
+
+    // ---- parameters: device views of a ParamTable row ----
+    T* P(const ParamRef& r) const;
+    T* G(const ParamRef& r) const;
+
+    // ---- module replays (cuda_executor_layers.cpp) ----
+    void linear_forward(const Linear& l, T* y, const T* x, int64_t N);
+    void linear_backward(const Linear& l, T* dx, const T* dy, const T* x, int64_t N,
+                         bool accumulate);
+    void norm_forward(const LayerNorm& n, T* y, float* mean, float* rstd, const T* x, int64_t N);
+    void norm_backward(const LayerNorm& n, T* dx, const T* dy, const T* x, const float* mean,
+                       const float* rstd, int64_t N, bool accumulate);
+    void embed_forward(T* h0);
+    void embed_backward(T* dh0);
+    void block_forward(const TransformerBlock& b, T* y, BlockActs& a, const T* x, const Step& s);
+    void block_backward(const TransformerBlock& b, T* dio, const BlockActs& a, const T* x,
+                        const Step& s);
+    void attention_forward(const SelfAttention& m, T* y, BlockActs& a, const T* x, const Step& s);
+    void attention_backward(const SelfAttention& m, T* dx, const T* dy, const BlockActs& a,
+                            const T* x, const Step& s, bool accumulate);
+    void mlp_forward(const Mlp& m, T* y, BlockActs& a, const T* x);
+    void mlp_backward(const Mlp& m, T* dx, const T* dy, const BlockActs& a, const T* x,
+                      bool accumulate);
+    Step step_for(int64_t app) const;
+
+    // ---- heads (cuda_executor_heads.cpp) ----
+    void plan_head(DeviceArena& a);
+    LossSum head_forward(const T* hidden);
+    // Overwrites dhidden (N, C).
+    void head_backward(T* dhidden, const T* hidden, double scale);
+    void fill_targets(const ModelInputs& in);
+
+    void plan(int64_t B, int64_t T_len);
+    void note_peak();
+    T* hidden_at(int64_t app) const { return hidden_ + app * N_ * C_; }
+
+    Model& cpu_;
+    const ModelConfig& config_;
+    const ParamTable& table_;
+    StackView view_;
+    CudaModelOptions options_;
+    CudaContext ctx_;
+
+    // Flat device buffers, the table's layout (flat_numel elements each).
+    int64_t flat_ = 0;
+    float* master_ = nullptr;  // fp32 weights
+    T* params_ = nullptr;      // compute copy (== master_ for fp32)
+    T* grads_ = nullptr;
+    float* m_ = nullptr;
+    float* v_ = nullptr;
+    double* norm_result_ = nullptr;
+    struct Segment {
+        int64_t offset, n;
+        bool decay;
+    };
+    std::vector<Segment> segments_;
+    int64_t step_ = 0;
+
+    // Per-batch state.
+    int64_t B_ = 0, T_ = 0, N_ = 0, C_ = 0, planned_B_ = -1, planned_T_ = -1;
+    DropoutPlan drop_;
+    bool has_mask_ = false, has_types_ = false, has_labels_ = false, ready_for_backward_ = false;
+    std::vector<int64_t> host_ints_;  // staging for the int inputs below
+    DeviceArena ints_arena_, acts_arena_;
+    int64_t *ids_ = nullptr, *types_ = nullptr, *pos_ = nullptr, *mask_ = nullptr;
+    int64_t *targets_ = nullptr, *targets2_ = nullptr;  // head targets (QA: start, end)
+    T* hidden_ = nullptr;  // (A + 1, N, C): [0] embeddings, [a + 1] output of application a
+    std::vector<BlockActs> acts_;
+    // Embeddings.
+    T *emb_sum_ = nullptr, *emb_dsum_ = nullptr, *emb_out_ = nullptr, *emb_dout_ = nullptr;
+    float *emb_mean_ = nullptr, *emb_rstd_ = nullptr;
+    DropoutSpec drop_emb_;
+    // Backward workspace and the gradient flowing down the stack.
+    T *dqkv_ = nullptr, *datt_ = nullptr, *dctx_ = nullptr, *dI_ = nullptr;
+    T *t_ = nullptr, *u_ = nullptr, *dh_ = nullptr, *du_ = nullptr;
+    // Final norm (GPT-2).
+    T* final_ = nullptr;
+    float *final_mean_ = nullptr, *final_rstd_ = nullptr;
+    // Heads: buffers named for the largest user; see cuda_executor_heads.cpp.
+    T *h1_ = nullptr, *h2_ = nullptr, *h3_ = nullptr, *h4_ = nullptr, *hd1_ = nullptr;
+    float *hmean_ = nullptr, *hrstd_ = nullptr;
+    T* logits_ = nullptr;    // also their gradient after backward
+    T* logits2_ = nullptr;   // QA end logits
+    int64_t head_rows_ = 0;  // rows of logits_
+    DropoutSpec drop_a_, drop_b_;
+    int64_t peak_used_ = 0;
+};
+
+}  // namespace loom

@@ -1,0 +1,97 @@
+// CudaModel: a StackModel's forward, backward and AdamW step on one GPU.
+//
+// The CPU model stays the single source of truth (models/stack_view.h): the
+// executor reads its modules (sizes, layouts, activations, dropout sites, task
+// head) and its ParamTable (row offsets, tying, decay and trainable flags),
+// and replays the same op sequence with the CUDA kernels of src/ops/cuda, so
+// no family is written twice. Device buffers mirror the table's flat layout:
+// fp32 master weights, the compute copy and the gradients in the compute type
+// (the same buffer as the master in fp32), and the AdamW moments in fp32.
+//
+//   auto cpu = build_model(config); cpu->load(...);
+//   auto gpu = CudaModel::create(*cpu, {.device = 0, .dtype = CudaDtype::bf16});
+//   LossSum l = gpu->forward(inputs, dropout);   // host inputs, loss synchronised
+//   gpu->backward(1.0 / l.count);                // grads += d(scale * loss sum)
+//   gpu->step(lr, clip);                         // AdamW on the device, grads zeroed
+//   gpu->download_params();                      // master weights -> cpu->params()
+//
+// The dropout masks, the masking rules and the loss normalisation are the
+// CPU's, so the same batch gives the CPU's loss and gradients within the
+// compute type's rounding (fp32: op rounding only). What it does not do
+// (yet): tensor or pipeline parts (a whole model only), activation
+// checkpointing, fp16 loss scaling; create() says so instead of guessing.
+//
+// This header includes no CUDA header, so host code of any build may include
+// it; the implementation exists only in a CUDA build (LOOM_HAVE_CUDA), and
+// callers guard their calls with that macro.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "core/tensor.h"
+#include "models/model.h"
+#include "ops/adamw.h"
+
+namespace loom {
+
+enum class CudaDtype { fp32, bf16 };
+
+struct CudaModelOptions {
+    int device = 0;
+    CudaDtype dtype = CudaDtype::bf16;
+    AdamWParams adamw;  // lr is passed per step
+    // Weight decay on every trainable row (optim/adamw.h DecayPolicy::all, as
+    // the HF fixtures' AdamW step); false: ParamRow::decay decides.
+    bool decay_all = false;
+};
+
+class CudaModel {
+  public:
+    virtual ~CudaModel() = default;
+
+    // Builds the executor for `cpu` (a whole StackModel whose parameters are
+    // loaded or initialised) and uploads its parameters. `cpu` must outlive
+    // it: the executor reads its modules and downloads into its table.
+    static std::unique_ptr<CudaModel> create(Model& cpu, const CudaModelOptions& options);
+    // "" when this machine can run create(); else why not ("no CUDA device").
+    static std::string unavailable_reason();
+
+    // Runs the model on host inputs (copied to the device); returns the loss
+    // sum and count when the inputs carry labels (the call waits for them).
+    virtual LossSum forward(const ModelInputs& in, const DropoutPlan& dropout) = 0;
+    // Accumulates d(loss_scale * loss_sum) into the device gradients.
+    virtual void backward(double loss_scale) = 0;
+    // Sum of squared gradients over the trainable rows (fp64, deterministic).
+    virtual double grad_norm_sq() = 0;
+    // Gradients scaled by `grad_scale` (clipping), one AdamW update with `lr`
+    // (weight decay per row as the table says), the compute copy refreshed,
+    // gradients zeroed. Steps are counted from 1 as torch does.
+    virtual void step(double lr, double grad_scale = 1.0) = 0;
+    virtual void zero_grad() = 0;
+    virtual int64_t step_count() const = 0;
+
+    // Host <-> device: the CPU table's parameters (fp32) and gradients.
+    virtual void upload_params() = 0;
+    virtual void download_params() = 0;
+    virtual void download_grads() = 0;
+    // AdamW moments by torch's names ("exp_avg.<name>", "exp_avg_sq.<name>"),
+    // host copies: the CPU optimizer's checkpoint layout.
+    virtual std::map<std::string, Tensor> optimizer_state() = 0;
+    virtual void load_optimizer_state(const std::map<std::string, Tensor>& state, int64_t step) = 0;
+
+    // The last forward's outputs ("logits", "start_logits", "end_logits"),
+    // copied to the host in fp32.
+    virtual std::map<std::string, Tensor> outputs() = 0;
+
+    virtual void synchronize() = 0;
+    // Device bytes this executor holds (parameters, state, activations, workspace).
+    virtual int64_t allocated_bytes() const = 0;
+    // Peak device memory in use since create(), as the driver reports it.
+    virtual int64_t peak_device_bytes() = 0;
+    virtual std::string device_name() const = 0;
+};
+
+}  // namespace loom
