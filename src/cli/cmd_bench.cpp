@@ -97,9 +97,11 @@ ModelConfig bench_config(const BenchOptions& o) {
 // Dense peak of the device for the compute type, in TFLOP/s; 0 when unknown
 // (MFU is then not reported). H100 SXM: 989.4 bf16, 494.7 TF32; A100: 312, 156.
 double peak_tflops(const std::string& device_name, bool bf16) {
-    if (device_name.find("H100") != std::string::npos || device_name.find("H200") != std::string::npos)
-        return bf16 ? 989.4 : 494.7;
-    if (device_name.find("A100") != std::string::npos) return bf16 ? 312.0 : 156.0;
+    auto has = [&](const char* s) { return device_name.find(s) != std::string::npos; };
+    if (has("H100 NVL")) return 0.0;
+    if (has("H100 PCIe")) return bf16 ? 756.5 : 378.0;
+    if (has("H100") || has("H200")) return bf16 ? 989.4 : 494.7;
+    if (has("A100")) return bf16 ? 312.0 : 156.0;
     return 0.0;
 }
 
@@ -154,9 +156,11 @@ Timing run_cpu(Model& model, const ModelInputs& in, const BenchOptions& o) {
         const LossSum l = model.forward(in, DropoutPlan{});
         model.backward(1.0 / double(std::max<int64_t>(l.count, 1)));
         opt.step(1e-4);
-        if (s >= o.warmup) ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+        if (s >= o.warmup)
+            ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
         r.loss = l.mean();
-        if (o.steps > 0 && s + 1 == o.warmup) fmt::print(stderr, "warm-up done, timing {} steps\n", o.steps);
+        if (o.steps > 0 && s + 1 == o.warmup)
+            fmt::print(stderr, "warm-up done, timing {} steps\n", o.steps);
     }
     std::sort(ms.begin(), ms.end());
     r.step_ms = ms[ms.size() / 2];
@@ -187,16 +191,20 @@ Timing run_cuda(Model& model, const ModelInputs& in, const BenchOptions& o) {
     const auto t0 = Clock::now();
     for (int64_t s = 0; s < o.steps; ++s) one();
     gpu->synchronize();
-    r.step_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count() / double(o.steps);
+    r.step_ms =
+        std::chrono::duration<double, std::milli>(Clock::now() - t0).count() / double(o.steps);
     r.peak_gib = double(gpu->peak_device_bytes()) / double(1ull << 30);
     return r;
 }
 #endif
 
 void run_bench(const BenchOptions& o) {
-    LOOM_CHECK(o.dtype == "bf16" || o.dtype == "fp32", "--dtype {}: expected bf16 or fp32", o.dtype);
-    LOOM_CHECK(o.device == "cpu" || o.device == "cuda", "--device {}: expected cpu or cuda", o.device);
-    LOOM_CHECK(o.steps >= 1 && o.warmup >= 0 && o.batch >= 1, "--steps must be >= 1, --warmup >= 0, --batch >= 1");
+    LOOM_CHECK(o.dtype == "bf16" || o.dtype == "fp32", "--dtype {}: expected bf16 or fp32",
+               o.dtype);
+    LOOM_CHECK(o.device == "cpu" || o.device == "cuda", "--device {}: expected cpu or cuda",
+               o.device);
+    LOOM_CHECK(o.steps >= 1 && o.warmup >= 0 && o.batch >= 1,
+               "--steps must be >= 1, --warmup >= 0, --batch >= 1");
     if (o.threads > 0) runtime_init({o.threads});
     const ModelConfig c = bench_config(o);
     const int64_t T = o.seq > 0 ? o.seq : std::min<int64_t>(c.max_position_embeddings, 1024);
@@ -213,8 +221,9 @@ void run_bench(const BenchOptions& o) {
 #if defined(LOOM_HAVE_CUDA)
         r = run_cuda(*model, batch.in, o);
 #else
-        LOOM_FAIL("--device cuda: this loom was built without CUDA (configure with -DLOOM_CUDA=ON, "
-                  "the cuda-release preset)");
+        LOOM_FAIL(
+            "--device cuda: this loom was built without CUDA (configure with -DLOOM_CUDA=ON, "
+            "the cuda-release preset)");
 #endif
     } else {
         r = run_cpu(*model, batch.in, o);
@@ -236,8 +245,8 @@ void run_bench(const BenchOptions& o) {
         o.model, task_name(c.task), o.device, o.dtype, o.batch, T, o.steps, int64_t(N), r.step_ms,
         tokens_per_s, flops_per_token, mfu, r.peak_gib, peak > 0 ? fmt::format("{}", peak) : "null",
         r.device_name, r.loss);
-    fmt::print(stderr, "{:.1f} ms/step, {:.0f} tokens/s, MFU {}, peak memory {:.2f} GiB\n", r.step_ms,
-               tokens_per_s, mfu, r.peak_gib);
+    fmt::print(stderr, "{:.1f} ms/step, {:.0f} tokens/s, MFU {}, peak memory {:.2f} GiB\n",
+               r.step_ms, tokens_per_s, mfu, r.peak_gib);
 }
 
 void setup(CLI::App& app) {
@@ -255,12 +264,12 @@ void setup(CLI::App& app) {
                     "or model folder (random weights either way)")
         ->capture_default_str();
     cmd->add_option("--task", o->task, "masked-lm | causal-lm (default: the model's)");
-    cmd->add_option("--seq", o->seq, "tokens per sequence (default: the model's positions, at most 1024)");
+    cmd->add_option("--seq", o->seq,
+                    "tokens per sequence (default: the model's positions, at most 1024)");
     cmd->add_option("--batch", o->batch, "sequences per step")->capture_default_str();
     cmd->add_option("--steps", o->steps, "timed steps")->capture_default_str();
     cmd->add_option("--warmup", o->warmup, "untimed steps first")->capture_default_str();
-    cmd->add_option("--dtype", o->dtype,
-                    "bf16 (mixed precision, fp32 master weights) | fp32")
+    cmd->add_option("--dtype", o->dtype, "bf16 (mixed precision, fp32 master weights) | fp32")
         ->capture_default_str();
     cmd->add_option("--device", o->device, "cpu | cuda")->capture_default_str();
     cmd->add_option("--gpu", o->gpu, "CUDA device index")->capture_default_str();

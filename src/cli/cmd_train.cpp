@@ -14,6 +14,7 @@
 #include "config/job.h"
 #include "core/check.h"
 #include "core/runtime.h"
+#include "models/cuda/cuda_model.h"
 #include "parallel/comm_mpi.h"
 #include "parallel/process_groups.h"
 #include "parallel/topology.h"
@@ -57,6 +58,13 @@ void run_train(const TrainOptions& o) {
                    "{}: distribution asks for more than one rank; start the job with `loom launch "
                    "--nproc N {}` or `mpirun -np N loom train {}`",
                    job.source, job.source, job.source);
+#if defined(LOOM_HAVE_CUDA)
+        // One process on GPU 0 when this build has CUDA and a device is visible.
+        if (CudaModel::unavailable_reason().empty())
+            topts.make_gpu_model = [](Model& m, const CudaModelOptions& co) {
+                return CudaModel::create(m, co);
+            };
+#endif
         Trainer trainer(std::move(job), topts);
         trainer.train();
         return;
@@ -129,6 +137,11 @@ model.safetensors, tokenizer.json), with checkpoint-<step>/ folders,
 metrics.jsonl, TensorBoard events in runs/ and report.html.
 Ctrl-C (or SIGTERM) finishes the step, writes a checkpoint and exits 0;
 continue with --set hyperparameters.resume_from_checkpoint=latest.
+
+GPU: a loom built with CUDA (the cuda-release preset) trains a one-process
+AdamW job on GPU 0 when one is visible, in fp32 or with bf16: true in bf16
+(fp32 master weights); evaluation and checkpoints copy the parameters back.
+use_cpu: true keeps it on the CPU; other jobs say why they stay there.
 
 Data parallel: the same job on N ranks, e.g. `loom launch --nproc 4 job.yaml`
 or `mpirun -np 4 loom train job.yaml` (or srun). Each rank reads its share of

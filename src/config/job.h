@@ -149,12 +149,15 @@ struct TrainingArgs {
     IntervalStrategy eval_strategy = IntervalStrategy::no;
     double eval_steps = 500;  // defaults to logging_steps
     bool load_best_model_at_end = false;
-    std::string metric_for_best_model;  // "loss" when needed and unset
-    bool greater_is_better = false;     // false iff the metric ends in "loss"
+    std::string metric_for_best_model;    // "loss" when needed and unset
+    bool greater_is_better = false;       // false iff the metric ends in "loss"
     int64_t early_stopping_patience = 0;  // 0 = no early stopping
     double early_stopping_threshold = 0.0;
     bool bf16 = false;
     bool fp16 = false;
+    // HF's use_cpu: train on the CPU even when this build has CUDA and a GPU
+    // is visible (otherwise a whole-model AdamW job in fp32 or bf16 runs on GPU 0).
+    bool use_cpu = false;
     bool dataloader_drop_last = false;
     bool disable_tqdm = false;
     bool operator==(const TrainingArgs&) const = default;
@@ -190,11 +193,11 @@ struct DistributionArgs {
     int64_t checkpoint_every = 1;  // checkpoint every k-th transformer block
     bool offload_activations = false;
     int64_t activation_loading_horizon = 4;
-    std::vector<int64_t> partition;  // blocks per pipeline stage; empty = even split
+    std::vector<int64_t> partition;       // blocks per pipeline stage; empty = even split
     double collective_timeout_s = 300.0;  // a dead or stalled rank stops the job after this
-    bool smddp = false;  // written as smdistributed.dataparallel
-    bool smp = false;    // written as smdistributed.modelparallel
-    int64_t processes_per_host = 0;  // the `mpi` block; 0 = launcher decides
+    bool smddp = false;                   // written as smdistributed.dataparallel
+    bool smp = false;                     // written as smdistributed.modelparallel
+    int64_t processes_per_host = 0;       // the `mpi` block; 0 = launcher decides
     std::string custom_mpi_options;
     // SMP keys accepted for compatibility that change nothing in Loom
     // (e.g. optimize, skip_tracing); the trainer prints them once.

@@ -13,7 +13,7 @@ namespace loom {
 namespace {
 
 class Dumper {
-public:
+  public:
     YAML::Emitter out;
 
     void key(std::string_view k) { out << YAML::Key << std::string(k) << YAML::Value; }
@@ -70,8 +70,7 @@ void dump_data(Dumper& d, const DataArgs& a) {
     } else {
         d.out << YAML::BeginMap;
         for (const auto& [k, v] : a.label_map)
-            d.out << YAML::Key << YAML::DoubleQuoted << k << YAML::Value << YAML::DoubleQuoted
-                  << v;
+            d.out << YAML::Key << YAML::DoubleQuoted << k << YAML::Value << YAML::DoubleQuoted << v;
         d.out << YAML::EndMap;
     }
     d.str("question_column", a.question_column);
@@ -128,6 +127,7 @@ void dump_hyperparameters(Dumper& d, const TrainingArgs& t, const CheckpointArgs
     d.num("early_stopping_threshold", t.early_stopping_threshold);
     d.boolean("bf16", t.bf16);
     d.boolean("fp16", t.fp16);
+    d.boolean("use_cpu", t.use_cpu);
     d.boolean("dataloader_drop_last", t.dataloader_drop_last);
     d.boolean("disable_tqdm", t.disable_tqdm);
     d.enumeration("save_strategy", c.save_strategy);

@@ -39,7 +39,8 @@ void read_model(const YamlCtx& ctx, const YAML::Node& node, ModelArgs& out) {
     }
     // A folder supplies whatever was not named file by file.
     if (!out.path.empty()) {
-        if (out.config_path.empty()) out.config_path = (fs::path(out.path) / "config.json").string();
+        if (out.config_path.empty())
+            out.config_path = (fs::path(out.path) / "config.json").string();
         if (out.tokenizer_path.empty())
             out.tokenizer_path = (fs::path(out.path) / "tokenizer.json").string();
         if (out.weights_path.empty())
@@ -56,14 +57,15 @@ std::vector<Field> data_fields(DataArgs& d) {
         d.label_map.clear();
         if (n.IsNull()) return;
         if (!n.IsMap())
-            c.fail(p, n, fmt::format("{}: expected a map of raw label -> label name, got {}", p,
-                                     describe(n)));
+            c.fail(p, n,
+                   fmt::format("{}: expected a map of raw label -> label name, got {}", p,
+                               describe(n)));
         for (const auto& kv : n) {
             const YAML::Node key_node = kv.first;
             const YAML::Node value = kv.second;
             if (!key_node.IsScalar())
-                c.fail(p, key_node, fmt::format("{}: keys must be labels as written in the data",
-                                                p));
+                c.fail(p, key_node,
+                       fmt::format("{}: keys must be labels as written in the data", p));
             std::string key = key_node.Scalar();
             for (const auto& [k, v] : d.label_map)
                 if (k == key)
@@ -171,6 +173,7 @@ std::vector<Field> hyperparameter_fields(TrainingArgs& t, CheckpointArgs& c) {
             field_number("early_stopping_threshold", &t.early_stopping_threshold),
             field_bool("bf16", &t.bf16),
             field_bool("fp16", &t.fp16),
+            field_bool("use_cpu", &t.use_cpu),
             field_bool("dataloader_drop_last", &t.dataloader_drop_last),
             field_bool("disable_tqdm", &t.disable_tqdm),
             field_enum("save_strategy", &c.save_strategy),
@@ -268,19 +271,22 @@ Job job_parse(const std::string& yaml_text, const std::string& source_name,
                   e.mark.column + 1, e.msg);
     }
     if (root.IsDefined() && !root.IsNull() && !root.IsMap())
-        LOOM_FAIL("{}: a job file must be a map of keys (model, task, data, hyperparameters, "
-                  "distribution), got {}",
-                  source_name, config::describe(root));
+        LOOM_FAIL(
+            "{}: a job file must be a map of keys (model, task, data, hyperparameters, "
+            "distribution), got {}",
+            source_name, config::describe(root));
     for (const auto& o : overrides) apply_override(root, o, ctx);
     if (!root.IsMap() || root.size() == 0)
-        LOOM_FAIL("{}: the job is empty; it needs at least 'model', 'task' and 'data'", source_name);
+        LOOM_FAIL("{}: the job is empty; it needs at least 'model', 'task' and 'data'",
+                  source_name);
 
     Job job;
     job.source = source_name;
     YAML::Node model_node, distribution_node;
     config::read_fields(
         ctx, root, "",
-        {{"model", [&](const YamlCtx&, const YAML::Node& n, const std::string&) { model_node = n; }},
+        {{"model",
+          [&](const YamlCtx&, const YAML::Node& n, const std::string&) { model_node = n; }},
          config::field_enum("task", &job.task),
          {"data",
           [&](const YamlCtx& c, const YAML::Node& n, const std::string& p) {
@@ -296,13 +302,15 @@ Job job_parse(const std::string& yaml_text, const std::string& source_name,
          config::field_optional_string("checkpoint_uri", &job.checkpoint.checkpoint_uri)});
 
     if (!ctx.has("model"))
-        LOOM_FAIL("{}: missing required key 'model' (a Hugging Face folder, or {{config, "
-                  "tokenizer}} to pretrain from scratch)",
-                  source_name);
+        LOOM_FAIL(
+            "{}: missing required key 'model' (a Hugging Face folder, or {{config, "
+            "tokenizer}} to pretrain from scratch)",
+            source_name);
     if (!ctx.has("task"))
-        LOOM_FAIL("{}: missing required key 'task' (one of: masked-lm, sequence-classification, "
-                  "question-answering, causal-lm)",
-                  source_name);
+        LOOM_FAIL(
+            "{}: missing required key 'task' (one of: masked-lm, sequence-classification, "
+            "question-answering, causal-lm)",
+            source_name);
     config::read_model(ctx, model_node, job.model);
     if (distribution_node.IsDefined())
         config::read_distribution(ctx, distribution_node, job.distribution, job.training);

@@ -14,8 +14,8 @@
 #include "io/checkpoint.h"
 #include "optim/grad_clip.h"
 #include "parallel/dp_step.h"
-#include "parallel/pipeline_parallel.h"
 #include "parallel/layout_plan.h"
+#include "parallel/pipeline_parallel.h"
 #include "train/log_jsonl.h"
 #include "train/log_tensorboard.h"
 #include "train/progress.h"
@@ -140,6 +140,7 @@ double Trainer::train_step(int64_t step, TokenBatch* mb, double* grad_norm) {
     for (int64_t k = 0; k < n; ++k) local += mb[k].label_count;
     const double total = sync_->sum(double(local));
 
+    if (gpu_) return gpu_train_step(step, mb, n, total, grad_norm);
     // fp16: backward runs on loss x scale so small gradients survive fp16.
     const double loss_scale = scaler_ ? scaler_->scale() : 1.0;
     double loss_sum = 0;
@@ -253,6 +254,44 @@ double Trainer::train_step(int64_t step, TokenBatch* mb, double* grad_norm) {
         dp_->step(lr);
     else
         optimizer_->step(lr);
+    return loss;
+}
+
+// The same step on the GPU executor: one process, AdamW, no loss scaling
+// (gpu_unsupported_reason keeps everything else on the CPU path above).
+double Trainer::gpu_train_step(int64_t step, TokenBatch* mb, int64_t n, double total,
+                               double* grad_norm) {
+    const TrainingArgs& t = job_.training;
+    double loss_sum = 0;
+    for (int64_t k = 0; k < n; ++k) {
+        DropoutPlan drop;
+        drop.training = true;
+        drop.seed = uint64_t(t.seed);
+        drop.step = uint64_t(step);
+        drop.sample_offset = mb[k].first_global_sample;
+        LossSum l;
+        if (mb[k].B > 0) l = gpu_->forward(mb[k].inputs(), drop);
+        LOOM_ASSERT(l.count == mb[k].label_count,
+                    "the model counted {} labels in a micro-batch, the loader {}", l.count,
+                    mb[k].label_count);
+        loss_sum += l.sum;
+        if (l.count > 0) gpu_->backward(1.0 / total);
+        state_.samples_seen += mb[k].B;
+        for (int64_t v : mb[k].attention_mask) state_.tokens_seen += v;
+    }
+    const double loss = total > 0 ? loss_sum / total : 0.0;
+    LOOM_CHECK(std::isfinite(loss),
+               "training diverged: the loss is {} at step {}\nHINT: lower learning_rate, raise "
+               "warmup_steps, or set max_grad_norm",
+               loss, step + 1);
+    const double lr = schedule_->lr_at(step - state_.skipped_steps);
+    double scale = 1.0;
+    *grad_norm = -1;  // HF neither computes nor logs it without clipping
+    if (t.max_grad_norm > 0) {
+        *grad_norm = std::sqrt(gpu_->grad_norm_sq());
+        scale = clip_coefficient(*grad_norm, t.max_grad_norm);
+    }
+    gpu_->step(lr, scale);
     return loss;
 }
 

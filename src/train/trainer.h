@@ -36,6 +36,7 @@
 #include "data/features.h"
 #include "data/loader.h"
 #include "io/hf_config.h"
+#include "models/cuda/cuda_model.h"
 #include "models/model.h"
 #include "optim/adamw.h"
 #include "optim/loss_scale.h"
@@ -99,6 +100,11 @@ struct TrainerOptions {
     std::string job_text;          // the resolved job (report.html); "" = job_to_yaml
     bool evaluation_only = false;  // `loom eval`: output_dir is neither checked nor touched
     LossScaleOptions loss_scale;   // fp16: GradScaler's defaults
+    // Training on a GPU: builds the CUDA executor for the loaded model (set by
+    // `loom train` in a CUDA build when a device is visible; null: the CPU).
+    // The trainer uses it for one-process AdamW jobs in fp32 or bf16 unless
+    // hyperparameters.use_cpu; anything else trains on the CPU with a note.
+    std::function<std::unique_ptr<CudaModel>(Model&, const CudaModelOptions&)> make_gpu_model;
 };
 
 enum class StopReason { completed, interrupted, early_stopped };
@@ -180,7 +186,12 @@ class Trainer {
     Model& ensure_full_model();
     // Collective on pp: the stages' rows into model_, on every rank or (for
     // export) only on the main one.
+    // Training on a GPU: the device's parameters into model_ as well.
     void refresh_full_model(bool all_ranks = true);
+    // Why this job cannot train on the GPU executor ("" when it can).
+    std::string gpu_unsupported_reason() const;
+    void setup_gpu(const AdamWParams& hp);
+    double gpu_train_step(int64_t step, TokenBatch* mb, int64_t n, double total, double* grad_norm);
     ComputeDtype compute_dtype() const;
     // The model this rank trains: its stage's, or the whole one.
     Model& train_model();
@@ -194,6 +205,7 @@ class Trainer {
     std::shared_ptr<const RowSource> train_rows_;     // what the loader batches
     std::unique_ptr<Model> model_;
     std::unique_ptr<Loader> loader_;
+    std::unique_ptr<CudaModel> gpu_;  // training on a GPU: parameters live there between steps
     std::unique_ptr<Optimizer> optimizer_;      // AdamW or Lamb (hyperparameters.optim)
     std::unique_ptr<DynamicLossScale> scaler_;  // fp16 only
     std::unique_ptr<RemoteJob> remote_;         // checkpoint_uri / s3:// output_dir

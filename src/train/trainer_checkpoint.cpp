@@ -75,6 +75,7 @@ Model& Trainer::ensure_full_model() {
 }
 
 void Trainer::refresh_full_model(bool all_ranks) {
+    if (gpu_) gpu_->download_params();
     if (!pp_) return;
     // Collective on pp (and dp under ZeRO).
     const std::map<std::string, Tensor> rows = pp_->gather_params(all_ranks);
@@ -88,11 +89,14 @@ std::string Trainer::save_checkpoint() {
     // Layout-free optimizer state: under ZeRO every replica holds a shard,
     // gathered into global tensors by HF name (a collective, so every rank
     // comes here); rank 0 writes. Pipeline stages gather every row too.
+    if (gpu_) gpu_->download_params();
     const std::map<std::string, Tensor> opt_state =
-        pp_ ? pp_->gather_optimizer_state(false)
-            : (dp_ ? dp_->optimizer_state() : optimizer_->state_tensors());
-    const int64_t opt_step =
-        pp_ ? pp_->step_count() : (dp_ ? dp_->step_count() : optimizer_->step_count());
+        gpu_  ? gpu_->optimizer_state()
+        : pp_ ? pp_->gather_optimizer_state(false)
+              : (dp_ ? dp_->optimizer_state() : optimizer_->state_tensors());
+    const int64_t opt_step = gpu_  ? gpu_->step_count()
+                             : pp_ ? pp_->step_count()
+                                   : (dp_ ? dp_->step_count() : optimizer_->step_count());
     const std::map<std::string, Tensor> params =
         pp_ ? pp_->gather_params(false) : model_->params().param_tensors();
     const int64_t step = state_.global_step;
@@ -169,7 +173,10 @@ void Trainer::resume(const std::string& spec) {
     for (const auto& n : opt.names()) tensors[n] = opt.get(n);
     auto it = opt.metadata().find("step");
     LOOM_CHECK(it != opt.metadata().end(), "{}: metadata has no 'step'", opt_path);
-    if (pp_)
+    if (gpu_) {
+        gpu_->upload_params();
+        gpu_->load_optimizer_state(tensors, std::stoll(it->second));
+    } else if (pp_)
         pp_->load_optimizer_state(tensors, std::stoll(it->second));
     else if (dp_)
         dp_->load_optimizer_state(tensors, std::stoll(it->second));
@@ -197,8 +204,7 @@ void Trainer::export_model(const std::string& dir) const {
     // Pipeline stages: the rows gathered at the end, unless the best model
     // was loaded into the whole model since.
     const bool gathered = pp_ && !gathered_params_.empty();
-    export_hf_folder(dir, config_,
-                     gathered ? gathered_params_ : model_->params().param_tensors(),
+    export_hf_folder(dir, config_, gathered ? gathered_params_ : model_->params().param_tensors(),
                      job_.model.tokenizer_path);
 }
 
@@ -212,6 +218,7 @@ void Trainer::finish_run(TrainResult& r, double runtime_s) {
         }
     };
     const int64_t gs = state_.global_step;
+    if (gpu_) gpu_->download_params();
     // Collective: the stages' rows, on the exporting rank.
     if (pp_) gathered_params_ = pp_->gather_params(/*to_all=*/false);
     if (!sync_->is_main()) gathered_params_.clear();  // other replicas' stage 0

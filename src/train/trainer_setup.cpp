@@ -399,8 +399,9 @@ void Trainer::build_model_and_optimizer() {
                    job_.source);
         const int n_micro = int(t.gradient_accumulation_steps * d.microbatches);
         const std::string bad = schedule_check(kind, P, n_micro, V);
-        LOOM_CHECK(bad.empty(), "{}: distribution: {} (micro-batches per step = "
-                                "gradient_accumulation_steps x microbatches = {})",
+        LOOM_CHECK(bad.empty(),
+                   "{}: distribution: {} (micro-batches per step = "
+                   "gradient_accumulation_steps x microbatches = {})",
                    job_.source, bad, n_micro);
         const int64_t n_apps = model_layer_applications(config_);
         LOOM_CHECK(n_apps >= int64_t(P) * V,
@@ -428,9 +429,8 @@ void Trainer::build_model_and_optimizer() {
                  : d.zero_stage == 1 ? ZeroStage::optimizer
                                      : ZeroStage::gradients;
         o.bucket_size_mb = d.bucket_size_mb;
-        pp_ = std::make_unique<PipelineParallel>(std::move(models), *opts_.pp_comm,
-                                                 *opts_.dp_comm, hp, DecayPolicy::table, o, kind,
-                                                 V);
+        pp_ = std::make_unique<PipelineParallel>(std::move(models), *opts_.pp_comm, *opts_.dp_comm,
+                                                 hp, DecayPolicy::table, o, kind, V);
         pp_->data_parallel().broadcast_parameters();
         std::string layers;
         for (int c = 0; c < V; ++c) {
@@ -460,7 +460,8 @@ void Trainer::build_model_and_optimizer() {
                 "replicated",
                 opts_.tp_comm->rank(), opts_.tp_comm->size()));
         if (opts_.dp_comm->size() > 1)
-            load_notes_.push_back("data parallel: " + pp_->data_parallel().memory_plan().describe());
+            load_notes_.push_back("data parallel: " +
+                                  pp_->data_parallel().memory_plan().describe());
     } else if (opts_.dp_comm && opts_.dp_comm->size() > 1) {
         const DistributionArgs& d = job_.distribution;
         DpOptions o;
@@ -486,6 +487,7 @@ void Trainer::build_model_and_optimizer() {
     } else {
         optimizer_ = std::make_unique<AdamW>(model_->params(), hp, DecayPolicy::table);
     }
+    setup_gpu(hp);
 
     state_.seed = uint64_t(t.seed);
     state_.data_seed = uint64_t(t.data_seed);
@@ -504,6 +506,33 @@ void Trainer::build_model_and_optimizer() {
         schedule_ = std::make_unique<LrSchedule>(la);
         state_.total_steps = plan_.total_steps;
     }
+}
+
+std::string Trainer::gpu_unsupported_reason() const {
+    const TrainingArgs& t = job_.training;
+    if (pp_ || dp_) return "runs one process (no data, tensor or pipeline parallel layout) yet";
+    if (t.optim != OptimizerKind::adamw) return "updates with AdamW only (optim: adamw)";
+    if (t.fp16) return "has no fp16 loss scaling yet (bf16 or fp32 run there)";
+    if (job_.distribution.activation_checkpointing) return "has no activation checkpointing yet";
+    return "";
+}
+
+void Trainer::setup_gpu(const AdamWParams& hp) {
+    if (!opts_.make_gpu_model || job_.training.use_cpu || !model_) return;
+    const std::string why = gpu_unsupported_reason();
+    if (!why.empty()) {
+        load_notes_.push_back("training on the CPU: the GPU executor " + why +
+                              " (hyperparameters.use_cpu: true silences this)");
+        return;
+    }
+    CudaModelOptions o;
+    o.dtype = job_.training.bf16 ? CudaDtype::bf16 : CudaDtype::fp32;
+    o.adamw = hp;
+    gpu_ = opts_.make_gpu_model(*model_, o);
+    load_notes_.push_back(fmt::format(
+        "training on {} ({}, fp32 master weights and AdamW state); evaluation and checkpoints "
+        "copy the parameters back to the host",
+        gpu_->device_name(), job_.training.bf16 ? "bf16 compute" : "fp32"));
 }
 
 }  // namespace loom

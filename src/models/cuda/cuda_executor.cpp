@@ -4,6 +4,7 @@
 #include "models/cuda/cuda_executor.h"
 
 #include <cuda_runtime.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <type_traits>
@@ -377,7 +378,8 @@ int64_t CudaExecutor<T>::peak_device_bytes() {
 
 template <typename T>
 std::string CudaExecutor<T>::device_name() const {
-    return cuda_device_info(options_.device).to_string();
+    return fmt::format("cuda:{} ({})", options_.device,
+                       cuda_device_info(options_.device).to_string());
 }
 
 template class CudaExecutor<float>;

@@ -1,0 +1,149 @@
+// The CUDA model executor (models/cuda/cuda_model.h) against Hugging Face and
+// the CPU model: every bundled HF fixture in fp32 on the GPU (logits, loss,
+// every gradient by name, the parameters after one AdamW step, within the
+// fixtures' tolerances); dropout masks equal to the CPU's; and a short bf16
+// training run that follows the CPU's fp32 loss curve. Skips with the reason
+// where no GPU is present.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "models/cuda/cuda_model.h"
+#include "models/hf_fixture.h"
+#include "optim/adamw.h"
+
+namespace loom::test {
+namespace {
+
+class CudaModelFixture : public ::testing::TestWithParam<std::string> {
+  protected:
+    void SetUp() override {
+        const std::string why = CudaModel::unavailable_reason();
+        if (!why.empty()) GTEST_SKIP() << "no usable CUDA device: " << why;
+        fx_ = std::make_unique<Fixture>(GetParam());
+    }
+    std::unique_ptr<Fixture> fx_;
+};
+
+CudaModelOptions fixture_options(CudaDtype dtype) {
+    CudaModelOptions o;
+    o.dtype = dtype;
+    o.adamw = AdamWParams{1e-3, 0.9, 0.999, 1e-8, 0.01};
+    o.decay_all = true;  // the fixtures' AdamW step decays every parameter
+    return o;
+}
+
+TEST_P(CudaModelFixture, Fp32MatchesHfLogitsLossGradientsAndAdamW) {
+    const Fixture& f = *fx_;
+    auto cpu = f.load_model();
+    auto gpu = CudaModel::create(*cpu, fixture_options(CudaDtype::fp32));
+    const LossSum loss = gpu->forward(f.inputs(), DropoutPlan{});
+    const auto out = gpu->outputs();
+    int checked = 0;
+    for (const char* key : {"logits", "start_logits", "end_logits"}) {
+        if (!f.expected.count(key)) continue;
+        ASSERT_TRUE(out.count(key)) << "the GPU model gave no " << key;
+        EXPECT_TRUE(close(key, out.at(key), f.expected.at(key), f.tol("logits")));
+        ++checked;
+    }
+    EXPECT_GE(checked, 1);
+    ASSERT_GT(loss.count, 0);
+    const float ref_loss = f.expected.at("loss").data<float>()[0];
+    const float got = float(loss.mean());
+    EXPECT_TRUE(close("loss", &got, &ref_loss, 1, f.tol("loss")));
+
+    gpu->backward(1.0 / double(loss.count));
+    ParamTable& t = cpu->params();
+    gpu->download_grads();
+    const auto noise = f.noise_level_grads();
+    const auto tied = f.tied_targets();
+    const Tol tol = f.tol("grad");
+    int n_grads = 0;
+    for (int i = 0; i < t.size(); ++i) {
+        const std::string& name = t.row(i).name;
+        const Tol use = (noise.count(name) || tied.count(name)) ? Tol{tol.atol, 0.0} : tol;
+        EXPECT_TRUE(close("grad." + name, t.grad_tensor(i), f.expected.at("grad." + name), use));
+        ++n_grads;
+    }
+    EXPECT_EQ(n_grads, int(f.after.size()));
+
+    gpu->step(1e-3);
+    EXPECT_EQ(gpu->step_count(), 1);
+    gpu->download_params();
+    const auto& e2e = f.manifest.at("suggested_tolerances").at("after_adamw_end_to_end");
+    const double atol = e2e.at("atol"), atol_else = e2e.at("atol_elsewhere");
+    const double threshold = e2e.at("only_where_abs_grad_ge");
+    for (int i = 0; i < t.size(); ++i) {
+        const std::string& name = t.row(i).name;
+        const Tensor& g = f.expected.at("grad." + name);
+        std::vector<double> atol_of(size_t(g.numel()));
+        for (int64_t k = 0; k < g.numel(); ++k)
+            atol_of[size_t(k)] = std::fabs(g.data<float>()[k]) >= threshold ? atol : atol_else;
+        const Tensor p = t.param_tensor(i);
+        EXPECT_TRUE(close("after." + name, p.data<float>(), f.after.at(name).data<float>(),
+                          p.numel(), Tol{atol, 0.0}, &atol_of));
+    }
+}
+
+// Dropout is keyed by (seed, step, site, global sample, element) on both
+// devices, so training-mode losses and gradients agree to fp32 rounding.
+TEST_P(CudaModelFixture, Fp32DropoutMasksEqualTheCpus) {
+    const Fixture& f = *fx_;
+    auto ref = f.load_model();
+    DropoutPlan drop;
+    drop.training = true;
+    drop.seed = 17;
+    drop.step = 3;
+    ref->zero_grad();
+    const LossSum want = ref->forward(f.inputs(), drop);
+    ASSERT_GT(want.count, 0);
+    ref->backward(1.0 / double(want.count));
+
+    auto cpu = f.load_model();
+    auto gpu = CudaModel::create(*cpu, fixture_options(CudaDtype::fp32));
+    const LossSum got = gpu->forward(f.inputs(), drop);
+    EXPECT_EQ(got.count, want.count);
+    EXPECT_NEAR(got.sum, want.sum, 1e-5 * std::fabs(want.sum) + 1e-6);
+    gpu->backward(1.0 / double(got.count));
+    gpu->download_grads();
+    const Tol tol = f.tol("grad");
+    for (int i = 0; i < cpu->params().size(); ++i)
+        EXPECT_TRUE(close("grad." + cpu->params().row(i).name, cpu->params().grad_tensor(i),
+                          ref->params().grad_tensor(i), Tol{tol.atol, tol.rtol}));
+}
+
+// bf16 compute with fp32 master weights follows the CPU's fp32 curve over
+// 30 AdamW steps on the fixture batch (and the loss falls).
+TEST_P(CudaModelFixture, Bf16TrainingFollowsTheCpuLossCurve) {
+    const Fixture& f = *fx_;
+    auto ref = f.load_model();
+    AdamW opt(ref->params(), AdamWParams{1e-3, 0.9, 0.999, 1e-8, 0.01}, DecayPolicy::all);
+    auto cpu = f.load_model();
+    auto gpu = CudaModel::create(*cpu, fixture_options(CudaDtype::bf16));
+    const ModelInputs in = f.inputs();
+    double first = 0, last = 0;
+    for (int s = 0; s < 30; ++s) {
+        ref->zero_grad();
+        const LossSum w = ref->forward(in, DropoutPlan{});
+        ref->backward(1.0 / double(w.count));
+        opt.step();
+        const LossSum g = gpu->forward(in, DropoutPlan{});
+        gpu->backward(1.0 / double(g.count));
+        gpu->step(1e-3);
+        EXPECT_NEAR(g.mean(), w.mean(), 0.03 * std::fabs(w.mean()) + 0.02) << "step " << s;
+        if (s == 0) first = g.mean();
+        last = g.mean();
+    }
+    EXPECT_LT(last, 0.7 * first) << "bf16 training did not bring the loss down";
+}
+
+INSTANTIATE_TEST_SUITE_P(Hf, CudaModelFixture, ::testing::ValuesIn(hf_fixture_names()),
+                         [](const ::testing::TestParamInfo<std::string>& p) {
+                             std::string n = p.param;
+                             for (char& c : n)
+                                 if (c == '-') c = '_';
+                             return n;
+                         });
+
+}  // namespace
+}  // namespace loom::test
