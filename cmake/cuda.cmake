@@ -1,6 +1,7 @@
 # The CUDA backend: one static library `loom_cuda` (CUDA language), built only
 # with -DLOOM_CUDA=ON and linked into loom_core. CPU builds never see a CUDA
-# header: everything CUDA lives under src/backend/cuda and src/ops/cuda.
+# header: everything CUDA lives in the cuda/ folders of src/backend, src/ops,
+# src/models and src/parallel (CommNccl, host C++ only).
 #
 # NOTE: CMake 3.25 cannot use CMAKE_CUDA_ARCHITECTURES=native on a machine
 # without a GPU (the build machines have none), so the default is explicit
@@ -49,7 +50,8 @@ file(GLOB LOOM_CUDA_SOURCES CONFIGURE_DEPENDS
      ${PROJECT_SOURCE_DIR}/src/backend/cuda/*.cu
      ${PROJECT_SOURCE_DIR}/src/backend/cuda/*.cpp
      ${PROJECT_SOURCE_DIR}/src/ops/cuda/*.cu
-     ${PROJECT_SOURCE_DIR}/src/models/cuda/*.cpp)
+     ${PROJECT_SOURCE_DIR}/src/models/cuda/*.cpp
+     ${PROJECT_SOURCE_DIR}/src/parallel/cuda/*.cpp)
 add_library(loom_cuda STATIC ${LOOM_CUDA_SOURCES})
 target_include_directories(loom_cuda PUBLIC ${PROJECT_SOURCE_DIR}/src)
 # loom_models: the CUDA model executor (src/models/cuda) replays the CPU
@@ -63,6 +65,9 @@ target_compile_options(loom_cuda PRIVATE
   $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr -Xcompiler=-Wall,-Wextra,-Wshadow=local>
   $<$<AND:$<COMPILE_LANGUAGE:CUDA>,$<BOOL:${LOOM_WERROR}>>:--Werror=all-warnings>)
 loom_set_warnings(loom_cuda)
+# CommNccl (src/parallel/cuda) implements loom_parallel's Communicator. Its
+# headers need only the src/ root, so only the link names the library.
+target_link_libraries(loom_cuda INTERFACE $<LINK_ONLY:loom_parallel>)
 
 target_link_libraries(loom_core INTERFACE loom_cuda)
 message(STATUS "CUDA ${CUDAToolkit_VERSION}, architectures ${CMAKE_CUDA_ARCHITECTURES}, "
