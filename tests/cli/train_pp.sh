@@ -23,30 +23,26 @@ job masked-lm bert8.json wordpiece-multilingual-cased > pp_mlm8.yaml
 job causal-lm gpt8.json unigram-albert-style > pp_clm8.yaml
 for f in albert distilbert roberta; do job masked-lm $f.json wordpiece-multilingual-cased > pp_$f.yaml; done
 
-pp() {  # pp JOB OUT RANKS [--set ...]
-  local j=$1 out=$2 n=$3; shift 3
-  mpi "$n" "$loom" train "$j" --quiet --set hyperparameters.output_dir="$out" "$@"
-}
 
 for t in mlm clm; do
   echo "== $t: 1 rank, then pipeline layouts"
   "$loom" train pp_$t.yaml --quiet --threads 1 --set hyperparameters.output_dir=${t}1
-  pp pp_$t.yaml ${t}_p2 2 --set distribution.pipeline_parallel_degree=2 --set distribution.microbatches=2
-  pp pp_$t.yaml ${t}_p2s 2 --set distribution.pipeline_parallel_degree=2 --set distribution.microbatches=4 \
+  train_on pp_$t.yaml ${t}_p2 2 --set distribution.pipeline_parallel_degree=2 --set distribution.microbatches=2
+  train_on pp_$t.yaml ${t}_p2s 2 --set distribution.pipeline_parallel_degree=2 --set distribution.microbatches=4 \
       --set distribution.pipeline=simple
-  pp pp_$t.yaml ${t}_p4 4 --set distribution.pipeline_parallel_degree=4 --set distribution.microbatches=8
-  pp pp_$t.yaml ${t}_p4s 4 --set distribution.pipeline_parallel_degree=4 --set distribution.microbatches=8 \
+  train_on pp_$t.yaml ${t}_p4 4 --set distribution.pipeline_parallel_degree=4 --set distribution.microbatches=8
+  train_on pp_$t.yaml ${t}_p4s 4 --set distribution.pipeline_parallel_degree=4 --set distribution.microbatches=8 \
       --set distribution.pipeline=simple
-  pp pp_$t.yaml ${t}_d2p2z1 4 --set distribution.pipeline_parallel_degree=2 --set distribution.microbatches=2 \
+  train_on pp_$t.yaml ${t}_d2p2z1 4 --set distribution.pipeline_parallel_degree=2 --set distribution.microbatches=2 \
       --set hyperparameters.per_device_train_batch_size=4 --set distribution.zero_stage=1
-  pp pp_$t.yaml ${t}_d2p2z2 4 --set distribution.pipeline_parallel_degree=2 --set distribution.microbatches=2 \
+  train_on pp_$t.yaml ${t}_d2p2z2 4 --set distribution.pipeline_parallel_degree=2 --set distribution.microbatches=2 \
       --set hyperparameters.per_device_train_batch_size=4 --set distribution.zero_stage=2 \
       --set distribution.placement_strategy=spread
-  pp pp_$t.yaml ${t}_d2p4 8 --set distribution.pipeline_parallel_degree=4 --set distribution.microbatches=4 \
+  train_on pp_$t.yaml ${t}_d2p4 8 --set distribution.pipeline_parallel_degree=4 --set distribution.microbatches=4 \
       --set hyperparameters.per_device_train_batch_size=4 --set distribution.zero_stage=1
-  pp pp_$t.yaml ${t}_p2v2 2 --set distribution.pipeline_parallel_degree=2 --set distribution.microbatches=4 \
+  train_on pp_$t.yaml ${t}_p2v2 2 --set distribution.pipeline_parallel_degree=2 --set distribution.microbatches=4 \
       --set distribution.pipeline=interleaved --set distribution.virtual_stages=2
-  pp pp_$t.yaml ${t}_p2ck 2 --set distribution.pipeline_parallel_degree=2 --set distribution.microbatches=2 \
+  train_on pp_$t.yaml ${t}_p2ck 2 --set distribution.pipeline_parallel_degree=2 --set distribution.microbatches=2 \
       --set distribution.activation_checkpointing=true --set distribution.offload_activations=true
   for o in p2 p2s p4 p4s d2p2z1 d2p2z2 d2p4 p2v2 p2ck; do compare ${t}1 ${t}_$o; done
 done
@@ -54,7 +50,7 @@ done
 for t in mlm8 clm8; do
   echo "== $t (8 layers): pp 4 interleaved over 2 virtual stages, 8 micro-batches"
   "$loom" train pp_$t.yaml --quiet --threads 1 --set hyperparameters.output_dir=${t}1
-  pp pp_$t.yaml ${t}_p4v2 4 --set distribution.pipeline_parallel_degree=4 --set distribution.microbatches=8 \
+  train_on pp_$t.yaml ${t}_p4v2 4 --set distribution.pipeline_parallel_degree=4 --set distribution.microbatches=8 \
       --set distribution.pipeline=interleaved --set distribution.virtual_stages=2
   compare ${t}1 ${t}_p4v2
 done
@@ -62,7 +58,7 @@ done
 for f in albert distilbert roberta; do
   echo "== $f: 1 rank and pp 2"
   "$loom" train pp_$f.yaml --quiet --threads 1 --set hyperparameters.output_dir=${f}1
-  pp pp_$f.yaml ${f}_p2 2 --set distribution.pipeline_parallel_degree=2 --set distribution.microbatches=2
+  train_on pp_$f.yaml ${f}_p2 2 --set distribution.pipeline_parallel_degree=2 --set distribution.microbatches=2
   compare ${f}1 ${f}_p2
 done
 
@@ -73,9 +69,9 @@ cp -r clm_p2/checkpoint-4 r2/
 cp -r clm1/checkpoint-4 r22/
 "$loom" train pp_clm.yaml --quiet --threads 1 --set hyperparameters.output_dir=r1 \
     --set hyperparameters.resume_from_checkpoint=latest
-pp pp_clm.yaml r2 2 --set hyperparameters.per_device_train_batch_size=4 \
+train_on pp_clm.yaml r2 2 --set hyperparameters.per_device_train_batch_size=4 \
     --set hyperparameters.resume_from_checkpoint=latest
-pp pp_clm.yaml r22 4 --set distribution.pipeline_parallel_degree=2 --set distribution.microbatches=2 \
+train_on pp_clm.yaml r22 4 --set distribution.pipeline_parallel_degree=2 --set distribution.microbatches=2 \
     --set hyperparameters.per_device_train_batch_size=4 --set hyperparameters.resume_from_checkpoint=latest
 for o in r1 r2 r22; do compare clm1 $o; done
 

@@ -36,10 +36,6 @@ job masked-lm bert.json wordpiece-multilingual-cased > tp_mlm.yaml
 job causal-lm gpt2.json unigram-albert-style > tp_clm.yaml
 for f in albert distilbert roberta; do job masked-lm $f.json wordpiece-multilingual-cased > tp_$f.yaml; done
 
-run() {  # run JOB OUT RANKS [--set ...]
-  local j=$1 out=$2 n=$3; shift 3
-  mpi "$n" "$loom" train "$j" --quiet --set hyperparameters.output_dir="$out" "$@"
-}
 T2="--set distribution.tensor_parallel_degree=2"
 P2="--set distribution.pipeline_parallel_degree=2 --set distribution.microbatches=2"
 B4="--set hyperparameters.per_device_train_batch_size=4"
@@ -47,14 +43,14 @@ B4="--set hyperparameters.per_device_train_batch_size=4"
 for t in mlm clm; do
   echo "== $t: 1 rank, then tensor-parallel layouts"
   "$loom" train tp_$t.yaml --quiet --threads 1 --set hyperparameters.output_dir=${t}1
-  run tp_$t.yaml ${t}_t2 2 $T2
-  run tp_$t.yaml ${t}_d2t2 4 $T2 $B4
-  run tp_$t.yaml ${t}_d2t2z1 4 $T2 $B4 --set distribution.zero_stage=1 \
+  train_on tp_$t.yaml ${t}_t2 2 $T2
+  train_on tp_$t.yaml ${t}_d2t2 4 $T2 $B4
+  train_on tp_$t.yaml ${t}_d2t2z1 4 $T2 $B4 --set distribution.zero_stage=1 \
       --set distribution.placement_strategy=spread
-  run tp_$t.yaml ${t}_t2p2 4 $T2 $P2
-  run tp_$t.yaml ${t}_d2t2p2 8 $T2 $P2 $B4
-  run tp_$t.yaml ${t}_t2ck 2 $T2 --set distribution.activation_checkpointing=true
-  run tp_$t.yaml ${t}_t2p2v2 4 $T2 --set distribution.pipeline_parallel_degree=2 \
+  train_on tp_$t.yaml ${t}_t2p2 4 $T2 $P2
+  train_on tp_$t.yaml ${t}_d2t2p2 8 $T2 $P2 $B4
+  train_on tp_$t.yaml ${t}_t2ck 2 $T2 --set distribution.activation_checkpointing=true
+  train_on tp_$t.yaml ${t}_t2p2v2 4 $T2 --set distribution.pipeline_parallel_degree=2 \
       --set distribution.microbatches=4 --set distribution.pipeline=interleaved \
       --set distribution.virtual_stages=2
   for o in t2 d2t2 d2t2z1 t2p2 d2t2p2 t2ck t2p2v2; do compare ${t}1 ${t}_$o; done
@@ -63,7 +59,7 @@ done
 for f in albert distilbert roberta; do
   echo "== $f: 1 rank and tp 2"
   "$loom" train tp_$f.yaml --quiet --threads 1 --set hyperparameters.output_dir=${f}1
-  run tp_$f.yaml ${f}_t2 2 $T2
+  train_on tp_$f.yaml ${f}_t2 2 $T2
   compare ${f}1 ${f}_t2
 done
 
@@ -75,9 +71,9 @@ for t in mlm clm; do
   cp -r ${t}1/checkpoint-4 ${t}_r22/
   "$loom" train tp_$t.yaml --quiet --threads 1 --set hyperparameters.output_dir=${t}_r1 \
       --set hyperparameters.resume_from_checkpoint=latest
-  run tp_$t.yaml ${t}_r4 4 --set hyperparameters.per_device_train_batch_size=2 \
+  train_on tp_$t.yaml ${t}_r4 4 --set hyperparameters.per_device_train_batch_size=2 \
       --set hyperparameters.resume_from_checkpoint=latest
-  run tp_$t.yaml ${t}_r22 4 $T2 $P2 --set hyperparameters.resume_from_checkpoint=latest
+  train_on tp_$t.yaml ${t}_r22 4 $T2 $P2 --set hyperparameters.resume_from_checkpoint=latest
   for o in r1 r4 r22; do compare ${t}1 ${t}_$o; done
 done
 

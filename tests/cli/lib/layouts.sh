@@ -7,6 +7,7 @@
 # Leaves the caller in a fresh work folder (removed on exit) with:
 #   loom, data, here   absolute paths (here = tests/cli)
 #   mpi N CMD...       mpirun, oversubscribed, one OpenMP thread per rank
+#   train_on JOB OUT RANKS [--set ...]   `loom train JOB` on RANKS ranks into OUT
 #   compare REF OTHER [LOSS_RTOL PARAM_ATOL [GRAD_NORM_RTOL [NOISE_REGEX]]]
 #                      compare_runs.py (defaults: 1e-5 and 3e-4)
 #   layout_configs     writes bert.json, gpt2.json (4 layers), bert8.json,
@@ -26,6 +27,10 @@ cd "$work"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
 mpi() { local n=$1; shift; mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$n" "$@"; }
+train_on() {
+  local j=$1 out=$2 n=$3; shift 3
+  mpi "$n" "$loom" train "$j" --quiet --set hyperparameters.output_dir="$out" "$@"
+}
 
 # Parameters: 3e-4 is 0.4% of what 8 AdamW steps at learning rate 1e-2 move a
 # weight; another split of the work reorders gradient sums, and m / sqrt(v)
