@@ -137,6 +137,26 @@ TEST_P(CudaModelFixture, Bf16TrainingFollowsTheCpuLossCurve) {
     EXPECT_LT(last, 0.7 * first) << "bf16 training did not bring the loss down";
 }
 
+// The data-parallel hook: disjoint ranges, top of the buffer first, covering
+// [0, flat) exactly once per backward; the gradients they name are final
+// (a second backward without the hook gives twice them, with no range missed).
+TEST_P(CudaModelFixture, GradReadyHookCoversTheBufferOnce) {
+    const Fixture& f = *fx_;
+    auto cpu = f.load_model();
+    auto gpu = CudaModel::create(*cpu, fixture_options(CudaDtype::fp32));
+    std::vector<std::pair<int64_t, int64_t>> ranges;
+    gpu->set_grad_ready_hook([&](int64_t b, int64_t e) { ranges.emplace_back(b, e); });
+    const LossSum l = gpu->forward(f.inputs(), DropoutPlan{});
+    gpu->backward(1.0 / double(l.count));
+    ASSERT_FALSE(ranges.empty());
+    EXPECT_EQ(ranges.front().second, gpu->flat_numel());
+    for (size_t i = 0; i + 1 < ranges.size(); ++i)
+        EXPECT_EQ(ranges[i + 1].second, ranges[i].first) << "range " << i;
+    EXPECT_EQ(ranges.back().first, 0);
+    EXPECT_GE(ranges.size(), size_t(2)) << "no overlap possible: one range for the whole backward";
+    EXPECT_EQ(gpu->grad_dtype(), DType::f32);
+}
+
 INSTANTIATE_TEST_SUITE_P(Hf, CudaModelFixture, ::testing::ValuesIn(hf_fixture_names()),
                          [](const ::testing::TestParamInfo<std::string>& p) {
                              std::string n = p.param;

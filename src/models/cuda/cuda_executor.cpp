@@ -80,8 +80,48 @@ CudaExecutor<T>::CudaExecutor(Model& cpu, const CudaModelOptions& options)
             segments_.push_back({r.offset, r.numel(), d});
         extend = true;
     }
+    // Grad-ready bookkeeping, as StackModel::finish_build: every family adds
+    // embeddings, then the blocks, then the final norm and head, so rows above
+    // the blocks finish before any block's backward and the embeddings last.
+    const auto& blocks = *view_.blocks;
+    block_begin_.assign(blocks.size(), flat_);
+    block_first_app_.assign(blocks.size(), int64_t(view_.schedule->size()));
+    for (size_t b = 0; b < blocks.size(); ++b) {
+        const TransformerBlock& k = blocks[b];
+        for (const ParamRef* r :
+             {&k.attn.qkv.weight, &k.attn.qkv.bias, &k.attn.proj.weight, &k.attn.proj.bias,
+              &k.mlp.fc.weight, &k.mlp.fc.bias, &k.mlp.proj.weight, &k.mlp.proj.bias, &k.ln1.weight,
+              &k.ln1.bias, &k.ln2.weight, &k.ln2.bias})
+            if (r->defined())
+                block_begin_[b] = std::min(block_begin_[b], table_.row(r->row).offset);
+    }
+    for (int64_t a = int64_t(view_.schedule->size()); a-- > 0;)
+        block_first_app_[size_t((*view_.schedule)[size_t(a)])] = a;
+    block_order_.resize(blocks.size());
+    for (size_t b = 0; b < blocks.size(); ++b) block_order_[b] = b;
+    std::sort(block_order_.begin(), block_order_.end(),
+              [&](size_t x, size_t y) { return block_begin_[x] > block_begin_[y]; });
     upload_params();
     note_peak();
+}
+
+template <typename T>
+void CudaExecutor<T>::report_blocks_done(int64_t app, int64_t& reported) const {
+    if (!hook_) return;
+    int64_t w = reported;
+    for (size_t b : block_order_) {
+        if (block_first_app_[b] < app) break;  // applications below `app` still to run
+        w = std::min(w, block_begin_[b]);
+    }
+    if (w < reported) {
+        hook_(w, reported);
+        reported = w;
+    }
+}
+
+template <typename T>
+DType CudaExecutor<T>::grad_dtype() const {
+    return std::is_same_v<T, float> ? DType::f32 : DType::bf16;
 }
 
 template <typename T>
@@ -255,10 +295,14 @@ void CudaExecutor<T>::backward(double loss_scale) {
     } else {
         head_backward(dh_, hidden_at(A), loss_scale);
     }
-    for (int64_t a = A - 1; a >= 0; --a)
+    int64_t reported = flat_;  // [reported, flat) went to the hook
+    for (int64_t a = A - 1; a >= 0; --a) {
         block_backward((*view_.blocks)[size_t(schedule[size_t(a)])], dh_, acts_[size_t(a)],
                        hidden_at(a), step_for(a));
+        report_blocks_done(a, reported);
+    }
     embed_backward(dh_);
+    if (hook_ && reported > 0) hook_(0, reported);
     (void)C;
     note_peak();
     ready_for_backward_ = false;

@@ -36,6 +36,11 @@ class CudaExecutor final : public CudaModel {
     std::map<std::string, Tensor> optimizer_state() override;
     void load_optimizer_state(const std::map<std::string, Tensor>& state, int64_t step) override;
     std::map<std::string, Tensor> outputs() override;
+    void set_grad_ready_hook(GradReadyHook hook) override { hook_ = std::move(hook); }
+    void* grads_device() override { return grads_; }
+    DType grad_dtype() const override;
+    int64_t flat_numel() const override { return flat_; }
+    void* compute_stream() override { return ctx_.stream(); }
     void synchronize() override { ctx_.synchronize(); }
     int64_t allocated_bytes() const override;
     int64_t peak_device_bytes() override;
@@ -90,6 +95,9 @@ class CudaExecutor final : public CudaModel {
     void fill_targets(const ModelInputs& in);
 
     void plan(int64_t B, int64_t T_len);
+    // Reports the finished suffix of the gradient buffer once backward has
+    // passed application `app` (StackModel::report_blocks_done's rule).
+    void report_blocks_done(int64_t app, int64_t& reported) const;
     void note_peak();
     T* hidden_at(int64_t app) const { return hidden_ + app * N_ * C_; }
 
@@ -143,6 +151,13 @@ class CudaExecutor final : public CudaModel {
     int64_t head_rows_ = 0;  // rows of logits_
     DropoutSpec drop_a_, drop_b_;
     int64_t peak_used_ = 0;
+    GradReadyHook hook_;
+    // Per distinct block: where its rows start in the flat buffer and its
+    // first application (the last one backward reaches); blocks by start,
+    // highest first.
+    std::vector<int64_t> block_begin_;
+    std::vector<int64_t> block_first_app_;
+    std::vector<size_t> block_order_;
 };
 
 }  // namespace loom

@@ -27,6 +27,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -85,6 +86,21 @@ class CudaModel {
     // The last forward's outputs ("logits", "start_logits", "end_logits"),
     // copied to the host in fp32.
     virtual std::map<std::string, Tensor> outputs() = 0;
+
+    // Data parallelism: during backward() the executor calls hook(begin, end)
+    // for ranges of the flat gradient buffer whose gradients are final (as
+    // Model::GradReadyHook), once the ops producing them are enqueued on
+    // compute_stream(). A communicator that orders itself after that stream
+    // (CommNccl) can start their reduction while the rest of backward runs.
+    using GradReadyHook = std::function<void(int64_t begin_elem, int64_t end_elem)>;
+    virtual void set_grad_ready_hook(GradReadyHook hook) = 0;
+    // The device gradient buffer (flat_numel() elements of grad_dtype(): f32,
+    // or bf16 under CudaDtype::bf16) and the stream the model's ops run on
+    // (a cudaStream_t), for the data-parallel reduction.
+    virtual void* grads_device() = 0;
+    virtual DType grad_dtype() const = 0;
+    virtual int64_t flat_numel() const = 0;
+    virtual void* compute_stream() = 0;
 
     virtual void synchronize() = 0;
     // Device bytes this executor holds (parameters, state, activations, workspace).
