@@ -513,7 +513,6 @@ std::string Trainer::gpu_unsupported_reason() const {
     if (pp_ || dp_) return "runs one process (no data, tensor or pipeline parallel layout) yet";
     if (t.optim != OptimizerKind::adamw) return "updates with AdamW only (optim: adamw)";
     if (t.fp16) return "has no fp16 loss scaling yet (bf16 or fp32 run there)";
-    if (job_.distribution.activation_checkpointing) return "has no activation checkpointing yet";
     return "";
 }
 
@@ -528,6 +527,10 @@ void Trainer::setup_gpu(const AdamWParams& hp) {
     CudaModelOptions o;
     o.dtype = job_.training.bf16 ? CudaDtype::bf16 : CudaDtype::fp32;
     o.adamw = hp;
+    const DistributionArgs& d = job_.distribution;
+    o.checkpoint_every = d.activation_checkpointing ? std::max<int64_t>(d.checkpoint_every, 1) : 0;
+    o.offload_activations = d.offload_activations;
+    o.loading_horizon = d.activation_loading_horizon;
     gpu_ = opts_.make_gpu_model(*model_, o);
     load_notes_.push_back(fmt::format(
         "training on {} ({}, fp32 master weights and AdamW state); evaluation and checkpoints "

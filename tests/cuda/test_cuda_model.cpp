@@ -8,6 +8,7 @@
 
 #include <cmath>
 
+#include "io/hf_config.h"
 #include "models/cuda/cuda_model.h"
 #include "models/hf_fixture.h"
 #include "optim/adamw.h"
@@ -155,6 +156,84 @@ TEST_P(CudaModelFixture, GradReadyHookCoversTheBufferOnce) {
     EXPECT_EQ(ranges.back().first, 0);
     EXPECT_GE(ranges.size(), size_t(2)) << "no overlap possible: one range for the whole backward";
     EXPECT_EQ(gpu->grad_dtype(), DType::f32);
+}
+
+// Activation checkpointing and offloading on the GPU: a 6-layer BERT and GPT-2
+// with dropout on, every k-th layer recomputed, the kept inputs offloaded
+// through a ring smaller than their count (slots reused within a step and
+// across steps), give the plain run's losses and gradients; checkpointing
+// plans less device memory.
+TEST(CudaModelCheckpointing, RecomputeAndOffloadGiveThePlainGradients) {
+    const std::string why = CudaModel::unavailable_reason();
+    if (!why.empty()) GTEST_SKIP() << "no usable CUDA device: " << why;
+    for (const char* family : {"bert", "gpt2"}) {
+        const bool gpt = std::string(family) == "gpt2";
+        const std::string json =
+            gpt ? R"({"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "vocab_size": 97,
+                     "n_embd": 32, "n_layer": 6, "n_head": 4, "n_positions": 64})"
+                : R"({"architectures": ["BertForMaskedLM"], "model_type": "bert", "vocab_size": 97,
+                     "hidden_size": 32, "num_hidden_layers": 6, "num_attention_heads": 4,
+                     "intermediate_size": 64, "max_position_embeddings": 64})";
+        const ModelConfig config = parse_hf_config(json, family);
+        const int64_t B = 3, T = 16;
+        std::vector<int64_t> ids(size_t(B * T)), labels(size_t(B * T), -100);
+        for (size_t i = 0; i < ids.size(); ++i) {
+            ids[i] = int64_t((i * 37 + 11) % 97);
+            if (gpt || i % 5 == 0) labels[i] = ids[i];
+        }
+        ModelInputs in;
+        in.B = B;
+        in.T = T;
+        in.input_ids = ids.data();
+        in.labels = labels.data();
+        DropoutPlan drop;
+        drop.training = true;
+        drop.seed = 5;
+
+        struct Variant {
+            int64_t every;
+            bool offload;
+            int64_t horizon;
+        };
+        std::vector<std::vector<float>> grads;
+        std::vector<double> losses;
+        std::vector<int64_t> bytes;
+        for (const Variant v : {Variant{0, false, 1}, Variant{1, false, 1}, Variant{2, false, 1},
+                                Variant{1, true, 1}, Variant{2, true, 1}, Variant{1, true, 4}}) {
+            auto cpu = build_model(config);
+            cpu->init(3);
+            CudaModelOptions o;
+            o.dtype = CudaDtype::fp32;
+            o.checkpoint_every = v.every;
+            o.offload_activations = v.offload;
+            o.loading_horizon = v.horizon;
+            auto gpu = CudaModel::create(*cpu, o);
+            double loss = 0;
+            for (int step = 0; step < 2; ++step) {  // the second step reuses every slot
+                drop.step = uint64_t(step);
+                gpu->zero_grad();
+                const LossSum l = gpu->forward(in, drop);
+                gpu->backward(1.0 / double(l.count));
+                loss = l.mean();
+            }
+            gpu->download_grads();
+            const ParamTable& t = cpu->params();
+            grads.emplace_back(t.grads_data(), t.grads_data() + t.flat_numel());
+            losses.push_back(loss);
+            bytes.push_back(gpu->allocated_bytes());
+        }
+        for (size_t k = 1; k < grads.size(); ++k) {
+            EXPECT_NEAR(losses[k], losses[0], 1e-6 * std::fabs(losses[0]))
+                << family << " variant " << k;
+            double worst = 0;
+            for (size_t i = 0; i < grads[0].size(); ++i)
+                worst = std::max(worst, double(std::fabs(grads[k][i] - grads[0][i])));
+            EXPECT_LT(worst, 1e-6) << family << " variant " << k;
+        }
+        EXPECT_LT(bytes[1], bytes[0])
+            << family << ": checkpointing every layer planned no less memory";
+        EXPECT_LT(bytes[3], bytes[1]) << family << ": offloading kept every input on the device";
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Hf, CudaModelFixture, ::testing::ValuesIn(hf_fixture_names()),

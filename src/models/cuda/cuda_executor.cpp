@@ -127,6 +127,7 @@ DType CudaExecutor<T>::grad_dtype() const {
 template <typename T>
 CudaExecutor<T>::~CudaExecutor() {
     (void)cudaStreamSynchronize(ctx_.stream());
+    offload_release();
     if (static_cast<void*>(params_) != static_cast<void*>(master_)) device_free(params_);
     device_free(master_);
     device_free(grads_);
@@ -163,10 +164,34 @@ void CudaExecutor<T>::plan(int64_t B, int64_t T_len) {
         targets2_ = a.take<int64_t>(N);
     });
     acts_.assign(size_t(A), BlockActs{});
+    // Checkpointed applications keep only their input (a hidden state), which
+    // offloading moves to the host between forward and backward.
+    off_index_.assign(size_t(A + 1), -1);
+    offloaded_.clear();
+    if (options_.offload_activations)
+        for (int64_t i = 0; i < A; ++i)
+            if (checkpointed(i)) {
+                off_index_[size_t(i)] = int64_t(offloaded_.size());
+                offloaded_.push_back(i);
+            }
+    const int64_t R = offloaded_.empty() ? 0
+                                         : std::min<int64_t>(options_.loading_horizon + 1,
+                                                             int64_t(offloaded_.size()));
+    hid_.assign(size_t(A + 1), nullptr);
     acts_arena_.build([&](DeviceArena& a) {
-        hidden_ = a.take<T>((A + 1) * N * C);
+        ring_.assign(size_t(R), nullptr);
+        for (int64_t r = 0; r < R; ++r) ring_[size_t(r)] = a.template take<T>(N * C);
+        for (int64_t h = 0; h <= A; ++h)
+            hid_[size_t(h)] = off_index_[size_t(h)] >= 0 ? ring_[size_t(off_index_[size_t(h)] % R)]
+                                                         : a.template take<T>(N * C);
+        recompute_out_ = options_.checkpoint_every > 0 ? a.template take<T>(N * C) : nullptr;
+        bool shared_planned = false;
         for (int64_t i = 0; i < A; ++i) {
-            BlockActs& k = acts_[size_t(i)];
+            BlockActs& k = checkpointed(i) ? ckpt_acts_ : acts_[size_t(i)];
+            if (checkpointed(i) && shared_planned) {
+                acts_[size_t(i)] = ckpt_acts_;
+                continue;
+            }
             k.qkv = a.template take<T>(N * 3 * C);
             k.att = a.template take<T>(B * NH * T_len * T_len);
             k.ctx = a.template take<T>(N * C);
@@ -179,6 +204,10 @@ void CudaExecutor<T>::plan(int64_t B, int64_t T_len) {
             k.ln1_rstd = a.template take<float>(N);
             k.ln2_mean = a.template take<float>(N);
             k.ln2_rstd = a.template take<float>(N);
+            if (checkpointed(i)) {
+                shared_planned = true;
+                acts_[size_t(i)] = ckpt_acts_;
+            }
         }
         emb_sum_ = a.template take<T>(N * E);
         emb_dsum_ = a.template take<T>(N * E);
@@ -199,6 +228,7 @@ void CudaExecutor<T>::plan(int64_t B, int64_t T_len) {
         final_rstd_ = a.template take<float>(N);
         plan_head(a);
     });
+    if (!offloaded_.empty()) offload_setup();
     planned_B_ = B;
     planned_T_ = T_len;
 }
@@ -261,12 +291,17 @@ LossSum CudaExecutor<T>::forward(const ModelInputs& in, const DropoutPlan& dropo
     LOOM_CUDA_CHECK(cudaMemcpyAsync(targets_, h + 4 * N, size_t(2 * N) * sizeof(int64_t),
                                     cudaMemcpyHostToDevice, ctx_.stream()));
 
+    before_write_hidden(0);
     embed_forward(hidden_at(0));
     const auto& schedule = *view_.schedule;
-    for (size_t a = 0; a < schedule.size(); ++a)
-        block_forward((*view_.blocks)[size_t(schedule[a])], hidden_at(int64_t(a) + 1), acts_[a],
-                      hidden_at(int64_t(a)), step_for(int64_t(a)));
     const int64_t A = int64_t(schedule.size());
+    for (int64_t a = 0; a < A; ++a) {
+        before_write_hidden(a + 1);
+        block_forward((*view_.blocks)[size_t(schedule[size_t(a)])], hidden_at(a + 1),
+                      acts_[size_t(a)], hidden_at(a), step_for(a));
+        if (checkpointed(a)) ckpt_holds_ = a;
+        after_read_hidden(a);
+    }
     const T* top = hidden_at(A);
     if (view_.final_norm) {
         norm_forward(*view_.final_norm, final_, final_mean_, final_rstd_, top, N);
@@ -296,9 +331,22 @@ void CudaExecutor<T>::backward(double loss_scale) {
         head_backward(dh_, hidden_at(A), loss_scale);
     }
     int64_t reported = flat_;  // [reported, flat) went to the hook
+    next_prefetch_ = int64_t(offloaded_.size()) - 1;
+    outstanding_ = 0;
     for (int64_t a = A - 1; a >= 0; --a) {
-        block_backward((*view_.blocks)[size_t(schedule[size_t(a)])], dh_, acts_[size_t(a)],
-                       hidden_at(a), step_for(a));
+        const TransformerBlock& blk = (*view_.blocks)[size_t(schedule[size_t(a)])];
+        prefetch_for(a);
+        if (checkpointed(a)) {
+            wait_hidden(a);
+            // Recompute: the same ops on the same input with the same dropout
+            // counters rewrite the activations bit for bit; the output, which
+            // the application above has consumed, goes to a scratch buffer.
+            if (ckpt_holds_ != a)
+                block_forward(blk, recompute_out_, acts_[size_t(a)], hidden_at(a), step_for(a));
+            ckpt_holds_ = a;
+        }
+        block_backward(blk, dh_, acts_[size_t(a)], hidden_at(a), step_for(a));
+        release_hidden(a);
         report_blocks_done(a, reported);
     }
     embed_backward(dh_);

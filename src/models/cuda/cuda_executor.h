@@ -99,7 +99,20 @@ class CudaExecutor final : public CudaModel {
     // passed application `app` (StackModel::report_blocks_done's rule).
     void report_blocks_done(int64_t app, int64_t& reported) const;
     void note_peak();
-    T* hidden_at(int64_t app) const { return hidden_ + app * N_ * C_; }
+    // Hidden state h (h = 0: embeddings, h = a + 1: output of application a)
+    // on the device: its own slot, or an offload ring slot.
+    T* hidden_at(int64_t h) const { return hid_[size_t(h)]; }
+    bool checkpointed(int64_t app) const {
+        return options_.checkpoint_every > 0 && app % options_.checkpoint_every == 0;
+    }
+    // Offloading: the copy-stream choreography (cuda_executor_offload.cpp).
+    void offload_setup();
+    void offload_release();
+    void before_write_hidden(int64_t h);  // forward: the slot's previous copy-out is done
+    void after_read_hidden(int64_t h);    // forward: copy h out once its reader is enqueued
+    void prefetch_for(int64_t app);       // backward: copies in, up to the horizon
+    void wait_hidden(int64_t h);          // backward: h is back on the device
+    void release_hidden(int64_t h);       // backward: h's reader is enqueued
 
     Model& cpu_;
     const ModelConfig& config_;
@@ -131,8 +144,22 @@ class CudaExecutor final : public CudaModel {
     DeviceArena ints_arena_, acts_arena_;
     int64_t *ids_ = nullptr, *types_ = nullptr, *pos_ = nullptr, *mask_ = nullptr;
     int64_t *targets_ = nullptr, *targets2_ = nullptr;  // head targets (QA: start, end)
-    T* hidden_ = nullptr;  // (A + 1, N, C): [0] embeddings, [a + 1] output of application a
-    std::vector<BlockActs> acts_;
+    std::vector<T*> hid_;          // (A + 1) device hidden states, see hidden_at
+    std::vector<BlockActs> acts_;  // checkpointed applications share ckpt_acts_
+    BlockActs ckpt_acts_;
+    int64_t ckpt_holds_ = -1;     // the application whose activations ckpt_acts_ holds
+    T* recompute_out_ = nullptr;  // (N, C) a recomputed block's (unused) output
+    // Offloading: hidden state h -> its index among the offloaded ones, or -1;
+    // ring slots, pinned host copies, the copy stream and its events.
+    std::vector<int64_t> off_index_;
+    std::vector<int64_t> offloaded_;  // hidden states offloaded, ascending
+    std::vector<T*> ring_;
+    T* host_ = nullptr;
+    size_t host_bytes_ = 0;
+    void* copy_stream_ = nullptr;                        // cudaStream_t
+    std::vector<void*> d2h_done_, h2d_done_, bwd_done_;  // cudaEvent_t per ring slot
+    void* fwd_event_ = nullptr;
+    int64_t next_prefetch_ = -1, outstanding_ = 0;
     // Embeddings.
     T *emb_sum_ = nullptr, *emb_dsum_ = nullptr, *emb_out_ = nullptr, *emb_dout_ = nullptr;
     float *emb_mean_ = nullptr, *emb_rstd_ = nullptr;

@@ -18,8 +18,8 @@
 // The dropout masks, the masking rules and the loss normalisation are the
 // CPU's, so the same batch gives the CPU's loss and gradients within the
 // compute type's rounding (fp32: op rounding only). What it does not do
-// (yet): tensor or pipeline parts (a whole model only), activation
-// checkpointing, fp16 loss scaling; create() says so instead of guessing.
+// (yet): tensor or pipeline parts (a whole model only) and fp16 loss
+// scaling; create() says so instead of guessing.
 //
 // This header includes no CUDA header, so host code of any build may include
 // it; the implementation exists only in a CUDA build (LOOM_HAVE_CUDA), and
@@ -47,6 +47,16 @@ struct CudaModelOptions {
     // Weight decay on every trainable row (optim/adamw.h DecayPolicy::all, as
     // the HF fixtures' AdamW step); false: ParamRow::decay decides.
     bool decay_all = false;
+    // Activation checkpointing (distribution.activation_checkpointing /
+    // checkpoint_every): application a with a % k == 0 keeps only its input
+    // and recomputes its activations right before its backward; 0: off.
+    int64_t checkpoint_every = 0;
+    // distribution.offload_activations: those kept inputs go to pinned host
+    // memory on a copy stream after their forward and come back ahead of
+    // their backward, at most `loading_horizon` + 1 in flight on the device
+    // (activation_loading_horizon).
+    bool offload_activations = false;
+    int64_t loading_horizon = 4;
 };
 
 class CudaModel {
