@@ -236,6 +236,30 @@ TEST(CudaModelCheckpointing, RecomputeAndOffloadGiveThePlainGradients) {
     }
 }
 
+// fp16 with a static loss scale of 1024 (the trainer's GradScaler supplies a
+// dynamic one): backward on the scaled loss, the scale removed inside AdamW.
+TEST_P(CudaModelFixture, Fp16WithALossScaleFollowsTheCpuLossCurve) {
+    const Fixture& f = *fx_;
+    auto ref = f.load_model();
+    AdamW opt(ref->params(), AdamWParams{1e-3, 0.9, 0.999, 1e-8, 0.01}, DecayPolicy::all);
+    auto cpu = f.load_model();
+    auto gpu = CudaModel::create(*cpu, fixture_options(CudaDtype::fp16));
+    EXPECT_EQ(gpu->grad_dtype(), DType::f16);
+    const ModelInputs in = f.inputs();
+    const double scale = 1024.0;
+    for (int s = 0; s < 20; ++s) {
+        ref->zero_grad();
+        const LossSum w = ref->forward(in, DropoutPlan{});
+        ref->backward(1.0 / double(w.count));
+        opt.step();
+        const LossSum g = gpu->forward(in, DropoutPlan{});
+        gpu->backward(scale / double(g.count));
+        EXPECT_TRUE(std::isfinite(gpu->grad_norm_sq())) << "step " << s;
+        gpu->step(1e-3, 1.0 / scale);
+        EXPECT_NEAR(g.mean(), w.mean(), 0.03 * std::fabs(w.mean()) + 0.02) << "step " << s;
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Hf, CudaModelFixture, ::testing::ValuesIn(hf_fixture_names()),
                          [](const ::testing::TestParamInfo<std::string>& p) {
                              std::string n = p.param;

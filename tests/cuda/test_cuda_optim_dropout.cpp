@@ -35,6 +35,27 @@ TEST_F(CudaAdamW, Fp32MatchesCpuOverSteps) {
     }
 }
 
+// grad_scale (clipping, loss-scale removal) is the CPU's scale_grads then
+// adamw_update: one fp32 rounding of g * s, bit for bit.
+TEST_F(CudaAdamW, GradScaleEqualsScalingTheGradientsFirst) {
+    const int64_t n = 4099;
+    AdamWParams hp;
+    hp.lr = 1e-3;
+    auto p = random_vec(size_t(n), 3);
+    std::vector<float> m(size_t(n), 0.0f), v(size_t(n), 0.0f);
+    auto dp = upload<float>(p), dm = upload<float>(m), dv = upload<float>(v);
+    const float s = 0.37f;
+    for (int64_t step = 1; step <= 3; ++step) {
+        auto g = random_vec(size_t(n), uint32_t(40 + step));
+        auto dg = upload<float>(g);
+        for (float& x : g) x *= s;
+        adamw_update(p.data(), g.data(), m.data(), v.data(), n, hp, step);
+        adamw_update_cuda(dp->get(), dg->get(), dm->get(), dv->get(), n, hp, step, ctx(), s);
+    }
+    EXPECT_TRUE(bit_equal("param", download(*dp), p));
+    EXPECT_TRUE(bit_equal("v", download(*dv), v));
+}
+
 TEST_F(CudaAdamW, MixedPrecisionUpdatesMasterAndCopy) {
     const int64_t n = 4099;
     AdamWParams hp;

@@ -121,7 +121,9 @@ void CudaExecutor<T>::report_blocks_done(int64_t app, int64_t& reported) const {
 
 template <typename T>
 DType CudaExecutor<T>::grad_dtype() const {
-    return std::is_same_v<T, float> ? DType::f32 : DType::bf16;
+    if constexpr (std::is_same_v<T, float>) return DType::f32;
+    if constexpr (std::is_same_v<T, __half>) return DType::f16;
+    return DType::bf16;
 }
 
 template <typename T>
@@ -369,7 +371,7 @@ double CudaExecutor<T>::grad_norm_sq() {
 template <typename T>
 void CudaExecutor<T>::step(double lr, double grad_scale) {
     ++step_;
-    if (grad_scale != 1.0) scale_inplace_cuda<T>(grads_, float(grad_scale), flat_, ctx_);
+    const float gs = float(grad_scale);
     AdamWParams hp = options_.adamw;
     hp.lr = lr;
     for (const Segment& s : segments_) {
@@ -377,10 +379,11 @@ void CudaExecutor<T>::step(double lr, double grad_scale) {
         if (!s.decay) shp.weight_decay = 0.0;
         if constexpr (std::is_same_v<T, float>)
             adamw_update_cuda(master_ + s.offset, grads_ + s.offset, m_ + s.offset, v_ + s.offset,
-                              s.n, shp, step_, ctx_);
+                              s.n, shp, step_, ctx_, gs);
         else
             adamw_update_mixed_cuda<T, T>(master_ + s.offset, grads_ + s.offset, m_ + s.offset,
-                                          v_ + s.offset, params_ + s.offset, s.n, shp, step_, ctx_);
+                                          v_ + s.offset, params_ + s.offset, s.n, shp, step_, ctx_,
+                                          gs);
     }
     zero_grad();
 }
@@ -476,6 +479,7 @@ std::string CudaExecutor<T>::device_name() const {
 
 template class CudaExecutor<float>;
 template class CudaExecutor<__nv_bfloat16>;
+template class CudaExecutor<__half>;
 
 std::unique_ptr<CudaModel> CudaModel::create(Model& cpu, const CudaModelOptions& options) {
     const std::string why = unavailable_reason();
@@ -484,6 +488,8 @@ std::unique_ptr<CudaModel> CudaModel::create(Model& cpu, const CudaModelOptions&
                "CUDA device {} does not exist ({} visible)", options.device, cuda_device_count());
     if (options.dtype == CudaDtype::fp32)
         return std::make_unique<CudaExecutor<float>>(cpu, options);
+    if (options.dtype == CudaDtype::fp16)
+        return std::make_unique<CudaExecutor<__half>>(cpu, options);
     return std::make_unique<CudaExecutor<__nv_bfloat16>>(cpu, options);
 }
 

@@ -283,6 +283,7 @@ std::map<std::string, Tensor> CudaExecutor<T>::outputs() {
     template std::map<std::string, Tensor> CudaExecutor<T>::outputs();
 LOOM_INSTANTIATE(float)
 LOOM_INSTANTIATE(__nv_bfloat16)
+LOOM_INSTANTIATE(__half)
 #undef LOOM_INSTANTIATE
 
 }  // namespace loom

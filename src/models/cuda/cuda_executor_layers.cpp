@@ -244,6 +244,7 @@ void CudaExecutor<T>::block_backward(const TransformerBlock& b, T* dio, const Bl
                                                   const T*, const Step&);
 LOOM_INSTANTIATE(float)
 LOOM_INSTANTIATE(__nv_bfloat16)
+LOOM_INSTANTIATE(__half)
 #undef LOOM_INSTANTIATE
 
 }  // namespace loom

@@ -143,6 +143,7 @@ void CudaExecutor<T>::release_hidden(int64_t h) {
     template void CudaExecutor<T>::release_hidden(int64_t);
 LOOM_INSTANTIATE(float)
 LOOM_INSTANTIATE(__nv_bfloat16)
+LOOM_INSTANTIATE(__half)
 #undef LOOM_INSTANTIATE
 
 }  // namespace loom

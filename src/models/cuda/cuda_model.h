@@ -38,7 +38,9 @@
 
 namespace loom {
 
-enum class CudaDtype { fp32, bf16 };
+// Compute type: activations, the parameter copy and gradients. fp16 needs a
+// loss scale (the caller's: backward(scale / count), step(lr, 1 / scale)).
+enum class CudaDtype { fp32, bf16, fp16 };
 
 struct CudaModelOptions {
     int device = 0;
@@ -105,7 +107,7 @@ class CudaModel {
     using GradReadyHook = std::function<void(int64_t begin_elem, int64_t end_elem)>;
     virtual void set_grad_ready_hook(GradReadyHook hook) = 0;
     // The device gradient buffer (flat_numel() elements of grad_dtype(): f32,
-    // or bf16 under CudaDtype::bf16) and the stream the model's ops run on
+    // bf16 or f16 as the compute type) and the stream the model's ops run on
     // (a cudaStream_t), for the data-parallel reduction.
     virtual void* grads_device() = 0;
     virtual DType grad_dtype() const = 0;

@@ -39,7 +39,7 @@ AdamWStep adamw_step_constants(const AdamWParams& hp, int64_t step) {
 
 template <typename G, typename T>
 __global__ void adamw_kernel(float* param, const G* grad, float* m, float* v, T* copy, int64_t n,
-                             AdamWStep s) {
+                             AdamWStep s, float grad_scale) {
     for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
          i += int64_t(gridDim.x) * blockDim.x) {
         // torch 1.13's rounding sequence, as the CPU's adamw_update: the two moment
@@ -47,7 +47,9 @@ __global__ void adamw_kernel(float* param, const G* grad, float* m, float* v, T*
         // its own (the _rn intrinsics stop nvcc contracting them into FMAs), and
         // sqrt and division are IEEE-rounded, so fp32 results can match the CPU
         // bit for bit.
-        const float g = gpu::to_f32(grad[i]);
+        // Clipping and loss-scale removal in fp32, one rounding as the CPU's
+        // scale_grads (x 1 is exact, so unscaled steps keep their bits).
+        const float g = __fmul_rn(gpu::to_f32(grad[i]), grad_scale);
         const float p = __fmul_rn(param[i], s.decay);
         const float mi = fmaf(g, s.one_minus_beta1, __fmul_rn(m[i], s.beta1));
         const float vi = fmaf(__fmul_rn(s.one_minus_beta2, g), g, __fmul_rn(v[i], s.beta2));
@@ -63,27 +65,29 @@ __global__ void adamw_kernel(float* param, const G* grad, float* m, float* v, T*
 }  // namespace
 
 void adamw_update_cuda(float* param, const float* grad, float* m, float* v, int64_t n,
-                       const AdamWParams& hp, int64_t step, CudaContext& ctx) {
+                       const AdamWParams& hp, int64_t step, CudaContext& ctx, float grad_scale) {
     if (n <= 0) return;
     AdamWStep s = adamw_step_constants(hp, step);
     adamw_kernel<float, float>
-        <<<gpu::grid_for(n, k_block), k_block, 0, ctx.stream()>>>(param, grad, m, v, nullptr, n, s);
+        <<<gpu::grid_for(n, k_block), k_block, 0, ctx.stream()>>>(param, grad, m, v, nullptr, n, s,
+                                                                     grad_scale);
     LOOM_CUDA_CHECK_LAUNCH();
 }
 
 template <typename G, typename T>
 void adamw_update_mixed_cuda(float* master, const G* grad, float* m, float* v, T* param_copy,
-                             int64_t n, const AdamWParams& hp, int64_t step, CudaContext& ctx) {
+                             int64_t n, const AdamWParams& hp, int64_t step, CudaContext& ctx,
+                             float grad_scale) {
     if (n <= 0) return;
     AdamWStep s = adamw_step_constants(hp, step);
     adamw_kernel<G, T><<<gpu::grid_for(n, k_block), k_block, 0, ctx.stream()>>>(master, grad, m, v,
-                                                                                param_copy, n, s);
+                                                                                param_copy, n, s, grad_scale);
     LOOM_CUDA_CHECK_LAUNCH();
 }
 
 #define LOOM_INSTANTIATE(G, T)                                                                 \
     template void adamw_update_mixed_cuda<G, T>(float*, const G*, float*, float*, T*, int64_t, \
-                                                const AdamWParams&, int64_t, CudaContext&);
+                                                const AdamWParams&, int64_t, CudaContext&, float);
 LOOM_INSTANTIATE(__nv_bfloat16, __nv_bfloat16)
 LOOM_INSTANTIATE(float, __nv_bfloat16)
 LOOM_INSTANTIATE(__half, __half)

@@ -14,13 +14,17 @@
 
 namespace loom {
 
+// grad_scale multiplies each gradient in fp32 before the update (clipping,
+// removing a loss scale) without a pass over the gradient buffer.
 void adamw_update_cuda(float* param, const float* grad, float* m, float* v, int64_t n,
-                       const AdamWParams& hp, int64_t step, CudaContext& ctx);
+                       const AdamWParams& hp, int64_t step, CudaContext& ctx,
+                       float grad_scale = 1.0f);
 
 // master (n) fp32 is updated; param_copy (n) = round(master) in T (may be null).
 // T is __nv_bfloat16 or __half; G (the gradient type) is T or float.
 template <typename G, typename T>
 void adamw_update_mixed_cuda(float* master, const G* grad, float* m, float* v, T* param_copy,
-                             int64_t n, const AdamWParams& hp, int64_t step, CudaContext& ctx);
+                             int64_t n, const AdamWParams& hp, int64_t step, CudaContext& ctx,
+                             float grad_scale = 1.0f);
 
 }  // namespace loom
