@@ -16,6 +16,8 @@
 #include "core/runtime.h"
 #include "models/cuda/cuda_model.h"
 #include "parallel/comm_mpi.h"
+#include "parallel/cuda/gpu_grad_sync.h"
+#include "parallel/cuda/local_device.h"
 #include "parallel/process_groups.h"
 #include "parallel/topology.h"
 #include "train/trainer.h"
@@ -111,6 +113,25 @@ void run_train(const TrainOptions& o) {
     } else {
         topts.dp_comm = world.get();
     }
+#if defined(LOOM_HAVE_CUDA)
+    // Pure data parallelism on GPUs: each rank drives the GPU of its node-local
+    // rank; gradients are reduced over NCCL while backward runs (the trainer
+    // says when a job stays on the CPU, e.g. ZeRO > 0 or no NCCL in this build).
+    if (pp == 1 && tp == 1 && CudaModel::unavailable_reason().empty()) {
+        const int device = local_device();
+        topts.make_gpu_model = [device](Model& m, const CudaModelOptions& mo) {
+            CudaModelOptions on_device = mo;
+            on_device.device = device;
+            return CudaModel::create(m, on_device);
+        };
+#if defined(LOOM_HAVE_NCCL)
+        Communicator* dp = topts.dp_comm;
+        topts.make_gpu_grad_sync = [dp, device](CudaModel& m, const GpuGradSyncOptions& go) {
+            return make_nccl_grad_sync(*dp, m, device, go);
+        };
+#endif
+    }
+#endif
     // Messages, progress and files come from rank 0 only.
     if (mpi.world_rank() != 0) topts.quiet = true;
     Trainer trainer(std::move(job), topts);
@@ -138,9 +159,11 @@ metrics.jsonl, TensorBoard events in runs/ and report.html.
 Ctrl-C (or SIGTERM) finishes the step, writes a checkpoint and exits 0;
 continue with --set hyperparameters.resume_from_checkpoint=latest.
 
-GPU: a loom built with CUDA (the cuda-release preset) trains a one-process
-AdamW job on GPU 0 when one is visible, in fp32 or with bf16: true in bf16
-(fp32 master weights); evaluation and checkpoints copy the parameters back.
+GPU: a loom built with CUDA (the cuda-release preset) trains an AdamW job
+on GPU 0 when one is visible, in fp32 or with bf16: true in bf16 (fp32
+master weights); evaluation and checkpoints copy the parameters back. Under
+mpirun / loom launch a pure data-parallel job (zero_stage 0) uses one GPU
+per rank and reduces gradients over NCCL while backward runs.
 use_cpu: true keeps it on the CPU; other jobs say why they stay there.
 
 Data parallel: the same job on N ranks, e.g. `loom launch --nproc 4 job.yaml`

@@ -257,8 +257,11 @@ double Trainer::train_step(int64_t step, TokenBatch* mb, double* grad_norm) {
     return loss;
 }
 
-// The same step on the GPU executor: one process, AdamW, no loss scaling
-// (gpu_unsupported_reason keeps everything else on the CPU path above).
+// The same step on the GPU executor: AdamW, no loss scaling, in one process
+// or data parallel over NCCL (gpu_unsupported_reason keeps everything else on
+// the CPU path above). Under data parallelism the reduction runs on the
+// device behind backward; the host waits for it (bounded by the collective
+// timeout) only where it would block on the compute stream anyway.
 double Trainer::gpu_train_step(int64_t step, TokenBatch* mb, int64_t n, double total,
                                double* grad_norm) {
     const TrainingArgs& t = job_.training;
@@ -275,10 +278,17 @@ double Trainer::gpu_train_step(int64_t step, TokenBatch* mb, int64_t n, double t
                     "the model counted {} labels in a micro-batch, the loader {}", l.count,
                     mb[k].label_count);
         loss_sum += l.sum;
+        // A replica with no labels in its last micro-batch skips backward but
+        // still posts every bucket (end_micro_batch), as the others do.
+        if (gpu_sync_) gpu_sync_->begin_micro_batch(k == n - 1);
         if (l.count > 0) gpu_->backward(1.0 / total);
+        if (gpu_sync_) gpu_sync_->end_micro_batch();
         state_.samples_seen += mb[k].B;
         for (int64_t v : mb[k].attention_mask) state_.tokens_seen += v;
     }
+    // The norm and AdamW below are ordered after the reduction on the device.
+    if (gpu_sync_) gpu_sync_->finalize();
+    loss_sum = sync_->sum(loss_sum);  // over replicas, while the last buckets travel
     const double loss = total > 0 ? loss_sum / total : 0.0;
     LOOM_CHECK(std::isfinite(loss),
                "training diverged: the loss is {} at step {}\nHINT: lower learning_rate, raise "
@@ -288,10 +298,14 @@ double Trainer::gpu_train_step(int64_t step, TokenBatch* mb, int64_t n, double t
     double scale = 1.0;
     *grad_norm = -1;  // HF neither computes nor logs it without clipping
     if (t.max_grad_norm > 0) {
+        // The norm of the summed gradients, the same on every replica: the
+        // clipping factor agrees without another collective.
+        if (gpu_sync_) gpu_sync_->wait();
         *grad_norm = std::sqrt(gpu_->grad_norm_sq());
         scale = clip_coefficient(*grad_norm, t.max_grad_norm);
     }
     gpu_->step(lr, scale);
+    if (gpu_sync_) gpu_sync_->wait();
     return loss;
 }
 
@@ -463,13 +477,20 @@ TrainResult Trainer::train() {
             // assumes max_seq_length, so dynamic padding comes in under it.
             // The peak is the largest over all ranks (a collective).
             const double peak = sync_->max_over_job(peak_resident_bytes());
-            const std::string m = fmt::format(
+            std::string m = fmt::format(
                 "after the first step: activations {:.1f} MiB measured (longest batch so far; "
                 "planned {:.1f} MiB at max_seq_length), process peak resident {:.1f} MiB "
                 "(predicted {:.1f} MiB + the runtime){}",
                 mib(double(train_model().activation_bytes())),
                 mib(mem.activations_per_micro + mem.workspace), mib(peak), mib(mem.peak),
                 sync_->dp_size() > 1 || pp_ ? ", the largest of all ranks" : "");
+            // Whether the reduction overlapped backward (rank 0's view).
+            if (gpu_sync_)
+                m += fmt::format(
+                    "; gradient buckets: {} started while backward ran, {} after it, {:.1f} ms "
+                    "waited for",
+                    gpu_sync_->stats().launched_by_hook, gpu_sync_->stats().launched_at_end,
+                    1e3 * gpu_sync_->stats().wait_s);
             if (progress_)
                 progress_->message(m);
             else

@@ -41,6 +41,7 @@
 #include "optim/adamw.h"
 #include "optim/loss_scale.h"
 #include "optim/lr_schedule.h"
+#include "parallel/gpu_grad_sync_api.h"
 #include "train/evaluate.h"
 #include "train/train_state.h"
 
@@ -102,9 +103,17 @@ struct TrainerOptions {
     LossScaleOptions loss_scale;   // fp16: GradScaler's defaults
     // Training on a GPU: builds the CUDA executor for the loaded model (set by
     // `loom train` in a CUDA build when a device is visible; null: the CPU).
-    // The trainer uses it for one-process AdamW jobs in fp32 or bf16 unless
-    // hyperparameters.use_cpu; anything else trains on the CPU with a note.
+    // The trainer uses it for AdamW jobs in fp32 or bf16, in one process or
+    // data parallel (with make_gpu_grad_sync), unless hyperparameters.use_cpu;
+    // anything else trains on the CPU with a note.
     std::function<std::unique_ptr<CudaModel>(Model&, const CudaModelOptions&)> make_gpu_model;
+    // Data parallel on GPUs (dp_comm with more than one rank, no tensor or
+    // pipeline parallelism, ZeRO stage 0): the gradient reduction for the
+    // executor make_gpu_model built (NCCL, set by `loom train` in an NCCL
+    // build; collective over dp_comm). Null: data-parallel jobs train on the
+    // CPU, with a note.
+    std::function<std::unique_ptr<GpuGradSync>(CudaModel&, const GpuGradSyncOptions&)>
+        make_gpu_grad_sync;
 };
 
 enum class StopReason { completed, interrupted, early_stopped };
@@ -190,6 +199,9 @@ class Trainer {
     void refresh_full_model(bool all_ranks = true);
     // Why this job cannot train on the GPU executor ("" when it can).
     std::string gpu_unsupported_reason() const;
+    // Whether this job trains on the GPU executor (notes why not). Collective
+    // on the dp group under data parallelism: the replicas must agree.
+    bool choose_gpu();
     void setup_gpu(const AdamWParams& hp);
     double gpu_train_step(int64_t step, TokenBatch* mb, int64_t n, double total, double* grad_norm);
     ComputeDtype compute_dtype() const;
@@ -206,6 +218,9 @@ class Trainer {
     std::unique_ptr<Model> model_;
     std::unique_ptr<Loader> loader_;
     std::unique_ptr<CudaModel> gpu_;  // training on a GPU: parameters live there between steps
+    // Data parallel on GPUs: reduces gpu_'s gradients (declared after gpu_:
+    // destroyed first, it removes its hook from the executor).
+    std::unique_ptr<GpuGradSync> gpu_sync_;
     std::unique_ptr<Optimizer> optimizer_;      // AdamW or Lamb (hyperparameters.optim)
     std::unique_ptr<DynamicLossScale> scaler_;  // fp16 only
     std::unique_ptr<RemoteJob> remote_;         // checkpoint_uri / s3:// output_dir

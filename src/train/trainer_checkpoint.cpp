@@ -88,7 +88,13 @@ void Trainer::refresh_full_model(bool all_ranks) {
 std::string Trainer::save_checkpoint() {
     // Layout-free optimizer state: under ZeRO every replica holds a shard,
     // gathered into global tensors by HF name (a collective, so every rank
-    // comes here); rank 0 writes. Pipeline stages gather every row too.
+    // comes here); rank 0 writes. Pipeline stages gather every row too. On
+    // GPUs (ZeRO-0) every replica holds the main rank's state: only it
+    // copies anything back.
+    if (gpu_ && !sync_->is_main()) {
+        update_best("checkpoint-" + std::to_string(state_.global_step));
+        return "";
+    }
     if (gpu_) gpu_->download_params();
     const std::map<std::string, Tensor> opt_state =
         gpu_  ? gpu_->optimizer_state()
@@ -287,7 +293,10 @@ void Trainer::finish_run(TrainResult& r, double runtime_s) {
         {"global batch", fmt::format("{} ({} x {} accumulation x {} replicas)",
                                      plan_.global_batch_size, t.per_device_train_batch_size,
                                      t.gradient_accumulation_steps, sync_->dp_size())},
-        {"device", fmt::format("CPU, {} threads", runtime_threads())},
+        {"device", gpu_sync_ ? fmt::format("{} GPUs ({} on rank 0), data parallel over NCCL",
+                                           sync_->dp_size(), gpu_->device_name())
+                   : gpu_    ? gpu_->device_name()
+                             : fmt::format("CPU, {} threads", runtime_threads())},
         {"waiting for data", fmt::format("{:.1f}% of training time", 100.0 * wait_share)},
         {"best checkpoint",
          state_.best_model_checkpoint.empty() ? "-" : state_.best_model_checkpoint},

@@ -379,6 +379,8 @@ void Trainer::build_model_and_optimizer() {
     auto make_lamb = [lamb](ParamTable& table) -> std::unique_ptr<Optimizer> {
         return std::make_unique<Lamb>(table, lamb, DecayPolicy::table);
     };
+    // Before any optimizer: on the GPU, AdamW's state lives on the device.
+    const bool gpu = choose_gpu();
     if (pipeline) {
         LOOM_CHECK(opts_.dp_comm != nullptr && opts_.pp_comm != nullptr,
                    "pipeline and tensor parallelism need the dp and pp groups");
@@ -462,6 +464,8 @@ void Trainer::build_model_and_optimizer() {
         if (opts_.dp_comm->size() > 1)
             load_notes_.push_back("data parallel: " +
                                   pp_->data_parallel().memory_plan().describe());
+    } else if (gpu) {
+        setup_gpu(hp);
     } else if (opts_.dp_comm && opts_.dp_comm->size() > 1) {
         const DistributionArgs& d = job_.distribution;
         DpOptions o;
@@ -487,7 +491,6 @@ void Trainer::build_model_and_optimizer() {
     } else {
         optimizer_ = std::make_unique<AdamW>(model_->params(), hp, DecayPolicy::table);
     }
-    setup_gpu(hp);
 
     state_.seed = uint64_t(t.seed);
     state_.data_seed = uint64_t(t.data_seed);
@@ -510,19 +513,59 @@ void Trainer::build_model_and_optimizer() {
 
 std::string Trainer::gpu_unsupported_reason() const {
     const TrainingArgs& t = job_.training;
-    if (pp_ || dp_) return "runs one process (no data, tensor or pipeline parallel layout) yet";
+    const bool tensor = opts_.tp_comm && opts_.tp_comm->size() > 1;
+    const bool pipeline = (opts_.pp_comm && opts_.pp_comm->size() > 1) || tensor;
+    const bool data = opts_.dp_comm && opts_.dp_comm->size() > 1;
+    if (pipeline)
+        return "has no tensor or pipeline parallel layout yet (pure data parallelism runs there)";
+    if (data && !opts_.make_gpu_grad_sync)
+        return "reduces data-parallel gradients over NCCL only, and this build or launch has none";
+    if (data && job_.distribution.zero_stage > 0)
+        return fmt::format(
+            "runs data parallel without ZeRO only so far (ZeRO-0: replicated optimizer state); "
+            "distribution.zero_stage {} needs the CPU, zero_stage: 0 trains on the GPUs",
+            job_.distribution.zero_stage);
     if (t.optim != OptimizerKind::adamw) return "updates with AdamW only (optim: adamw)";
     if (t.fp16) return "has no fp16 loss scaling yet (bf16 or fp32 run there)";
     return "";
 }
 
-void Trainer::setup_gpu(const AdamWParams& hp) {
-    if (!opts_.make_gpu_model || job_.training.use_cpu || !model_) return;
-    const std::string why = gpu_unsupported_reason();
-    if (!why.empty()) {
+bool Trainer::choose_gpu() {
+    if (job_.training.use_cpu || !model_) return false;
+    std::string why;
+    bool gpu = false;
+    if (opts_.make_gpu_model) {
+        why = gpu_unsupported_reason();
+        gpu = why.empty();
+    }
+    // Replicas that chose differently would post different collectives
+    // (NCCL's set-up against DataParallel's broadcast) and hang: agree first.
+    // The condition is the same on every rank (one job, one layout).
+    if (opts_.dp_comm && opts_.dp_comm->size() > 1) {
+        const double n = sync_->sum(gpu ? 1.0 : 0.0);
+        LOOM_CHECK(n == 0 || int64_t(n) == sync_->dp_size(),
+                   "{} of the {} data-parallel ranks can train on a GPU (dp rank {}: {}); give "
+                   "every rank a GPU, or set hyperparameters.use_cpu: true",
+                   int64_t(n), sync_->dp_size(), sync_->dp_rank(),
+                   gpu ? "yes" : (why.empty() ? "no CUDA device or no CUDA build" : why));
+    }
+    if (!why.empty())
         load_notes_.push_back("training on the CPU: the GPU executor " + why +
                               " (hyperparameters.use_cpu: true silences this)");
-        return;
+    return gpu;
+}
+
+// Builds the executor (it uploads the host parameters) and, under data
+// parallelism, the NCCL gradient reduction over the dp group.
+void Trainer::setup_gpu(const AdamWParams& hp) {
+    const bool data = opts_.dp_comm && opts_.dp_comm->size() > 1;
+    if (data) {
+        // Replicas start from rank 0's parameters whatever each loaded, and
+        // the host table, which checkpoints and evaluation read back into,
+        // agrees with the device. (A resume then loads the same checkpoint
+        // on every rank and uploads it.)
+        ParamTable& p = model_->params();
+        opts_.dp_comm->broadcast(p.params_data(), p.flat_numel(), DType::f32, 0)->wait();
     }
     CudaModelOptions o;
     o.dtype = job_.training.bf16 ? CudaDtype::bf16 : CudaDtype::fp32;
@@ -536,6 +579,13 @@ void Trainer::setup_gpu(const AdamWParams& hp) {
         "training on {} ({}, fp32 master weights and AdamW state); evaluation and checkpoints "
         "copy the parameters back to the host",
         gpu_->device_name(), job_.training.bf16 ? "bf16 compute" : "fp32"));
+    if (!data) return;
+    GpuGradSyncOptions g;
+    g.bucket_size_mb = d.bucket_size_mb;
+    g.overlap = d.overlap_comm;
+    gpu_sync_ = opts_.make_gpu_grad_sync(*gpu_, g);
+    load_notes_.push_back("data parallel on GPUs (ZeRO-0, optimizer state replicated): " +
+                          gpu_sync_->describe());
 }
 
 }  // namespace loom
