@@ -16,6 +16,7 @@
 #include "parallel/dp_step.h"
 #include "parallel/layout_plan.h"
 #include "parallel/pipeline_parallel.h"
+#include "train/gpu_eval_model.h"
 #include "train/log_jsonl.h"
 #include "train/log_tensorboard.h"
 #include "train/progress.h"
@@ -257,14 +258,15 @@ double Trainer::train_step(int64_t step, TokenBatch* mb, double* grad_norm) {
     return loss;
 }
 
-// The same step on the GPU executor: AdamW, no loss scaling, in one process
-// or data parallel over NCCL (gpu_unsupported_reason keeps everything else on
-// the CPU path above). Under data parallelism the reduction runs on the
-// device behind backward; the host waits for it (bounded by the collective
+// The same step on the GPU executor: AdamW (fp16: GradScaler's dynamic loss
+// scale, removed inside the update), in one process or data parallel over NCCL
+// (gpu_unsupported_reason keeps everything else on the CPU path above). Under data parallelism the
+// reduction runs on the device behind backward; the host waits for it (bounded by the collective
 // timeout) only where it would block on the compute stream anyway.
 double Trainer::gpu_train_step(int64_t step, TokenBatch* mb, int64_t n, double total,
                                double* grad_norm) {
     const TrainingArgs& t = job_.training;
+    const double loss_scale = scaler_ ? scaler_->scale() : 1.0;
     double loss_sum = 0;
     for (int64_t k = 0; k < n; ++k) {
         DropoutPlan drop;
@@ -281,7 +283,7 @@ double Trainer::gpu_train_step(int64_t step, TokenBatch* mb, int64_t n, double t
         // A replica with no labels in its last micro-batch skips backward but
         // still posts every bucket (end_micro_batch), as the others do.
         if (gpu_sync_) gpu_sync_->begin_micro_batch(k == n - 1);
-        if (l.count > 0) gpu_->backward(1.0 / total);
+        if (l.count > 0) gpu_->backward(loss_scale / total);
         if (gpu_sync_) gpu_sync_->end_micro_batch();
         state_.samples_seen += mb[k].B;
         for (int64_t v : mb[k].attention_mask) state_.tokens_seen += v;
@@ -295,14 +297,28 @@ double Trainer::gpu_train_step(int64_t step, TokenBatch* mb, int64_t n, double t
                "warmup_steps, or set max_grad_norm",
                loss, step + 1);
     const double lr = schedule_->lr_at(step - state_.skipped_steps);
-    double scale = 1.0;
-    *grad_norm = -1;  // HF neither computes nor logs it without clipping
-    if (t.max_grad_norm > 0) {
+    double scale = 1.0 / loss_scale;  // exact: the loss scale is a power of two
+    *grad_norm = -1;                  // HF neither computes nor logs it without clipping
+    if (t.max_grad_norm > 0 || scaler_) {
         // The norm of the summed gradients, the same on every replica: the
-        // clipping factor agrees without another collective.
+        // clipping factor (and fp16's skip decision) agrees without another
+        // collective.
         if (gpu_sync_) gpu_sync_->wait();
-        *grad_norm = std::sqrt(gpu_->grad_norm_sq());
-        scale = clip_coefficient(*grad_norm, t.max_grad_norm);
+        *grad_norm = std::sqrt(gpu_->grad_norm_sq()) / loss_scale;
+        if (t.max_grad_norm > 0 && std::isfinite(*grad_norm))
+            scale *= clip_coefficient(*grad_norm, t.max_grad_norm);
+    }
+    if (scaler_) {
+        // GradScaler's rule: an inf/NaN gradient skips the step and halves the scale.
+        const bool finite = std::isfinite(*grad_norm);
+        scaler_->update(finite);
+        state_.loss_scale = scaler_->scale();
+        state_.loss_scale_growth_tracker = scaler_->growth_tracker();
+        state_.skipped_steps = scaler_->skipped();
+        if (!finite) {
+            gpu_->zero_grad();
+            return loss;
+        }
     }
     gpu_->step(lr, scale);
     if (gpu_sync_) gpu_sync_->wait();
@@ -398,6 +414,11 @@ EvalOutput Trainer::evaluate(bool keep_outputs) {
     LoaderOptions lo = loader_options(job_.training.per_device_eval_batch_size, false);
     lo.dp_rank = 0;
     lo.dp_size = 1;
+    if (gpu_) {
+        // On the GPU, with the parameters it holds (load_best_model uploads).
+        GpuEvalModel view(*gpu_, config_);
+        return evaluate_model(view, eval_, lo, eo);
+    }
     return evaluate_model(ensure_full_model(), eval_, lo, eo);
 }
 

@@ -204,6 +204,7 @@ void Trainer::load_best_model() {
     verify_checkpoint(dir);
     const std::string path = (fs::path(dir) / "model.safetensors").string();
     ensure_full_model().params().load(SafetensorsFile::open(path), path);
+    if (gpu_) gpu_->upload_params();  // evaluation runs there
 }
 
 void Trainer::export_model(const std::string& dir) const {

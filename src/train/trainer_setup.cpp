@@ -526,7 +526,6 @@ std::string Trainer::gpu_unsupported_reason() const {
             "distribution.zero_stage {} needs the CPU, zero_stage: 0 trains on the GPUs",
             job_.distribution.zero_stage);
     if (t.optim != OptimizerKind::adamw) return "updates with AdamW only (optim: adamw)";
-    if (t.fp16) return "has no fp16 loss scaling yet (bf16 or fp32 run there)";
     return "";
 }
 
@@ -568,7 +567,9 @@ void Trainer::setup_gpu(const AdamWParams& hp) {
         opts_.dp_comm->broadcast(p.params_data(), p.flat_numel(), DType::f32, 0)->wait();
     }
     CudaModelOptions o;
-    o.dtype = job_.training.bf16 ? CudaDtype::bf16 : CudaDtype::fp32;
+    o.dtype = job_.training.bf16   ? CudaDtype::bf16
+              : job_.training.fp16 ? CudaDtype::fp16
+                                   : CudaDtype::fp32;
     o.adamw = hp;
     const DistributionArgs& d = job_.distribution;
     o.checkpoint_every = d.activation_checkpointing ? std::max<int64_t>(d.checkpoint_every, 1) : 0;
@@ -578,7 +579,10 @@ void Trainer::setup_gpu(const AdamWParams& hp) {
     load_notes_.push_back(fmt::format(
         "training on {} ({}, fp32 master weights and AdamW state); evaluation and checkpoints "
         "copy the parameters back to the host",
-        gpu_->device_name(), job_.training.bf16 ? "bf16 compute" : "fp32"));
+        gpu_->device_name(),
+        job_.training.bf16   ? "bf16 compute"
+        : job_.training.fp16 ? "fp16 compute with dynamic loss scaling"
+                             : "fp32"));
     if (!data) return;
     GpuGradSyncOptions g;
     g.bucket_size_mb = d.bucket_size_mb;
