@@ -160,8 +160,8 @@ Ctrl-C (or SIGTERM) finishes the step, writes a checkpoint and exits 0;
 continue with --set hyperparameters.resume_from_checkpoint=latest.
 
 GPU: a loom built with CUDA (the cuda-release preset) trains an AdamW job
-on GPU 0 when one is visible, in fp32 or with bf16: true in bf16 (fp32
-master weights); evaluation and checkpoints copy the parameters back. Under
+on GPU 0 when one is visible, in fp32, bf16 or fp16 (fp32 master weights,
+fp16 with a dynamic loss scale); evaluation runs there too. Under
 mpirun / loom launch a pure data-parallel job (zero_stage 0) uses one GPU
 per rank and reduces gradients over NCCL while backward runs.
 use_cpu: true keeps it on the CPU; other jobs say why they stay there.

@@ -3,7 +3,8 @@
 #   - fp32: per-step losses and clipped grad norms within relative 1e-4 and
 #     final parameters within 1e-3 after 10 AdamW steps at lr 1e-2, for BERT
 #     masked LM and GPT-2 causal LM (dropout on: masks are keyed alike);
-#   - bf16 (fp32 master weights): the CPU's loss curve within 3%;
+#   - bf16 and fp16 (fp32 master weights; fp16 with a dynamic loss scale):
+#     the CPU's loss curve within 3%;
 #   - a checkpoint written on the GPU resumes on the CPU (and the reverse)
 #     with the uninterrupted run's losses: checkpoints do not know the device;
 #   - use_cpu: true keeps a CUDA build on the CPU.
@@ -34,6 +35,10 @@ for t in mlm clm; do
       --set hyperparameters.output_dir=${t}_cpu_bf16
   # bf16 on the GPU rounds activations too (the CPU only its GEMM operands).
   gcompare ${t}_cpu ${t}_bf16 3e-2 5e-2 1e-1
+  # fp16 with GradScaler's dynamic loss scale: the fp32 curve within 3%.
+  "$loom" train gpu_$t.yaml --quiet --set hyperparameters.fp16=true \
+      --set hyperparameters.output_dir=${t}_fp16
+  gcompare ${t}_cpu ${t}_fp16 3e-2 5e-2 1e-1
 done
 
 echo "== checkpoints move between devices"
