@@ -1,0 +1,824 @@
+// Fused attention (see flash_attention_cuda.h), after FlashAttention-2.
+//
+// Every kernel runs 4 warps (128 threads) on a block of 64 rows, 16 rows per
+// warp, and streams tiles of N columns through shared memory: N = 64 for
+// bf16/f16 (tensor cores, nvcuda::wmma 16x16x16 with fp32 accumulation) and
+// N = 32 for fp32 (SIMT), whose 4-byte tiles would otherwise outgrow an A100's
+// 163 KiB of shared memory per block. At HS = 128 a block takes 77 / 121 / 111
+// KiB (forward / dK-dV / dQ) in bf16/f16 and 84 / 135 / 126 KiB in fp32.
+//   forward  rows = queries, columns = keys:    S = Q K^T, online softmax,
+//                                               O += P V
+//   dK/dV    rows = keys, columns = queries:    S^T = K Q^T, dP^T = V dO^T,
+//                                               dV += P^T dO, dK += dS^T Q
+//   dQ       rows = queries, columns = keys:    S, dP as above, dQ += dS K
+// with P = exp(S / sqrt(HS) - lse), dS = P * (dP * M - D), M the dropout
+// multipliers and D = rowsum(dout * out) (the CPU's <P M, dP>).
+//
+// Within a warp the element-wise work maps lane l to row l / 2 and to the
+// columns c = l % 2, l % 2 + 2, ...: a row's statistics are one shuffle apart.
+// The first product of each pass leaves its 16 x N fp32 tile in the warp's own
+// shared memory; the second accumulates 16 x HS in registers (wmma fragments,
+// or HS / 2 floats per lane for fp32) and takes its left operand (P or dS,
+// rounded to T as the unfused path rounds the probabilities) from shared
+// memory. wmma does not expose which lane holds which accumulator element, so
+// per-row work on an accumulator (the online softmax's rescale, the final
+// 1/l) stages it through shared memory 16 columns at a time.
+//
+// Tile rows past T are zero-filled: a masked probability is exactly 0, but
+// 0 * NaN from uninitialised shared memory would not be.
+#include "ops/cuda/flash_attention_cuda.h"
+
+#include <mma.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_device.cuh"
+#include "ops/cuda/dropout_math.cuh"
+
+namespace loom {
+namespace {
+
+namespace wmma = nvcuda::wmma;
+
+constexpr int k_warps = 4;
+constexpr int k_threads = k_warps * gpu::k_warp;
+constexpr int k_frag = 16;                // wmma m = n = k
+constexpr int k_rows = k_warps * k_frag;  // rows of a block
+constexpr unsigned k_full = 0xffffffffu;
+
+template <typename T>
+constexpr bool k_tensor_cores = !std::is_same_v<T, float>;
+
+template <typename T>
+constexpr int k_cols = k_tensor_cores<T> ? 64 : 32;
+
+// Shared-memory rows are padded by 16 bytes: consecutive rows then start in
+// different banks, and wmma's ldm stays a multiple of 16 bytes.
+template <typename T>
+constexpr int k_pad = 16 / int(sizeof(T));
+
+template <typename T, int HS>
+struct Dims {
+    static constexpr int N = k_cols<T>;
+    static constexpr int ld_t = HS + k_pad<T>;  // T tiles of HS columns
+    static constexpr int ld_s = N + 4;          // fp32 16 x N tiles
+    static constexpr int ld_p = N + k_pad<T>;   // T 16 x N tiles
+    static_assert(HS % k_frag == 0 && HS <= 128);
+};
+
+// Consecutive 128-byte-aligned regions of dynamic shared memory; with a null
+// base it only sums the sizes (the host's launch size).
+class SmemCarver {
+  public:
+    __host__ __device__ explicit SmemCarver(unsigned char* base) : base_(base) {}
+    template <typename U>
+    __host__ __device__ U* take(int n) {
+        U* p = base_ ? reinterpret_cast<U*>(base_ + used_) : nullptr;
+        used_ += (size_t(n) * sizeof(U) + 127) / 128 * 128;
+        return p;
+    }
+    __host__ __device__ size_t used() const { return used_; }
+
+  private:
+    unsigned char* base_;
+    size_t used_ = 0;
+};
+
+template <typename T, int HS>
+struct ForwardSmem {
+    using D = Dims<T, HS>;
+    T *q, *k, *v;        // q: k_rows x HS; k, v: N x HS
+    float* s;            // per warp 16 x N scores
+    T* p;                // per warp 16 x N dropped probabilities
+    unsigned char* vis;  // N: key in range and not padding
+    size_t bytes;
+    __host__ __device__ explicit ForwardSmem(unsigned char* base) {
+        SmemCarver c(base);
+        q = c.take<T>(k_rows * D::ld_t);
+        k = c.take<T>(D::N * D::ld_t);
+        v = c.take<T>(D::N * D::ld_t);
+        s = c.take<float>(k_rows * D::ld_s);
+        p = c.take<T>(k_rows * D::ld_p);
+        vis = c.take<unsigned char>(D::N);
+        bytes = c.used();
+    }
+};
+
+template <typename T, int HS>
+struct BackwardKvSmem {
+    using D = Dims<T, HS>;
+    T *k, *v;           // k_rows x HS (this block's keys)
+    T *q, *dout;        // N x HS (the current query tile)
+    float *s, *dp;      // per warp 16 x N: S^T and dP^T
+    T *p, *ds;          // per warp 16 x N: (P M)^T and dS^T
+    float *lse, *dsum;  // N: the query tile's lse and D
+    size_t bytes;
+    __host__ __device__ explicit BackwardKvSmem(unsigned char* base) {
+        SmemCarver c(base);
+        k = c.take<T>(k_rows * D::ld_t);
+        v = c.take<T>(k_rows * D::ld_t);
+        q = c.take<T>(D::N * D::ld_t);
+        dout = c.take<T>(D::N * D::ld_t);
+        s = c.take<float>(k_rows * D::ld_s);
+        dp = c.take<float>(k_rows * D::ld_s);
+        p = c.take<T>(k_rows * D::ld_p);
+        ds = c.take<T>(k_rows * D::ld_p);
+        lse = c.take<float>(D::N);
+        dsum = c.take<float>(D::N);
+        bytes = c.used();
+    }
+};
+
+template <typename T, int HS>
+struct BackwardQSmem {
+    using D = Dims<T, HS>;
+    T *q, *dout;         // k_rows x HS (this block's queries)
+    T *k, *v;            // N x HS (the current key tile)
+    float *s, *dp;       // per warp 16 x N
+    T* ds;               // per warp 16 x N
+    unsigned char* vis;  // N
+    size_t bytes;
+    __host__ __device__ explicit BackwardQSmem(unsigned char* base) {
+        SmemCarver c(base);
+        q = c.take<T>(k_rows * D::ld_t);
+        dout = c.take<T>(k_rows * D::ld_t);
+        k = c.take<T>(D::N * D::ld_t);
+        v = c.take<T>(D::N * D::ld_t);
+        s = c.take<float>(k_rows * D::ld_s);
+        dp = c.take<float>(k_rows * D::ld_s);
+        ds = c.take<T>(k_rows * D::ld_p);
+        vis = c.take<unsigned char>(D::N);
+        bytes = c.used();
+    }
+};
+
+template <typename T>
+struct FlashArgs {
+    const T *q, *k, *v;  // row stride ld
+    int64_t ld;
+    T* out;             // forward output, row stride C
+    float* lse_out;     // forward's (B, NH, T)
+    const T* dout;      // row stride C
+    const float* lse;   // backward's input (B, NH, T)
+    const float* dsum;  // (B, NH, T): rowsum(dout * out)
+    T *dq, *dk, *dv;    // row stride ld
+    const int64_t* key_padding;
+    int64_t B, Tn, NH, C;
+    int64_t head_offset, NH_total;
+    bool causal;
+    bool vec16;  // every tile source row is 16-byte aligned: copy as uint4
+    float scale;
+    bool dropping;
+    float drop_scale;
+    DropoutSpec drop;
+};
+
+// Dropout keep decisions, gpu::dropout_keep's, reusing the last Philox block
+// (four consecutive elements) when the next element falls in it.
+class DropDraws {
+  public:
+    __device__ explicit DropDraws(const DropoutSpec& d) : stream_(d.stream), p_(d.p) {}
+    __device__ bool keep(uint64_t e) {
+        const uint64_t blk = e >> 2;
+        if (blk != blk_) {
+            const auto w = stream_.block(blk);
+            w0_ = w[0];
+            w1_ = w[1];
+            w2_ = w[2];
+            w3_ = w[3];
+            blk_ = blk;
+        }
+        const unsigned sel = unsigned(e & 3);
+        const uint32_t w = sel == 0 ? w0_ : sel == 1 ? w1_ : sel == 2 ? w2_ : w3_;
+        return philox_u01(w) >= p_;
+    }
+
+  private:
+    PhiloxStream stream_;
+    float p_;
+    uint64_t blk_ = ~uint64_t(0);
+    uint32_t w0_ = 0, w1_ = 0, w2_ = 0, w3_ = 0;
+};
+
+// Global dropout element of (b, h, 0, 0); (b, h, i, j) is this + i * T + j.
+template <typename T>
+__device__ uint64_t drop_head_base(const FlashArgs<T>& a, int64_t b, int64_t h) {
+    return (uint64_t(a.drop.sample_offset + b) * uint64_t(a.NH_total) +
+            uint64_t(a.head_offset + h)) *
+           uint64_t(a.Tn) * uint64_t(a.Tn);
+}
+
+// rows x HS tile from global rows of stride ld_src into shared rows of stride
+// ld_dst; rows from `valid` on are zeros.
+template <typename T, int HS>
+__device__ void load_tile(T* dst, int ld_dst, const T* src, int64_t ld_src, int rows, int valid,
+                          bool vec16) {
+    if (vec16) {
+        constexpr int per_vec = 16 / int(sizeof(T));
+        constexpr int per_row = HS / per_vec;
+        for (int e = threadIdx.x; e < rows * per_row; e += k_threads) {
+            const int r = e / per_row, c = (e % per_row) * per_vec;
+            uint4 x = make_uint4(0u, 0u, 0u, 0u);
+            if (r < valid) x = *reinterpret_cast<const uint4*>(src + int64_t(r) * ld_src + c);
+            *reinterpret_cast<uint4*>(dst + r * ld_dst + c) = x;
+        }
+    } else {
+        for (int e = threadIdx.x; e < rows * HS; e += k_threads) {
+            const int r = e / HS, c = e % HS;
+            dst[r * ld_dst + c] = r < valid ? src[int64_t(r) * ld_src + c] : gpu::from_f32<T>(0.0f);
+        }
+    }
+}
+
+// One warp: s (16 x N fp32, row stride ld_s) = a (16 rows) . b (N rows)^T,
+// both row-major with HS columns and row stride ld_t.
+template <typename T, int HS>
+__device__ void warp_scores(float* s, const T* a, const T* b) {
+    using D = Dims<T, HS>;
+    if constexpr (k_tensor_cores<T>) {
+#pragma unroll 1
+        for (int n = 0; n < D::N / k_frag; ++n) {
+            wmma::fragment<wmma::accumulator, k_frag, k_frag, k_frag, float> acc;
+            wmma::fill_fragment(acc, 0.0f);
+#pragma unroll
+            for (int kk = 0; kk < HS / k_frag; ++kk) {
+                wmma::fragment<wmma::matrix_a, k_frag, k_frag, k_frag, T, wmma::row_major> fa;
+                wmma::fragment<wmma::matrix_b, k_frag, k_frag, k_frag, T, wmma::col_major> fb;
+                wmma::load_matrix_sync(fa, a + kk * k_frag, D::ld_t);
+                wmma::load_matrix_sync(fb, b + n * k_frag * D::ld_t + kk * k_frag, D::ld_t);
+                wmma::mma_sync(acc, fa, fb, acc);
+            }
+            wmma::store_matrix_sync(s + n * k_frag, acc, D::ld_s, wmma::mem_row_major);
+        }
+    } else {
+        const int lane = threadIdx.x % gpu::k_warp, r = lane >> 1, half = lane & 1;
+        float acc[D::N / 2];
+#pragma unroll
+        for (int cc = 0; cc < D::N / 2; ++cc) acc[cc] = 0.0f;
+#pragma unroll 4
+        for (int d = 0; d < HS; ++d) {
+            const float x = gpu::to_f32(a[r * D::ld_t + d]);
+#pragma unroll
+            for (int cc = 0; cc < D::N / 2; ++cc)
+                acc[cc] += x * gpu::to_f32(b[(2 * cc + half) * D::ld_t + d]);
+        }
+#pragma unroll
+        for (int cc = 0; cc < D::N / 2; ++cc) s[r * D::ld_s + 2 * cc + half] = acc[cc];
+    }
+    __syncwarp();
+}
+
+// A warp's 16 x HS fp32 accumulator: tensor-core fragments, or for fp32
+// HS / 2 floats per lane (row lane / 2, columns lane % 2 + 2 cc).
+template <typename T, int HS, bool TC = k_tensor_cores<T>>
+struct WarpAcc;
+
+template <typename T, int HS>
+struct WarpAcc<T, HS, true> {
+    using D = Dims<T, HS>;
+    wmma::fragment<wmma::accumulator, k_frag, k_frag, k_frag, float> f[HS / k_frag];
+
+    __device__ void zero() {
+#pragma unroll
+        for (int n = 0; n < HS / k_frag; ++n) wmma::fill_fragment(f[n], 0.0f);
+    }
+    // += a (16 x N, row stride ld_p) . b (N x HS, row stride ld_t)
+    __device__ void add(const T* a, const T* b) {
+#pragma unroll 1
+        for (int kk = 0; kk < D::N / k_frag; ++kk) {
+            wmma::fragment<wmma::matrix_a, k_frag, k_frag, k_frag, T, wmma::row_major> fa;
+            wmma::load_matrix_sync(fa, a + kk * k_frag, D::ld_p);
+#pragma unroll
+            for (int n = 0; n < HS / k_frag; ++n) {
+                wmma::fragment<wmma::matrix_b, k_frag, k_frag, k_frag, T, wmma::row_major> fb;
+                wmma::load_matrix_sync(fb, b + kk * k_frag * D::ld_t + n * k_frag, D::ld_t);
+                wmma::mma_sync(f[n], fa, fb, f[n]);
+            }
+        }
+    }
+    // Row r times the factor lanes 2r and 2r+1 hold; buf is the warp's 16 x 16
+    // fp32 staging tile (row stride ld_s). Skipped when every factor is 1,
+    // which is most tiles once the running maxima settle.
+    __device__ void scale_rows(float factor, float* buf) {
+        if (__all_sync(k_full, factor == 1.0f)) return;
+        const int lane = threadIdx.x % gpu::k_warp;
+#pragma unroll
+        for (int n = 0; n < HS / k_frag; ++n) {
+            wmma::store_matrix_sync(buf, f[n], D::ld_s, wmma::mem_row_major);
+            __syncwarp();
+#pragma unroll
+            for (int e = lane; e < k_frag * k_frag; e += gpu::k_warp) {
+                const int r = e / k_frag, c = e % k_frag;
+                buf[r * D::ld_s + c] *= __shfl_sync(k_full, factor, 2 * r);
+            }
+            __syncwarp();
+            wmma::load_matrix_sync(f[n], buf, D::ld_s, wmma::mem_row_major);
+            __syncwarp();
+        }
+    }
+    // dst rows r < valid (row stride ld) = row r times the factor of lanes 2r, 2r+1.
+    __device__ void store(T* dst, int64_t ld, int valid, float factor, float* buf) {
+        const int lane = threadIdx.x % gpu::k_warp;
+        // Fully unrolled: f[n] with a run-time n would put f in local memory.
+#pragma unroll
+        for (int n = 0; n < HS / k_frag; ++n) {
+            wmma::store_matrix_sync(buf, f[n], D::ld_s, wmma::mem_row_major);
+            __syncwarp();
+#pragma unroll
+            for (int e = lane; e < k_frag * k_frag; e += gpu::k_warp) {
+                const int r = e / k_frag, c = e % k_frag;
+                const float fr = __shfl_sync(k_full, factor, 2 * r);
+                if (r < valid)
+                    dst[r * ld + n * k_frag + c] = gpu::from_f32<T>(buf[r * D::ld_s + c] * fr);
+            }
+            __syncwarp();
+        }
+    }
+};
+
+template <typename T, int HS>
+struct WarpAcc<T, HS, false> {
+    using D = Dims<T, HS>;
+    float v[HS / 2];
+
+    __device__ void zero() {
+#pragma unroll
+        for (int cc = 0; cc < HS / 2; ++cc) v[cc] = 0.0f;
+    }
+    __device__ void add(const T* a, const T* b) {
+        const int lane = threadIdx.x % gpu::k_warp, r = lane >> 1, half = lane & 1;
+#pragma unroll 2
+        for (int j = 0; j < D::N; ++j) {
+            const float x = gpu::to_f32(a[r * D::ld_p + j]);
+#pragma unroll
+            for (int cc = 0; cc < HS / 2; ++cc)
+                v[cc] += x * gpu::to_f32(b[j * D::ld_t + 2 * cc + half]);
+        }
+    }
+    __device__ void scale_rows(float factor, float*) {
+#pragma unroll
+        for (int cc = 0; cc < HS / 2; ++cc) v[cc] *= factor;
+    }
+    __device__ void store(T* dst, int64_t ld, int valid, float factor, float*) {
+        const int lane = threadIdx.x % gpu::k_warp, r = lane >> 1, half = lane & 1;
+        if (r >= valid) return;
+#pragma unroll
+        for (int cc = 0; cc < HS / 2; ++cc)
+            dst[r * ld + 2 * cc + half] = gpu::from_f32<T>(v[cc] * factor);
+    }
+};
+
+__device__ __forceinline__ bool key_unpadded(const int64_t* key_padding, int64_t b, int64_t Tn,
+                                             int64_t j) {
+    return key_padding == nullptr || key_padding[b * Tn + j] != 0;
+}
+
+// Grid (B * NH, query tiles of k_rows); writes out and lse.
+template <typename T, int HS>
+__global__ void __launch_bounds__(k_threads) flash_forward_kernel(const FlashArgs<T> a) {
+    using D = Dims<T, HS>;
+    constexpr int N = D::N;
+    extern __shared__ __align__(128) unsigned char flash_smem[];
+    const ForwardSmem<T, HS> sm(flash_smem);
+    const int warp = threadIdx.x / gpu::k_warp, lane = threadIdx.x % gpu::k_warp;
+    const int r = lane >> 1, half = lane & 1;
+    const int64_t bh = blockIdx.x, b = bh / a.NH, h = bh % a.NH;
+    const int64_t q0 = int64_t(blockIdx.y) * k_rows;
+    const int64_t w0 = q0 + warp * k_frag;  // the warp's first query
+    const int64_t i = w0 + r;               // this lane's query
+    const int64_t row0 = b * a.Tn;          // sample b's first row
+    const int64_t col = h * HS;
+
+    load_tile<T, HS>(sm.q, D::ld_t, a.q + (row0 + q0) * a.ld + col, a.ld, k_rows,
+                     int(std::min<int64_t>(k_rows, a.Tn - q0)), a.vec16);
+    float* s_w = sm.s + warp * k_frag * D::ld_s;
+    T* p_w = sm.p + warp * k_frag * D::ld_p;
+    const T* q_w = sm.q + warp * k_frag * D::ld_t;
+
+    WarpAcc<T, HS> acc;
+    acc.zero();
+    float m_run = -INFINITY, l_run = 0.0f;
+    DropDraws draws(a.drop);
+    const uint64_t drop_row =
+        a.dropping ? drop_head_base(a, b, h) + uint64_t(i) * uint64_t(a.Tn) : 0;
+
+    int64_t n_tiles = (a.Tn + N - 1) / N;
+    // Causal: key tiles wholly above the block's last query are skipped.
+    if (a.causal) n_tiles = std::min<int64_t>(n_tiles, (q0 + k_rows - 1) / N + 1);
+    for (int64_t t = 0; t < n_tiles; ++t) {
+        const int64_t k0 = t * N;
+        const int kvalid = int(std::min<int64_t>(N, a.Tn - k0));
+        __syncthreads();  // the previous tiles are consumed
+        load_tile<T, HS>(sm.k, D::ld_t, a.k + (row0 + k0) * a.ld + col, a.ld, N, kvalid, a.vec16);
+        load_tile<T, HS>(sm.v, D::ld_t, a.v + (row0 + k0) * a.ld + col, a.ld, N, kvalid, a.vec16);
+        for (int c = threadIdx.x; c < N; c += k_threads)
+            sm.vis[c] = c < kvalid && key_unpadded(a.key_padding, b, a.Tn, k0 + c);
+        __syncthreads();
+        // Warp-uniform: rows past T, or every key of the tile causally hidden.
+        if (w0 >= a.Tn || (a.causal && k0 > w0 + k_frag - 1)) continue;
+
+        warp_scores<T, HS>(s_w, q_w, sm.k);
+        float mx = -INFINITY;
+#pragma unroll 4
+        for (int cc = 0; cc < N / 2; ++cc) {
+            const int c = 2 * cc + half;
+            const bool ok = sm.vis[c] && i < a.Tn && (!a.causal || k0 + c <= i);
+            if (ok) mx = fmaxf(mx, s_w[r * D::ld_s + c] * a.scale);
+        }
+        mx = fmaxf(mx, __shfl_xor_sync(k_full, mx, 1));
+        const float m_new = fmaxf(m_run, mx);
+        // No visible key yet: probabilities and the accumulator stay 0 (and
+        // exp(-inf - -inf) would be NaN).
+        const float m_use = m_new == -INFINITY ? 0.0f : m_new;
+        const float alpha = expf(m_run - m_use);
+        float sum = 0.0f;
+#pragma unroll 4
+        for (int cc = 0; cc < N / 2; ++cc) {
+            const int c = 2 * cc + half;
+            const bool ok = sm.vis[c] && i < a.Tn && (!a.causal || k0 + c <= i);
+            float p = ok ? expf(s_w[r * D::ld_s + c] * a.scale - m_use) : 0.0f;
+            sum += p;
+            if (a.dropping && ok)
+                p = draws.keep(drop_row + uint64_t(k0 + c)) ? p * a.drop_scale : 0.0f;
+            p_w[r * D::ld_p + c] = gpu::from_f32<T>(p);
+        }
+        sum += __shfl_xor_sync(k_full, sum, 1);
+        l_run = l_run * alpha + sum;
+        m_run = m_new;
+        __syncwarp();  // s_w is read (it stages the rescale), p_w is written
+        acc.scale_rows(alpha, s_w);
+        acc.add(p_w, sm.v);
+    }
+    __syncwarp();
+    // A row without a visible key (outside the precondition) gets zeros and
+    // lse = -inf, which backward turns into zero gradients.
+    const float inv_l = l_run > 0.0f ? 1.0f / l_run : 0.0f;
+    const int valid = int(std::clamp<int64_t>(a.Tn - w0, 0, k_frag));
+    if (valid > 0) acc.store(a.out + (row0 + w0) * a.C + col, a.C, valid, inv_l, s_w);
+    if (half == 0 && i < a.Tn)
+        a.lse_out[bh * a.Tn + i] = l_run > 0.0f ? m_run + logf(l_run) : -INFINITY;
+}
+
+// D[b, h, i] = sum_d dout * out over the head's HS columns; one warp per (b, i, h).
+template <typename T>
+__global__ void flash_dsum_kernel(float* dsum, const T* dout, const T* out, int64_t rows,
+                                  int64_t Tn, int64_t NH, int HS) {
+    const int lane = threadIdx.x % gpu::k_warp;
+    const int64_t row =
+        int64_t(blockIdx.x) * (blockDim.x / gpu::k_warp) + threadIdx.x / gpu::k_warp;
+    if (row >= rows) return;
+    const T* x = dout + row * HS;  // (b, t, h) rows are consecutive: C = NH * HS
+    const T* y = out + row * HS;
+    float acc = 0.0f;
+    for (int d = lane; d < HS; d += gpu::k_warp) acc += gpu::to_f32(x[d]) * gpu::to_f32(y[d]);
+    acc = gpu::warp_sum(acc);
+    if (lane == 0) {
+        const int64_t h = row % NH, bt = row / NH;
+        const int64_t t = bt % Tn, b = bt / Tn;
+        dsum[(b * NH + h) * Tn + t] = acc;
+    }
+}
+
+// Grid (B * NH, key tiles of k_rows); writes dk and dv.
+template <typename T, int HS>
+__global__ void __launch_bounds__(k_threads) flash_backward_kv_kernel(const FlashArgs<T> a) {
+    using D = Dims<T, HS>;
+    constexpr int N = D::N;
+    extern __shared__ __align__(128) unsigned char flash_smem[];
+    const BackwardKvSmem<T, HS> sm(flash_smem);
+    const int warp = threadIdx.x / gpu::k_warp, lane = threadIdx.x % gpu::k_warp;
+    const int r = lane >> 1, half = lane & 1;
+    const int64_t bh = blockIdx.x, b = bh / a.NH, h = bh % a.NH;
+    const int64_t k0 = int64_t(blockIdx.y) * k_rows;
+    const int64_t w0 = k0 + warp * k_frag;  // the warp's first key
+    const int64_t j = w0 + r;               // this lane's key
+    const int64_t row0 = b * a.Tn;
+    const int64_t col = h * HS;
+
+    const int kvalid = int(std::min<int64_t>(k_rows, a.Tn - k0));
+    load_tile<T, HS>(sm.k, D::ld_t, a.k + (row0 + k0) * a.ld + col, a.ld, k_rows, kvalid, a.vec16);
+    load_tile<T, HS>(sm.v, D::ld_t, a.v + (row0 + k0) * a.ld + col, a.ld, k_rows, kvalid, a.vec16);
+    const bool key_ok = j < a.Tn && key_unpadded(a.key_padding, b, a.Tn, j);
+    float* s_w = sm.s + warp * k_frag * D::ld_s;
+    float* dp_w = sm.dp + warp * k_frag * D::ld_s;
+    T* p_w = sm.p + warp * k_frag * D::ld_p;
+    T* ds_w = sm.ds + warp * k_frag * D::ld_p;
+    const T* k_w = sm.k + warp * k_frag * D::ld_t;
+    const T* v_w = sm.v + warp * k_frag * D::ld_t;
+
+    WarpAcc<T, HS> acc_k, acc_v;
+    acc_k.zero();
+    acc_v.zero();
+    DropDraws draws(a.drop);
+    const uint64_t drop_head = a.dropping ? drop_head_base(a, b, h) : 0;
+    const float* lse = a.lse + bh * a.Tn;
+    const float* dsum = a.dsum + bh * a.Tn;
+
+    const int64_t n_tiles = (a.Tn + N - 1) / N;
+    // Causal: query tiles wholly before the block's first key are skipped.
+    const int64_t first = a.causal ? k0 / N : 0;
+    for (int64_t t = first; t < n_tiles; ++t) {
+        const int64_t q0 = t * N;
+        const int qvalid = int(std::min<int64_t>(N, a.Tn - q0));
+        __syncthreads();  // the previous tiles are consumed
+        load_tile<T, HS>(sm.q, D::ld_t, a.q + (row0 + q0) * a.ld + col, a.ld, N, qvalid, a.vec16);
+        load_tile<T, HS>(sm.dout, D::ld_t, a.dout + (row0 + q0) * a.C + col, a.C, N, qvalid,
+                         a.vec16);
+        for (int c = threadIdx.x; c < N; c += k_threads) {
+            sm.lse[c] = c < qvalid ? lse[q0 + c] : 0.0f;
+            sm.dsum[c] = c < qvalid ? dsum[q0 + c] : 0.0f;
+        }
+        __syncthreads();
+        // Warp-uniform: keys past T, or every query of the tile before the warp's keys.
+        if (w0 >= a.Tn || (a.causal && q0 + N - 1 < w0)) continue;
+
+        warp_scores<T, HS>(s_w, k_w, sm.q);      // S^T: keys x queries
+        warp_scores<T, HS>(dp_w, v_w, sm.dout);  // dP^T
+#pragma unroll 4
+        for (int cc = 0; cc < N / 2; ++cc) {
+            const int c = 2 * cc + half;
+            const int64_t i = q0 + c;
+            const bool ok = key_ok && c < qvalid && (!a.causal || j <= i);
+            // Select, never multiply: lse is -inf on a row without keys.
+            const float p = ok ? expf(s_w[r * D::ld_s + c] * a.scale - sm.lse[c]) : 0.0f;
+            float m = ok ? 1.0f : 0.0f;
+            if (a.dropping && ok)
+                m = draws.keep(drop_head + uint64_t(i) * uint64_t(a.Tn) + uint64_t(j))
+                        ? a.drop_scale
+                        : 0.0f;
+            p_w[r * D::ld_p + c] = gpu::from_f32<T>(p * m);
+            ds_w[r * D::ld_p + c] = gpu::from_f32<T>(p * (dp_w[r * D::ld_s + c] * m - sm.dsum[c]));
+        }
+        __syncwarp();
+        acc_v.add(p_w, sm.dout);  // dV += (P M)^T dO
+        acc_k.add(ds_w, sm.q);    // dK += dS^T Q
+    }
+    __syncwarp();
+    const int valid = int(std::clamp<int64_t>(a.Tn - w0, 0, k_frag));
+    if (valid > 0) {
+        acc_k.store(a.dk + (row0 + w0) * a.ld + col, a.ld, valid, a.scale, s_w);
+        acc_v.store(a.dv + (row0 + w0) * a.ld + col, a.ld, valid, 1.0f, s_w);
+    }
+}
+
+// Grid (B * NH, query tiles of k_rows); writes dq.
+template <typename T, int HS>
+__global__ void __launch_bounds__(k_threads) flash_backward_q_kernel(const FlashArgs<T> a) {
+    using D = Dims<T, HS>;
+    constexpr int N = D::N;
+    extern __shared__ __align__(128) unsigned char flash_smem[];
+    const BackwardQSmem<T, HS> sm(flash_smem);
+    const int warp = threadIdx.x / gpu::k_warp, lane = threadIdx.x % gpu::k_warp;
+    const int r = lane >> 1, half = lane & 1;
+    const int64_t bh = blockIdx.x, b = bh / a.NH, h = bh % a.NH;
+    const int64_t q0 = int64_t(blockIdx.y) * k_rows;
+    const int64_t w0 = q0 + warp * k_frag;
+    const int64_t i = w0 + r;
+    const int64_t row0 = b * a.Tn;
+    const int64_t col = h * HS;
+
+    const int qvalid = int(std::min<int64_t>(k_rows, a.Tn - q0));
+    load_tile<T, HS>(sm.q, D::ld_t, a.q + (row0 + q0) * a.ld + col, a.ld, k_rows, qvalid, a.vec16);
+    load_tile<T, HS>(sm.dout, D::ld_t, a.dout + (row0 + q0) * a.C + col, a.C, k_rows, qvalid,
+                     a.vec16);
+    const float lse_i = i < a.Tn ? a.lse[bh * a.Tn + i] : 0.0f;
+    const float dsum_i = i < a.Tn ? a.dsum[bh * a.Tn + i] : 0.0f;
+    float* s_w = sm.s + warp * k_frag * D::ld_s;
+    float* dp_w = sm.dp + warp * k_frag * D::ld_s;
+    T* ds_w = sm.ds + warp * k_frag * D::ld_p;
+    const T* q_w = sm.q + warp * k_frag * D::ld_t;
+    const T* do_w = sm.dout + warp * k_frag * D::ld_t;
+
+    WarpAcc<T, HS> acc;
+    acc.zero();
+    DropDraws draws(a.drop);
+    const uint64_t drop_row =
+        a.dropping ? drop_head_base(a, b, h) + uint64_t(i) * uint64_t(a.Tn) : 0;
+
+    int64_t n_tiles = (a.Tn + N - 1) / N;
+    if (a.causal) n_tiles = std::min<int64_t>(n_tiles, (q0 + k_rows - 1) / N + 1);
+    for (int64_t t = 0; t < n_tiles; ++t) {
+        const int64_t k0 = t * N;
+        const int kvalid = int(std::min<int64_t>(N, a.Tn - k0));
+        __syncthreads();
+        load_tile<T, HS>(sm.k, D::ld_t, a.k + (row0 + k0) * a.ld + col, a.ld, N, kvalid, a.vec16);
+        load_tile<T, HS>(sm.v, D::ld_t, a.v + (row0 + k0) * a.ld + col, a.ld, N, kvalid, a.vec16);
+        for (int c = threadIdx.x; c < N; c += k_threads)
+            sm.vis[c] = c < kvalid && key_unpadded(a.key_padding, b, a.Tn, k0 + c);
+        __syncthreads();
+        if (w0 >= a.Tn || (a.causal && k0 > w0 + k_frag - 1)) continue;
+
+        warp_scores<T, HS>(s_w, q_w, sm.k);
+        warp_scores<T, HS>(dp_w, do_w, sm.v);
+#pragma unroll 4
+        for (int cc = 0; cc < N / 2; ++cc) {
+            const int c = 2 * cc + half;
+            const bool ok = sm.vis[c] && i < a.Tn && (!a.causal || k0 + c <= i);
+            const float p = ok ? expf(s_w[r * D::ld_s + c] * a.scale - lse_i) : 0.0f;
+            float m = ok ? 1.0f : 0.0f;
+            if (a.dropping && ok) m = draws.keep(drop_row + uint64_t(k0 + c)) ? a.drop_scale : 0.0f;
+            ds_w[r * D::ld_p + c] = gpu::from_f32<T>(p * (dp_w[r * D::ld_s + c] * m - dsum_i));
+        }
+        __syncwarp();
+        acc.add(ds_w, sm.k);  // dQ += dS K
+    }
+    __syncwarp();
+    const int valid = int(std::clamp<int64_t>(a.Tn - w0, 0, k_frag));
+    if (valid > 0) acc.store(a.dq + (row0 + w0) * a.ld + col, a.ld, valid, a.scale, s_w);
+}
+
+// ---- host ---------------------------------------------------------------------
+
+constexpr int k_head_sizes[] = {16, 32, 64, 80, 96, 128};
+
+template <typename F>
+void dispatch_head_size(int64_t HS, F&& f) {
+    switch (HS) {
+        case 16:
+            f(std::integral_constant<int, 16>{});
+            return;
+        case 32:
+            f(std::integral_constant<int, 32>{});
+            return;
+        case 64:
+            f(std::integral_constant<int, 64>{});
+            return;
+        case 80:
+            f(std::integral_constant<int, 80>{});
+            return;
+        case 96:
+            f(std::integral_constant<int, 96>{});
+            return;
+        case 128:
+            f(std::integral_constant<int, 128>{});
+            return;
+        default:
+            LOOM_CUDA_REQUIRE(false,
+                              "flash attention: no kernel for head size " + std::to_string(HS));
+    }
+}
+
+bool aligned16(const void* p) {
+    return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+
+void check_shape(const char* who, const AttnShape& s, int64_t ld) {
+    const int64_t nh_total = s.NH_total > 0 ? s.NH_total : s.NH;
+    LOOM_CUDA_REQUIRE(s.B >= 0 && s.T >= 0 && s.NH > 0 && s.HS > 0 && ld >= s.NH * s.HS,
+                      std::string(who) + ": bad shape B=" + std::to_string(s.B) +
+                          " T=" + std::to_string(s.T) + " NH=" + std::to_string(s.NH) +
+                          " HS=" + std::to_string(s.HS) + " ld=" + std::to_string(ld) +
+                          " (need ld >= NH*HS)");
+    LOOM_CUDA_REQUIRE(s.head_offset >= 0 && s.head_offset + s.NH <= nh_total,
+                      std::string(who) + ": heads [" + std::to_string(s.head_offset) + ", " +
+                          std::to_string(s.head_offset + s.NH) + ") outside NH_total " +
+                          std::to_string(nh_total));
+    LOOM_CUDA_REQUIRE(flash_attention_supported(s),
+                      std::string(who) + ": no kernel for head size " + std::to_string(s.HS) +
+                          " (flash_attention_supported)");
+    LOOM_CUDA_REQUIRE(s.B * s.NH <= int64_t(INT32_MAX) && (s.T + k_rows - 1) / k_rows <= 65535,
+                      std::string(who) + ": grid too large for B*NH=" + std::to_string(s.B * s.NH) +
+                          ", T=" + std::to_string(s.T));
+}
+
+template <typename T>
+FlashArgs<T> make_args(const T* q, const T* k, const T* v, int64_t ld, const AttnShape& s,
+                       const AttnMask& mask, const DropoutSpec& drop) {
+    FlashArgs<T> a{};
+    a.q = q;
+    a.k = k;
+    a.v = v;
+    a.ld = ld;
+    a.key_padding = mask.key_padding;
+    a.B = s.B;
+    a.Tn = s.T;
+    a.NH = s.NH;
+    a.C = s.NH * s.HS;
+    a.head_offset = s.head_offset;
+    a.NH_total = s.NH_total > 0 ? s.NH_total : s.NH;
+    a.causal = mask.causal;
+    a.vec16 = aligned16(q) && aligned16(k) && aligned16(v) && (ld * int64_t(sizeof(T))) % 16 == 0;
+    a.scale = 1.0f / std::sqrt(float(s.HS));
+    a.dropping = drop.active();
+    a.drop_scale = gpu::dropout_scale(drop);
+    a.drop = drop;
+    return a;
+}
+
+// Opts the kernel into `bytes` of dynamic shared memory (past the default 48 KiB).
+template <typename K>
+void prepare_smem(K kernel, size_t bytes, CudaContext& ctx) {
+    int optin = 0;
+    LOOM_CUDA_CHECK(
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, ctx.device()));
+    LOOM_CUDA_REQUIRE(bytes <= size_t(optin),
+                      "flash attention: needs " + std::to_string(bytes) +
+                          " bytes of shared memory per block, the device allows " +
+                          std::to_string(optin));
+    LOOM_CUDA_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+}
+
+dim3 grid_of(const AttnShape& s) {
+    return dim3(unsigned(s.B * s.NH), unsigned((s.T + k_rows - 1) / k_rows));
+}
+
+}  // namespace
+
+bool flash_attention_supported(const AttnShape& s) {
+    return std::find(std::begin(k_head_sizes), std::end(k_head_sizes), s.HS) !=
+           std::end(k_head_sizes);
+}
+
+bool attention_every_row_has_a_key(const int64_t* key_padding_host, int64_t B, int64_t T,
+                                   bool causal) {
+    if (key_padding_host == nullptr || T == 0) return true;
+    for (int64_t b = 0; b < B; ++b) {
+        const int64_t* pad = key_padding_host + b * T;
+        if (causal) {
+            if (pad[0] == 0) return false;
+        } else if (std::none_of(pad, pad + T, [](int64_t x) { return x != 0; })) {
+            return false;
+        }
+    }
+    return true;
+}
+
+template <typename T>
+void flash_attention_forward_cuda(T* out, float* lse, const T* q, const T* k, const T* v,
+                                  int64_t ld, const AttnShape& s, const AttnMask& mask,
+                                  const DropoutSpec& drop, CudaContext& ctx) {
+    check_shape("flash_attention_forward_cuda", s, ld);
+    if (s.B == 0 || s.T == 0) return;
+    FlashArgs<T> a = make_args(q, k, v, ld, s, mask, drop);
+    a.out = out;
+    a.lse_out = lse;
+    dispatch_head_size(s.HS, [&](auto hs) {
+        constexpr int HS = decltype(hs)::value;
+        const size_t bytes = ForwardSmem<T, HS>(nullptr).bytes;
+        const auto kernel = &flash_forward_kernel<T, HS>;
+        prepare_smem(kernel, bytes, ctx);
+        kernel<<<grid_of(s), k_threads, bytes, ctx.stream()>>>(a);
+        LOOM_CUDA_CHECK_LAUNCH();
+    });
+}
+
+template <typename T>
+void flash_attention_backward_cuda(T* dq, T* dk, T* dv, const T* dout, const T* out,
+                                   const float* lse, const T* q, const T* k, const T* v, int64_t ld,
+                                   const AttnShape& s, const AttnMask& mask,
+                                   const DropoutSpec& drop, CudaContext& ctx) {
+    check_shape("flash_attention_backward_cuda", s, ld);
+    if (s.B == 0 || s.T == 0) return;
+    const int64_t rows = s.B * s.T * s.NH;
+    float* dsum = static_cast<float*>(ctx.scratch(size_t(rows) * sizeof(float)));
+    {
+        constexpr int block = 256;
+        const int64_t per_block = block / gpu::k_warp;
+        const auto dsum_kernel = &flash_dsum_kernel<T>;
+        dsum_kernel<<<unsigned(gpu::ceil_div(rows, per_block)), block, 0, ctx.stream()>>>(
+            dsum, dout, out, rows, s.T, s.NH, int(s.HS));
+        LOOM_CUDA_CHECK_LAUNCH();
+    }
+    FlashArgs<T> a = make_args(q, k, v, ld, s, mask, drop);
+    a.vec16 = a.vec16 && aligned16(dout);
+    a.dout = dout;
+    a.lse = lse;
+    a.dsum = dsum;
+    a.dq = dq;
+    a.dk = dk;
+    a.dv = dv;
+    dispatch_head_size(s.HS, [&](auto hs) {
+        constexpr int HS = decltype(hs)::value;
+        const size_t kv_bytes = BackwardKvSmem<T, HS>(nullptr).bytes;
+        const auto kv_kernel = &flash_backward_kv_kernel<T, HS>;
+        prepare_smem(kv_kernel, kv_bytes, ctx);
+        kv_kernel<<<grid_of(s), k_threads, kv_bytes, ctx.stream()>>>(a);
+        LOOM_CUDA_CHECK_LAUNCH();
+        const size_t q_bytes = BackwardQSmem<T, HS>(nullptr).bytes;
+        const auto q_kernel = &flash_backward_q_kernel<T, HS>;
+        prepare_smem(q_kernel, q_bytes, ctx);
+        q_kernel<<<grid_of(s), k_threads, q_bytes, ctx.stream()>>>(a);
+        LOOM_CUDA_CHECK_LAUNCH();
+    });
+}
+
+#define LOOM_INSTANTIATE(T)                                                                   \
+    template void flash_attention_forward_cuda<T>(T*, float*, const T*, const T*, const T*,   \
+                                                  int64_t, const AttnShape&, const AttnMask&, \
+                                                  const DropoutSpec&, CudaContext&);          \
+    template void flash_attention_backward_cuda<T>(                                           \
+        T*, T*, T*, const T*, const T*, const float*, const T*, const T*, const T*, int64_t,  \
+        const AttnShape&, const AttnMask&, const DropoutSpec&, CudaContext&);
+LOOM_INSTANTIATE(float)
+LOOM_INSTANTIATE(__nv_bfloat16)
+LOOM_INSTANTIATE(__half)
+#undef LOOM_INSTANTIATE
+
+}  // namespace loom
