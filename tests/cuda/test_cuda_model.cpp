@@ -260,6 +260,49 @@ TEST_P(CudaModelFixture, Fp16WithALossScaleFollowsTheCpuLossCurve) {
     }
 }
 
+// Fused (flash) attention in the executor against the unfused kernels and the
+// CPU, with padding and dropout; a batch with a wholly padded sample falls
+// back to the unfused kernels for that batch and still gives the CPU's loss.
+TEST_P(CudaModelFixture, FusedAttentionGivesTheUnfusedResults) {
+    const Fixture& f = *fx_;
+    DropoutPlan drop;
+    drop.training = true;
+    drop.seed = 23;
+    std::vector<std::vector<float>> grads;
+    std::vector<double> losses;
+    for (bool fused : {false, true}) {
+        auto cpu = f.load_model();
+        CudaModelOptions o = fixture_options(CudaDtype::fp32);
+        o.fused_attention = fused;
+        auto gpu = CudaModel::create(*cpu, o);
+        const LossSum l = gpu->forward(f.inputs(), drop);
+        gpu->backward(1.0 / double(l.count));
+        gpu->download_grads();
+        const ParamTable& t = cpu->params();
+        grads.emplace_back(t.grads_data(), t.grads_data() + t.flat_numel());
+        losses.push_back(l.mean());
+    }
+    EXPECT_NEAR(losses[1], losses[0], 1e-5 * std::fabs(losses[0]));
+    double worst = 0;
+    for (size_t i = 0; i < grads[0].size(); ++i)
+        worst = std::max(worst, double(std::fabs(grads[1][i] - grads[0][i])));
+    EXPECT_LT(worst, f.tol("grad").atol + 1e-5);
+
+    // A wholly padded sample: the fused kernels cannot give HF's uniform
+    // weights, so this batch must take the unfused path, matching the CPU.
+    ModelInputs in = f.inputs();
+    std::vector<int64_t> mask(size_t(in.B * in.T), 1);
+    for (int64_t t = 0; t < in.T; ++t) mask[size_t(t)] = 0;
+    in.attention_mask = mask.data();
+    auto ref = f.load_model();
+    const LossSum want = ref->forward(in, DropoutPlan{});
+    auto cpu = f.load_model();
+    auto gpu = CudaModel::create(*cpu, fixture_options(CudaDtype::fp32));
+    const LossSum got = gpu->forward(in, DropoutPlan{});
+    EXPECT_EQ(got.count, want.count);
+    EXPECT_NEAR(got.sum, want.sum, 1e-4 * std::fabs(want.sum) + 1e-5);
+}
+
 INSTANTIATE_TEST_SUITE_P(Hf, CudaModelFixture, ::testing::ValuesIn(hf_fixture_names()),
                          [](const ::testing::TestParamInfo<std::string>& p) {
                              std::string n = p.param;

@@ -14,6 +14,7 @@
 #include "core/check.h"
 #include "ops/cuda/adamw_cuda.h"
 #include "ops/cuda/elementwise_cuda.h"
+#include "ops/cuda/flash_attention_cuda.h"
 #include "optim/moment_state.h"
 
 namespace loom {
@@ -195,7 +196,10 @@ void CudaExecutor<T>::plan(int64_t B, int64_t T_len) {
                 continue;
             }
             k.qkv = a.template take<T>(N * 3 * C);
-            k.att = a.template take<T>(B * NH * T_len * T_len);
+            // Fused attention saves a log-sum-exp per row instead of the
+            // (B, NH, T, T) probabilities.
+            k.att = flash_ ? nullptr : a.template take<T>(B * NH * T_len * T_len);
+            k.lse = flash_ ? a.template take<float>(B * NH * T_len) : nullptr;
             k.ctx = a.template take<T>(N * C);
             k.res1 = a.template take<T>(N * C);
             k.ln1_out = a.template take<T>(N * C);
@@ -218,7 +222,7 @@ void CudaExecutor<T>::plan(int64_t B, int64_t T_len) {
         emb_mean_ = a.template take<float>(N);
         emb_rstd_ = a.template take<float>(N);
         dqkv_ = a.template take<T>(N * 3 * C);
-        datt_ = a.template take<T>(B * NH * T_len * T_len);
+        datt_ = flash_ ? nullptr : a.template take<T>(B * NH * T_len * T_len);
         dctx_ = a.template take<T>(N * C);
         dI_ = a.template take<T>(N * I);
         t_ = a.template take<T>(N * C);
@@ -244,7 +248,6 @@ LossSum CudaExecutor<T>::forward(const ModelInputs& in, const DropoutPlan& dropo
     T_ = in.T;
     N_ = B_ * T_;
     drop_ = dropout;
-    if (B_ != planned_B_ || T_ != planned_T_) plan(B_, T_);
 
     // Every integer input in one host-to-device copy.
     const int64_t N = N_;
@@ -280,6 +283,18 @@ LossSum CudaExecutor<T>::forward(const ModelInputs& in, const DropoutPlan& dropo
             for (int64_t t = 0; t < T_; ++t) pos[b * T_ + t] = t;
     }
     fill_targets(in);
+    // Fused attention unless this batch has a query row with no visible key
+    // (a wholly padded sample): the flash kernels lack HF's uniform-weights
+    // rule for such rows, so that batch takes the unfused kernels (re-planned).
+    const TransformerBlock& b0 = view_.blocks->front();
+    const bool flash =
+        options_.fused_attention &&
+        flash_attention_supported(AttnShape{B_, T_, b0.attn.NH, b0.attn.C / b0.attn.NH, 0, 0}) &&
+        attention_every_row_has_a_key(has_mask_ ? h + 3 * N : nullptr, B_, T_, b0.attn.causal);
+    if (B_ != planned_B_ || T_ != planned_T_ || flash != flash_) {
+        flash_ = flash;
+        plan(B_, T_);
+    }
     // NOTE: from pageable memory the copy returns once the bytes are staged, so
     // host_ints_ may be refilled by the next forward.
     LOOM_CUDA_CHECK(cudaMemcpyAsync(ids_, h, size_t(N) * sizeof(int64_t), cudaMemcpyHostToDevice,

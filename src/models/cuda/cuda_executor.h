@@ -51,7 +51,8 @@ class CudaExecutor final : public CudaModel {
     // Saved activations of one layer application (device, T unless noted).
     struct BlockActs {
         T* qkv = nullptr;      // (N, 3C)
-        T* att = nullptr;      // (B, NH, T, T)
+        T* att = nullptr;      // (B, NH, T, T) unfused attention's probabilities
+        float* lse = nullptr;  // (B, NH, T) fused attention's log-sum-exp
         T* ctx = nullptr;      // (N, C)
         T* res1 = nullptr;     // (N, C)
         T* ln1_out = nullptr;  // (N, C)
@@ -140,6 +141,7 @@ class CudaExecutor final : public CudaModel {
     // Per-batch state.
     int64_t B_ = 0, T_ = 0, N_ = 0, C_ = 0, planned_B_ = -1, planned_T_ = -1;
     DropoutPlan drop_;
+    bool flash_ = false;  // the plan's attention: fused (flash) or unfused
     bool has_mask_ = false, has_types_ = false, has_labels_ = false, ready_for_backward_ = false;
     std::vector<int64_t> host_ints_;  // staging for the int inputs below
     DeviceArena ints_arena_, acts_arena_;

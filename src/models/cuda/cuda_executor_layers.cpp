@@ -11,6 +11,7 @@
 #include "ops/cuda/dropout_cuda.h"
 #include "ops/cuda/elementwise_cuda.h"
 #include "ops/cuda/embedding_cuda.h"
+#include "ops/cuda/flash_attention_cuda.h"
 #include "ops/cuda/layer_norm_cuda.h"
 #include "ops/cuda/matmul_cuda.h"
 
@@ -116,8 +117,12 @@ void CudaExecutor<T>::attention_forward(const SelfAttention& m, T* y, BlockActs&
     linear_forward(m.qkv, a.qkv, x, N_);
     const AttnShape shape{B_, T_, m.NH, C / m.NH, 0, 0};
     const AttnMask mask{has_mask_ ? mask_ : nullptr, m.causal};
-    attention_forward_cuda<T>(a.ctx, a.att, a.qkv, a.qkv + C, a.qkv + 2 * C, 3 * C, shape, mask,
-                              s.probs, ctx_);
+    if (flash_)
+        flash_attention_forward_cuda<T>(a.ctx, a.lse, a.qkv, a.qkv + C, a.qkv + 2 * C, 3 * C, shape,
+                                        mask, s.probs, ctx_);
+    else
+        attention_forward_cuda<T>(a.ctx, a.att, a.qkv, a.qkv + C, a.qkv + 2 * C, 3 * C, shape, mask,
+                                  s.probs, ctx_);
     linear_forward(m.proj, y, a.ctx, N_);
 }
 
@@ -129,8 +134,13 @@ void CudaExecutor<T>::attention_backward(const SelfAttention& m, T* dx, const T*
     linear_backward(m.proj, dctx_, dy, a.ctx, N_, false);
     const AttnShape shape{B_, T_, m.NH, C / m.NH, 0, 0};
     const AttnMask mask{has_mask_ ? mask_ : nullptr, m.causal};
-    attention_backward_cuda<T>(dqkv_, dqkv_ + C, dqkv_ + 2 * C, datt_, dctx_, a.att, a.qkv,
-                               a.qkv + C, a.qkv + 2 * C, 3 * C, shape, mask, s.probs, ctx_);
+    if (flash_)
+        flash_attention_backward_cuda<T>(dqkv_, dqkv_ + C, dqkv_ + 2 * C, dctx_, a.ctx, a.lse,
+                                         a.qkv, a.qkv + C, a.qkv + 2 * C, 3 * C, shape, mask,
+                                         s.probs, ctx_);
+    else
+        attention_backward_cuda<T>(dqkv_, dqkv_ + C, dqkv_ + 2 * C, datt_, dctx_, a.att, a.qkv,
+                                   a.qkv + C, a.qkv + 2 * C, 3 * C, shape, mask, s.probs, ctx_);
     linear_backward(m.qkv, dx, dqkv_, x, N_, accumulate);
 }
 

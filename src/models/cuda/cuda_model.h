@@ -59,6 +59,10 @@ struct CudaModelOptions {
     // (activation_loading_horizon).
     bool offload_activations = false;
     int64_t loading_horizon = 4;
+    // Fused (flash) attention where its kernels cover the head size and every
+    // query row sees a key; false: always the unfused kernels (which save the
+    // (B, NH, T, T) probabilities).
+    bool fused_attention = true;
 };
 
 class CudaModel {
