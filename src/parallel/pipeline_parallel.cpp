@@ -22,18 +22,19 @@ ModelPart pipeline_stage_part(int64_t n_apps, int n_stages, int stage,
     std::vector<int64_t> sizes(size_t(n_stages), n_apps / n_stages);
     if (!partition.empty()) {
         LOOM_CHECK(int(partition.size()) == n_stages,
-                   "distribution.partition has {} entries for {} pipeline stages",
-                   partition.size(), n_stages);
+                   "distribution.partition has {} entries for {} pipeline stages", partition.size(),
+                   n_stages);
         int64_t total = 0;
         for (int64_t p : partition) {
-            LOOM_CHECK(p >= 1, "distribution.partition: every stage needs at least one layer "
-                               "application, got {}",
+            LOOM_CHECK(p >= 1,
+                       "distribution.partition: every stage needs at least one layer "
+                       "application, got {}",
                        p);
             total += p;
         }
         LOOM_CHECK(total == n_apps,
-                   "distribution.partition sums to {} layer applications, the model has {}",
-                   total, n_apps);
+                   "distribution.partition sums to {} layer applications, the model has {}", total,
+                   n_apps);
         sizes = partition;
     } else {
         for (int s = 0; s < int(n_apps % n_stages); ++s) ++sizes[size_t(s)];
@@ -44,6 +45,76 @@ ModelPart pipeline_stage_part(int64_t n_apps, int n_stages, int stage,
     p.embeddings = stage == 0;
     p.head = stage == n_stages - 1;
     return p;
+}
+
+StageExtras pipeline_stage_extras(const ModelConfig& c, int64_t seq_len, double mlm_probability) {
+    const double C = double(c.hidden_size), I = double(c.intermediate_size);
+    const double E = double(c.embedding_size > 0 ? c.embedding_size : c.hidden_size);
+    const double V = double(c.vocab_size), T = double(seq_len);
+    // Forward FLOPs per token (backward is twice that on every side, so the
+    // ratio holds): the block's linears plus attention's two T-long products.
+    const double layer = 2 * (4 * C * C + 2 * C * I) + 4 * T * C;
+    StageExtras x;
+    if (E != C) x.first = 2 * E * C / layer;  // ALBERT's mapping
+    switch (c.task) {
+        case TaskKind::masked_lm:
+            x.last = mlm_probability * 2 * (C * E + E * V) / layer;
+            break;
+        case TaskKind::causal_lm:
+            x.last = 2 * C * V / layer;
+            break;
+        default:
+            break;  // classification and QA heads: a few C-wide rows
+    }
+    return x;
+}
+
+std::vector<int64_t> balanced_partition(int64_t n_apps, int n_stages, const StageExtras& extras) {
+    LOOM_CHECK(n_stages >= 1 && n_apps >= n_stages,
+               "pipeline: {} layer applications cannot fill {} stages", n_apps, n_stages);
+    auto extra = [&](int s) {
+        double e = 0;
+        if (s == 0) e += extras.first;
+        if (s == n_stages - 1) e += extras.last;
+        return e;
+    };
+    // The smallest cap M with room for every application: stage s takes at
+    // most floor(M - extra_s) (at least 1). M is some k + extra_s, k integer.
+    auto capacity = [&](double M, int s) {
+        return std::max<int64_t>(1, int64_t(std::floor(M - extra(s) + 1e-9)));
+    };
+    auto fits = [&](double M) {
+        int64_t room = 0;
+        for (int s = 0; s < n_stages; ++s) room += capacity(M, s);
+        return room >= n_apps;
+    };
+    std::vector<double> candidates;
+    for (int64_t k = 1; k <= n_apps; ++k)
+        for (int s : {0, n_stages - 1}) candidates.push_back(double(k) + extra(s));
+    candidates.push_back(double((n_apps + n_stages - 1) / n_stages));
+    std::sort(candidates.begin(), candidates.end());
+    double M = candidates.back();
+    for (double m : candidates)
+        if (fits(m)) {
+            M = m;
+            break;
+        }
+    std::vector<int64_t> sizes(static_cast<size_t>(n_stages), 0);
+    int64_t room = 0;
+    for (int s = 0; s < n_stages; ++s) room += sizes[size_t(s)] = capacity(M, s);
+    // Give the surplus back one application at a time from the costliest
+    // stage (the later one on a tie, never below one), so with no extras
+    // earlier stages keep the extra applications, as the even split did.
+    for (; room > n_apps; --room) {
+        int worst = -1;
+        for (int s = 0; s < n_stages; ++s)
+            if (sizes[size_t(s)] > 1 &&
+                (worst < 0 || double(sizes[size_t(s)]) + extra(s) >=
+                                  double(sizes[size_t(worst)]) + extra(worst)))
+                worst = s;
+        --sizes[size_t(worst)];
+    }
+    return sizes;
 }
 
 ModelPart pipeline_chunk_part(int64_t n_apps, int pp_size, int n_virtual, int pp_rank, int chunk,
@@ -157,8 +228,10 @@ double PipelineParallel::run(const std::vector<PipelineMicroBatch>& micro, doubl
                 const int g = global_stage(n_stages(), stage(), v);
                 // Tags name the boundary (the lower global stage) and the
                 // micro-batch, so both ends agree whatever the chunk numbers.
-                const bool grad = c.kind == ActionKind::send_grad || c.kind == ActionKind::recv_grad;
-                const bool upper = c.kind == ActionKind::recv_act || c.kind == ActionKind::send_grad;
+                const bool grad =
+                    c.kind == ActionKind::send_grad || c.kind == ActionKind::recv_grad;
+                const bool upper =
+                    c.kind == ActionKind::recv_act || c.kind == ActionKind::send_grad;
                 const int boundary = upper ? g - 1 : g;
                 const int tag = ((m * S + boundary) * 2 + (grad ? 1 : 0)) % 32768;
                 switch (c.kind) {
@@ -174,7 +247,8 @@ double PipelineParallel::run(const std::vector<PipelineMicroBatch>& micro, doubl
                     case ActionKind::recv_grad:
                         pp_.recv(buffer(grad_in_, v, m), n, DType::f32, peer, tag);
                         break;
-                    default: break;
+                    default:
+                        break;
                 }
             }
             pp_.group_end()->wait();
@@ -198,8 +272,8 @@ double PipelineParallel::run(const std::vector<PipelineMicroBatch>& micro, doubl
             const LossSum l = models_[size_t(s)]->forward(in, mb.dropout);
             if (is_last(v)) {
                 LOOM_ASSERT(l.count == mb.label_count,
-                            "the model counted {} labels in a micro-batch, the loader {}",
-                            l.count, mb.label_count);
+                            "the model counted {} labels in a micro-batch, the loader {}", l.count,
+                            mb.label_count);
                 loss_sum += l.sum;
             } else {
                 std::memcpy(buffer(act_out_, v, m), models_[size_t(s)]->stage_output(),

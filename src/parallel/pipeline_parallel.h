@@ -61,6 +61,20 @@ ModelPart pipeline_stage_part(int64_t n_apps, int n_stages, int stage,
 ModelPart pipeline_chunk_part(int64_t n_apps, int pp_size, int n_virtual, int pp_rank, int chunk,
                               const std::vector<int64_t>& partition = {});
 
+// What the first and the last stage compute besides their layer applications,
+// in units of one layer application's forward + backward FLOPs per token.
+struct StageExtras {
+    double first = 0;  // embeddings (a lookup: ~0; ALBERT's E -> C mapping)
+    double last = 0;   // final norm and task head (GPT-2's LM head: several layers)
+};
+// The FLOP estimate behind StageExtras for a model, task and sequence length;
+// masked LM scores only the labelled fraction of positions (mlm_probability).
+StageExtras pipeline_stage_extras(const ModelConfig& c, int64_t seq_len, double mlm_probability);
+// Applications per stage (each >= 1, summing to n_apps) that minimise the
+// busiest stage's cost (applications + extras): the default partition. With
+// no extras it is the even split, earlier stages taking the extra ones.
+std::vector<int64_t> balanced_partition(int64_t n_apps, int n_stages, const StageExtras& extras);
+
 struct PipelineMicroBatch {
     ModelInputs inputs;   // views owned by the caller, valid through run()
     DropoutPlan dropout;  // keyed by the micro-batch's first global sample
@@ -87,9 +101,7 @@ class PipelineParallel {
     int n_virtual() const { return n_virtual_; }
     // Chunk c runs the embeddings / the head.
     bool is_first(int chunk) const { return chunk == 0 && stage() == 0; }
-    bool is_last(int chunk) const {
-        return chunk == n_virtual_ - 1 && stage() == n_stages() - 1;
-    }
+    bool is_last(int chunk) const { return chunk == n_virtual_ - 1 && stage() == n_stages() - 1; }
     int n_slots() const { return int(models_.size()) / n_virtual_; }  // per chunk
     // Parameters each pipeline rank holds (all its chunks), from the table.
     std::vector<int64_t> params_per_stage() const;

@@ -410,12 +410,18 @@ void Trainer::build_model_and_optimizer() {
                    "{}: {} pipeline stages x {} virtual stages need at least that many layer "
                    "applications; the model has {}",
                    job_.source, P, V, n_apps);
+        // Stages balanced by compute unless the job gives a partition: the
+        // last stage's head (GPT-2's LM head costs several layers) counts.
+        const StageExtras extras =
+            pipeline_stage_extras(config_, job_.data.max_seq_length, job_.data.mlm_probability);
+        const std::vector<int64_t> partition =
+            d.partition.empty() ? balanced_partition(n_apps, P * V, extras) : d.partition;
         ModelConfig sc = config_;
         if (tensor) sc.tp = ModelTp{opts_.tp_comm->rank(), opts_.tp_comm->size(), opts_.tp_comm};
         const int slots = schedule_max_in_flight(kind, P, stage, n_micro, V);
         std::vector<std::unique_ptr<Model>> models;
         for (int k = 0; k < slots * V; ++k) {
-            sc.part = pipeline_chunk_part(n_apps, P, V, stage, k / slots, d.partition);
+            sc.part = pipeline_chunk_part(n_apps, P, V, stage, k / slots, partition);
             // Instances after the first use its buffers from the start.
             if (k > 0) sc.part.share_with = &models[0]->params();
             auto m = build_model(sc);
@@ -436,7 +442,7 @@ void Trainer::build_model_and_optimizer() {
         pp_->data_parallel().broadcast_parameters();
         std::string layers;
         for (int c = 0; c < V; ++c) {
-            const ModelPart p = pipeline_chunk_part(n_apps, P, V, stage, c, d.partition);
+            const ModelPart p = pipeline_chunk_part(n_apps, P, V, stage, c, partition);
             layers += fmt::format("{}[{}, {}){}{}", c ? ", " : "", p.app_begin, p.app_end,
                                   p.embeddings ? " + embeddings" : "", p.head ? " + head" : "");
         }
@@ -446,6 +452,16 @@ void Trainer::build_model_and_optimizer() {
             "micro-batches per step)",
             stage, P, layers, pp_->model().params().num_local_parameters(),
             pp_->model().params().num_parameters(), slots, schedule_kind_name(kind), n_micro));
+        std::string sizes;
+        for (int64_t n : partition) sizes += fmt::format("{}{}", sizes.empty() ? "" : ", ", n);
+        load_notes_.push_back(
+            d.partition.empty()
+                ? fmt::format("layer applications per stage: [{}], balanced by compute (the "
+                              "embeddings count as {:.2f} and the head as {:.2f} layer "
+                              "applications; distribution.partition overrides)",
+                              sizes, extras.first, extras.last)
+                : fmt::format("layer applications per stage: [{}] (distribution.partition)",
+                              sizes));
         std::string per_stage;
         for (int64_t n : pp_->params_per_stage())
             per_stage += fmt::format("{}{:.1f}", per_stage.empty() ? "" : ", ",
