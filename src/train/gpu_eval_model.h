@@ -2,10 +2,11 @@
 // and prediction (train/evaluate.h drives a Model), so a run training on the
 // GPU evaluates there too instead of copying the weights back to a CPU model.
 //
-// Forward and outputs only. LogitsScope::labelled_positions is honoured on the
-// host: the executor computes masked-LM logits at every position (HF's
-// output), and the labelled rows are gathered from that host copy, so the
-// evaluation code sees exactly what the CPU model would give it.
+// Forward and outputs only. LogitsScope::labelled_positions goes to the
+// executor, which runs the masked-LM head on the labelled rows; an executor
+// that returns every position's logits instead has the labelled rows
+// gathered here from the host copy, so the evaluation code sees exactly what
+// the CPU model would give it either way.
 #pragma once
 
 #include <cstring>
@@ -50,7 +51,10 @@ class GpuEvalModel final : public Model {
     void share_parameters(const Model&) override {
         LOOM_FAIL("GpuEvalModel is an evaluation view: it shares no parameters");
     }
-    void set_logits_scope(LogitsScope scope) override { scope_ = scope; }
+    void set_logits_scope(LogitsScope scope) override {
+        scope_ = scope;
+        gpu_.set_logits_scope(scope);
+    }
     std::map<std::string, Tensor> outputs() const override { return out_; }
     int num_hidden_states() const override { return 0; }
     Tensor hidden_state(int) const override { LOOM_FAIL("GpuEvalModel keeps no hidden states"); }

@@ -267,6 +267,9 @@ double Trainer::gpu_train_step(int64_t step, TokenBatch* mb, int64_t n, double t
                                double* grad_norm) {
     const TrainingArgs& t = job_.training;
     const double loss_scale = scaler_ ? scaler_->scale() : 1.0;
+    // Training scores the labelled positions only (evaluation may have set
+    // another scope): the same loss and gradients, ~7x less masked-LM head.
+    gpu_->set_logits_scope(LogitsScope::labelled_positions);
     double loss_sum = 0;
     for (int64_t k = 0; k < n; ++k) {
         DropoutPlan drop;

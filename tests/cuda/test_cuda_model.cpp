@@ -303,6 +303,47 @@ TEST_P(CudaModelFixture, FusedAttentionGivesTheUnfusedResults) {
     EXPECT_NEAR(got.sum, want.sum, 1e-4 * std::fabs(want.sum) + 1e-5);
 }
 
+// Masked LM on the labelled rows only: the same loss and gradients as every
+// position, and labelled_logits are those rows of the full logits.
+TEST_P(CudaModelFixture, LabelledPositionsGiveTheSameLossAndGradients) {
+    const Fixture& f = *fx_;
+    if (f.config.task != TaskKind::masked_lm) GTEST_SKIP() << f.name << " is not masked LM";
+    std::vector<std::vector<float>> grads;
+    std::vector<double> sums;
+    std::map<std::string, Tensor> outs[2];
+    for (int sparse = 0; sparse < 2; ++sparse) {
+        auto cpu = f.load_model();
+        auto gpu = CudaModel::create(*cpu, fixture_options(CudaDtype::fp32));
+        gpu->set_logits_scope(sparse ? LogitsScope::labelled_positions
+                                     : LogitsScope::all_positions);
+        const LossSum l = gpu->forward(f.inputs(), DropoutPlan{});
+        outs[sparse] = gpu->outputs();
+        gpu->backward(1.0 / double(l.count));
+        gpu->download_grads();
+        const ParamTable& t = cpu->params();
+        grads.emplace_back(t.grads_data(), t.grads_data() + t.flat_numel());
+        sums.push_back(l.sum);
+    }
+    EXPECT_NEAR(sums[1], sums[0], 1e-5 * std::fabs(sums[0]));
+    double worst = 0;
+    for (size_t i = 0; i < grads[0].size(); ++i)
+        worst = std::max(worst, double(std::fabs(grads[1][i] - grads[0][i])));
+    EXPECT_LT(worst, 1e-6);
+    ASSERT_TRUE(outs[1].count("labelled_logits"));
+    const Tensor& all = outs[0].at("logits");
+    const Tensor& some = outs[1].at("labelled_logits");
+    const int64_t V = all.shape[2];
+    const ModelInputs in = f.inputs();
+    int64_t m = 0;
+    for (int64_t i = 0; i < in.B * in.T; ++i) {
+        if (in.labels[i] == -100) continue;
+        for (int64_t v = 0; v < V; ++v)
+            ASSERT_NEAR(some.data<float>()[m * V + v], all.data<float>()[i * V + v], 1e-5);
+        ++m;
+    }
+    EXPECT_EQ(m, some.shape[0]);
+}
+
 INSTANTIATE_TEST_SUITE_P(Hf, CudaModelFixture, ::testing::ValuesIn(hf_fixture_names()),
                          [](const ::testing::TestParamInfo<std::string>& p) {
                              std::string n = p.param;

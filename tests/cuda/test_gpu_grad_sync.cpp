@@ -69,6 +69,7 @@ class StandInModel final : public CudaModel {
         return out;
     }
 
+    void set_logits_scope(LogitsScope) override {}
     void set_grad_ready_hook(GradReadyHook hook) override { hook_ = std::move(hook); }
     void* grads_device() override { return grads_->get(); }
     DType grad_dtype() const override {

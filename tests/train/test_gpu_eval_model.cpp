@@ -37,6 +37,9 @@ class CpuStandIn final : public CudaModel {
     std::map<std::string, Tensor> optimizer_state() override { return {}; }
     void load_optimizer_state(const std::map<std::string, Tensor>&, int64_t) override {}
     void set_grad_ready_hook(GradReadyHook) override {}
+    // Like an executor that always computes every position: the adapter's
+    // host-side gather is what this test checks.
+    void set_logits_scope(LogitsScope) override {}
     void* grads_device() override { return nullptr; }
     DType grad_dtype() const override { return DType::f32; }
     int64_t flat_numel() const override { return 0; }

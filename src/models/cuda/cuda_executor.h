@@ -38,6 +38,7 @@ class CudaExecutor final : public CudaModel {
     void load_optimizer_state(const std::map<std::string, Tensor>& state, int64_t step) override;
     std::map<std::string, Tensor> outputs() override;
     void set_grad_ready_hook(GradReadyHook hook) override { hook_ = std::move(hook); }
+    void set_logits_scope(LogitsScope scope) override { scope_ = scope; }
     void* grads_device() override { return grads_; }
     DType grad_dtype() const override;
     int64_t flat_numel() const override { return flat_; }
@@ -176,8 +177,12 @@ class CudaExecutor final : public CudaModel {
     // Heads: buffers named for the largest user; see cuda_executor_heads.cpp.
     T *h1_ = nullptr, *h2_ = nullptr, *h3_ = nullptr, *h4_ = nullptr, *hd1_ = nullptr;
     float *hmean_ = nullptr, *hrstd_ = nullptr;
-    T* logits_ = nullptr;    // also their gradient after backward
-    T* logits2_ = nullptr;   // QA end logits
+    T* logits_ = nullptr;   // also their gradient after backward
+    T* logits2_ = nullptr;  // QA end logits
+    // Masked LM on the labelled rows only: their input and its gradient.
+    T *xg_ = nullptr, *dxg_ = nullptr;
+    LogitsScope scope_ = LogitsScope::all_positions;
+    bool sparse_ = false;    // this forward's masked-LM head ran on the labelled rows
     int64_t head_rows_ = 0;  // rows of logits_
     DropoutSpec drop_a_, drop_b_;
     int64_t peak_used_ = 0;

@@ -1,10 +1,14 @@
 // CudaExecutor: the four task heads and their losses, the op sequences of
 // models/heads/{mlm,causal_lm,seq_cls,qa_span}.cpp with the CUDA kernels.
 //
-// Differences from the CPU heads, on purpose: the masked-LM head computes
-// logits at every position (the CPU's LogitsScope::all_positions, HF's
-// output) and the loss gradient overwrites the logits in place (llm.c's fused
-// classifier), so outputs() are valid after forward, not after backward.
+// As on the CPU, the masked-LM head runs on every position (HF's output,
+// LogitsScope::all_positions) or only on the labelled ones
+// (labelled_positions: about 15% of the rows, the same loss and gradients);
+// the rows are gathered and the gradient scattered back with the embedding
+// kernels (a row lookup by index, and its deterministic backward). One
+// difference, on purpose: the loss gradient overwrites the logits in place
+// (llm.c's fused classifier), so outputs() are valid after forward, not after
+// backward.
 // Strided row picks (token 0 for classification, the start/end columns for QA)
 // are 2-D copies on the stream rather than kernels.
 #include <cuda_runtime.h>
@@ -17,6 +21,7 @@
 #include "ops/cuda/activation_cuda.h"
 #include "ops/cuda/dropout_cuda.h"
 #include "ops/cuda/elementwise_cuda.h"
+#include "ops/cuda/embedding_cuda.h"
 #include "ops/cuda/matmul_cuda.h"
 #include "ops/cuda/softmax_xent_cuda.h"
 
@@ -40,7 +45,7 @@ void CudaExecutor<T>::plan_head(DeviceArena& a) {
     const HeadView& h = view_.head;
     const int64_t B = B_, N = N_, C = C_;
     hmean_ = hrstd_ = nullptr;
-    h1_ = h2_ = h3_ = h4_ = hd1_ = logits_ = logits2_ = nullptr;
+    h1_ = h2_ = h3_ = h4_ = hd1_ = logits_ = logits2_ = xg_ = dxg_ = nullptr;
     switch (h.kind) {
         case HeadKind::none:
             break;
@@ -54,6 +59,8 @@ void CudaExecutor<T>::plan_head(DeviceArena& a) {
             hmean_ = a.template take<float>(N);
             hrstd_ = a.template take<float>(N);
             logits_ = a.template take<T>(N * h.n_out);
+            xg_ = a.template take<T>(N * C);  // labelled rows (at most N)
+            dxg_ = a.template take<T>(N * C);
             break;
         }
         case HeadKind::causal_lm:
@@ -89,9 +96,21 @@ void CudaExecutor<T>::fill_targets(const ModelInputs& in) {
         case HeadKind::none:
             break;
         case HeadKind::masked_lm:
+            sparse_ = scope_ == LogitsScope::labelled_positions && in.labels != nullptr;
             if (!in.labels) break;
-            std::copy(in.labels, in.labels + N, tg);
             has_labels_ = true;
+            if (!sparse_) {
+                std::copy(in.labels, in.labels + N, tg);
+                break;
+            }
+            // The labelled rows, in order: their targets and their positions.
+            head_rows_ = 0;
+            for (int64_t i = 0; i < N; ++i) {
+                if (in.labels[i] == k_ignore_index) continue;
+                tg[head_rows_] = in.labels[i];
+                tg2[head_rows_] = i;
+                ++head_rows_;
+            }
             break;
         case HeadKind::causal_lm:
             if (!in.labels) break;
@@ -136,13 +155,22 @@ LossSum CudaExecutor<T>::head_forward(const T* hidden) {
             return l;
         case HeadKind::masked_lm: {
             const int64_t E = h.dense->out;
-            matmul_bias_act_forward_cuda<T>(h2_, h1_, hidden, P(h.dense->weight), P(h.dense->bias),
-                                            N, C, E, h.dense->layout, h.act, ctx_);
-            norm_forward(*h.norm, h3_, hmean_, hrstd_, h2_, N);
-            linear_forward(*h.decoder, logits_, h3_, N);
-            head_rows_ = N;
+            const T* in = hidden;
+            if (sparse_) {
+                // xg (M, C) = hidden rows at the labelled positions.
+                embedding_forward_cuda<T>(xg_, targets2_, hidden, head_rows_, N, C, false, ctx_);
+                in = xg_;
+            } else {
+                head_rows_ = N;
+            }
+            const int64_t M = head_rows_;
+            if (M == 0) break;
+            matmul_bias_act_forward_cuda<T>(h2_, h1_, in, P(h.dense->weight), P(h.dense->bias), M,
+                                            C, E, h.dense->layout, h.act, ctx_);
+            norm_forward(*h.norm, h3_, hmean_, hrstd_, h2_, M);
+            linear_forward(*h.decoder, logits_, h3_, M);
             if (has_labels_)
-                x = softmax_xent_forward_cuda<T>(nullptr, logits_, targets_, N, h.n_out, ctx_);
+                x = softmax_xent_forward_cuda<T>(nullptr, logits_, targets_, M, h.n_out, ctx_);
             break;
         }
         case HeadKind::causal_lm:
@@ -203,12 +231,18 @@ void CudaExecutor<T>::head_backward(T* dhidden, const T* hidden, double scale) {
         case HeadKind::none:
             break;
         case HeadKind::masked_lm: {
-            const int64_t E = h.dense->out;
-            softmax_xent_backward_cuda<T>(logits_, logits_, targets_, N, h.n_out, scale, ctx_);
-            linear_backward(*h.decoder, h4_, logits_, h3_, N, false);
-            norm_backward(*h.norm, hd1_, h4_, h2_, hmean_, hrstd_, N, false);
-            activation_backward_cuda<T>(hd1_, h1_, hd1_, N * E, h.act, ctx_);
-            linear_backward(*h.dense, dhidden, hd1_, hidden, N, false);
+            const int64_t E = h.dense->out, M = head_rows_;
+            if (sparse_)
+                LOOM_CUDA_CHECK(cudaMemsetAsync(dhidden, 0, size_t(N * C) * sizeof(T), st));
+            if (M == 0) break;
+            softmax_xent_backward_cuda<T>(logits_, logits_, targets_, M, h.n_out, scale, ctx_);
+            linear_backward(*h.decoder, h4_, logits_, h3_, M, false);
+            norm_backward(*h.norm, hd1_, h4_, h2_, hmean_, hrstd_, M, false);
+            activation_backward_cuda<T>(hd1_, h1_, hd1_, M * E, h.act, ctx_);
+            linear_backward(*h.dense, sparse_ ? dxg_ : dhidden, hd1_, sparse_ ? xg_ : hidden, M,
+                            false);
+            // Scatter the rows' gradient back (each position appears once).
+            if (sparse_) embedding_backward_cuda<T>(dhidden, targets2_, dxg_, M, N, C, -1, ctx_);
             break;
         }
         case HeadKind::causal_lm:
@@ -261,6 +295,11 @@ std::map<std::string, Tensor> CudaExecutor<T>::outputs() {
         case HeadKind::none:
             break;
         case HeadKind::masked_lm:
+            if (sparse_)
+                fetch("labelled_logits", logits_, Shape{head_rows_, h.n_out});
+            else
+                fetch("logits", logits_, Shape{B_, T_, h.n_out});
+            break;
         case HeadKind::causal_lm:
             fetch("logits", logits_, Shape{B_, T_, h.n_out});
             break;

@@ -99,8 +99,13 @@ class CudaModel {
     virtual std::map<std::string, Tensor> optimizer_state() = 0;
     virtual void load_optimizer_state(const std::map<std::string, Tensor>& state, int64_t step) = 0;
 
-    // The last forward's outputs ("logits", "start_logits", "end_logits"),
-    // copied to the host in fp32.
+    // Masked LM (Model::set_logits_scope): labelled_positions runs the head on
+    // the labelled rows only (~7x less decoder work at 15% masking, the same
+    // loss and gradients) and outputs "labelled_logits" (M, V) instead of
+    // "logits". Other heads ignore it.
+    virtual void set_logits_scope(LogitsScope scope) = 0;
+    // The last forward's outputs ("logits" or "labelled_logits",
+    // "start_logits", "end_logits"), copied to the host in fp32.
     virtual std::map<std::string, Tensor> outputs() = 0;
 
     // Data parallelism: during backward() the executor calls hook(begin, end)
