@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "io/hf_config.h"
+#include "parallel/pipeline_parallel.h"
 #include "parallel/pipeline_sim.h"
 
 namespace loom {
@@ -47,14 +48,67 @@ BlockParams head_params(const PlanModel& m) {
     return {0, C * C + C + C * double(m.num_labels) + double(m.num_labels)};  // pooler + classifier
 }
 
-// Blocks the busiest stage holds and runs.
-int64_t stage_applications(const PlanModel& m, int pp) {
-    return ceil_div(m.layers, pp);
+// One block application's forward FLOPs per token.
+double layer_flops_per_token(const PlanModel& m, int64_t seq) {
+    const double C = double(m.hidden), I = double(m.intermediate);
+    return 2 * (4 * C * C + 2 * C * I) + 4 * double(seq) * C;
 }
-int64_t stage_blocks(const PlanModel& m, int pp) {
+
+// What the first and last stages add, in block applications: the runtime's
+// pipeline_stage_extras from the plan's model.
+StageExtras plan_stage_extras(const PlanModel& m, int64_t seq) {
+    const double C = double(m.hidden), V = double(m.vocab), E = double(m.embedding);
+    const double layer = layer_flops_per_token(m, seq);
+    StageExtras x;
+    if (m.embedding != m.hidden) x.first = 2 * E * C / layer;
+    if (m.causal)
+        x.last = 2 * C * V / layer;
+    else if (m.lm_head)
+        x.last = m.labelled_share * 2 * (C * E + E * V) / layer;
+    return x;
+}
+
+// The runtime's default split (balanced_partition over pp x virtual stages;
+// rank r runs stages c * pp + r) seen from the busiest ranks: the most block
+// applications a rank holds (memory) and the largest cost in block
+// applications, extras included (time). With a heavy head they are different
+// ranks: GPT-2's [4, 4, 3, 1] keeps 4 layers' activations on the first stages
+// and the most work on the last.
+struct RankLoad {
+    int64_t apps = 0;
+    double units = 0;  // forward + backward (3 forwards) + recomputed blocks, in block forwards
+};
+RankLoad busiest_rank(const PlanModel& m, int64_t seq, const LayoutChoice& l) {
+    const int V = l.schedule == ScheduleKind::interleaved ? std::max(1, l.virtual_stages) : 1;
+    const int S = l.pp * V;
+    RankLoad worst;
+    const StageExtras x = plan_stage_extras(m, seq);
+    const std::vector<int64_t> sizes =
+        m.layers >= S ? balanced_partition(m.layers, S, x) : std::vector<int64_t>(size_t(S), 1);
+    const int64_t every = std::max(1, l.checkpoint_every);
+    for (int r = 0; r < l.pp; ++r) {
+        RankLoad load;
+        for (int c = 0; c < V; ++c) {
+            const int s = c * l.pp + r;
+            const int64_t n = sizes[size_t(s)];
+            load.apps += n;
+            load.units += 3 * (double(n) + (s == 0 ? x.first : 0) + (s == S - 1 ? x.last : 0));
+            if (l.checkpointing) load.units += double(ceil_div(n, every));
+        }
+        worst.apps = std::max(worst.apps, load.apps);
+        worst.units = std::max(worst.units, load.units);
+    }
+    return worst;
+}
+
+// Blocks the busiest stage holds and runs.
+int64_t stage_applications(const PlanModel& m, const PlanWorkload& w, const LayoutChoice& l) {
+    return l.pp == 1 ? m.layers : busiest_rank(m, w.seq, l).apps;
+}
+int64_t stage_blocks(const PlanModel& m, const PlanWorkload& w, const LayoutChoice& l) {
     // ALBERT's shared group lives on every stage; BERT's blocks are split.
     if (m.distinct_blocks < m.layers) return m.distinct_blocks;
-    return ceil_div(m.distinct_blocks, pp);
+    return stage_applications(m, w, l);
 }
 
 // Floats one block application saves for backward (per micro-batch), and
@@ -165,7 +219,7 @@ std::string layout_check(const PlanModel& m, const PlanWorkload& w, const Layout
 MemoryPlan plan_memory(const PlanModel& m, const PlanWorkload& w, const LayoutChoice& l) {
     MemoryPlan r;
     const BlockParams b = block_params(m), e = embedding_params(m), h = head_params(m);
-    const double blocks = double(stage_blocks(m, l.pp));
+    const double blocks = double(stage_blocks(m, w, l));
     const double body = blocks * (b.split / l.tp + b.replicated);
     const double emb = e.split / l.tp + e.replicated, head = h.split / l.tp + h.replicated;
     // Busiest rank: the first stage (embeddings) or the last (head, and a copy
@@ -186,7 +240,7 @@ MemoryPlan plan_memory(const PlanModel& m, const PlanWorkload& w, const LayoutCh
         r.grads += (l.zero_stage == 2 ? 2 : 1) * shard;  // reduced shard (+ receive buffer)
     }
 
-    const int64_t apps = stage_applications(m, l.pp);
+    const int64_t apps = stage_applications(m, w, l);
     const ActFloats a = block_acts(m, w, l.tp);
     double saved = double(apps) * (a.output + a.internal);
     if (l.checkpointing) {
@@ -221,16 +275,17 @@ TimePlan plan_time(const PlanModel& m, const PlanWorkload& w, const LayoutChoice
     TimePlan t;
     const double tokens = double(w.micro_batch * w.seq);
     const double fwd_tok = forward_flops_per_token(m, w.seq);
-    // Work of one micro-batch on one rank: its share of blocks and tp split.
-    const double stage_share = double(stage_applications(m, l.pp)) / double(m.layers);
-    const double fwd = fwd_tok * tokens * stage_share / l.tp;
-    double recompute = 0;
-    if (l.checkpointing) {
-        const int64_t apps = stage_applications(m, l.pp);
-        const double ckpt = double(ceil_div(apps, std::max(1, l.checkpoint_every)));
-        recompute = fwd * ckpt / double(apps);
+    // Work of one micro-batch on the busiest rank: its stages' blocks plus
+    // the embeddings or head they hold (the runtime's balanced split), one
+    // more forward of each checkpointed block, backward = 2 x forward; tp split.
+    const double layer_tok = layer_flops_per_token(m, w.seq) * tokens / l.tp;
+    double fwd = fwd_tok * tokens / l.tp, per_micro = 3 * fwd;
+    if (l.pp > 1) {
+        per_micro = busiest_rank(m, w.seq, l).units * layer_tok;
+        fwd = per_micro / 3;  // the schedule simulation's unit below
+    } else if (l.checkpointing) {
+        per_micro += double(ceil_div(m.layers, std::max(1, l.checkpoint_every))) * layer_tok;
     }
-    const double per_micro = 3 * fwd + recompute;  // backward = 2 x forward
     const int ranks_node = mc.ranks_per_node > 0 ? mc.ranks_per_node : world;
     // Each rank runs max(1, cores / ranks) threads.
     const double threads = std::max(1.0, double(mc.cores) / double(ranks_node));
@@ -240,7 +295,7 @@ TimePlan plan_time(const PlanModel& m, const PlanWorkload& w, const LayoutChoice
     if (l.pp > 1) {
         SimOptions so;
         so.forward_time = 10;
-        so.backward_time = int64_t(std::lround(10.0 * (2 * fwd + recompute) / fwd));
+        so.backward_time = int64_t(std::lround(10.0 * (per_micro - fwd) / fwd));
         const SimResult sim =
             simulate_schedule(l.schedule, l.pp, int(w.microbatches), l.virtual_stages, so);
         t.bubble = sim.ok ? sim.bubble : 0;
@@ -254,7 +309,7 @@ TimePlan plan_time(const PlanModel& m, const PlanWorkload& w, const LayoutChoice
     t.compute_s = compute;
 
     const double act_bytes = k_f32 * tokens * double(m.hidden);
-    const double apps = double(stage_applications(m, l.pp));
+    const double apps = double(stage_applications(m, w, l));
     const double reduces = 4 + (l.checkpointing ? 2.0 / std::max(1, l.checkpoint_every) : 0);
     t.tp_comm_s = double(w.microbatches) * apps * reduces *
                   ring_seconds(act_bytes, l.tp, mc.allreduce_gbps, mc.latency_s);
