@@ -119,6 +119,22 @@ TokenBatch batch_rows(const TokenBatch& b, int64_t part, int64_t parts, Task tas
 
 // One optimizer update over the next gradient_accumulation_steps micro-batches.
 // Returns the step's mean loss (sum over the global batch / global count).
+// Dropout of a training micro-batch: keyed by (seed, step, global sample), so
+// every split of the batch over micro-batches, replicas or stages draws alike.
+DropoutPlan Trainer::train_dropout(int64_t step, const TokenBatch& b) const {
+    DropoutPlan d;
+    d.training = true;
+    d.seed = uint64_t(job_.training.seed);
+    d.step = uint64_t(step);
+    d.sample_offset = b.first_global_sample;
+    return d;
+}
+
+void Trainer::count_seen(const TokenBatch& b) {
+    state_.samples_seen += b.B;
+    for (int64_t v : b.attention_mask) state_.tokens_seen += v;
+}
+
 double Trainer::train_step(int64_t step, TokenBatch* mb, double* grad_norm) {
     const TrainingArgs& t = job_.training;
     const int64_t ga = t.gradient_accumulation_steps;
@@ -159,10 +175,7 @@ double Trainer::train_step(int64_t step, TokenBatch* mb, double* grad_norm) {
         for (const TokenBatch& b : pieces) {
             PipelineMicroBatch x;
             x.inputs = b.inputs();
-            x.dropout.training = true;
-            x.dropout.seed = uint64_t(t.seed);
-            x.dropout.step = uint64_t(step);
-            x.dropout.sample_offset = b.first_global_sample;
+            x.dropout = train_dropout(step, b);
             x.label_count = b.label_count;
             micro.push_back(x);
         }
@@ -170,8 +183,7 @@ double Trainer::train_step(int64_t step, TokenBatch* mb, double* grad_norm) {
         loss_sum = pp_->run(micro, loss_scale / total);
         pp_->finalize_grads();
         for (int64_t k = 0; k < n; ++k) {
-            state_.samples_seen += mb[k].B;
-            for (int64_t v : mb[k].attention_mask) state_.tokens_seen += v;
+            count_seen(mb[k]);
         }
     }
     // 3. Forward/backward each micro-batch, scaled by 1 / total. A replica
@@ -182,11 +194,7 @@ double Trainer::train_step(int64_t step, TokenBatch* mb, double* grad_norm) {
     else if (!pp_)
         model_->zero_grad();
     for (int64_t k = 0; k < (pp_ ? 0 : n); ++k) {
-        DropoutPlan drop;
-        drop.training = true;
-        drop.seed = uint64_t(t.seed);
-        drop.step = uint64_t(step);
-        drop.sample_offset = mb[k].first_global_sample;
+        const DropoutPlan drop = train_dropout(step, mb[k]);
         LossSum l;
         if (mb[k].B > 0) l = model_->forward(mb[k].inputs(), drop);
         LOOM_ASSERT(l.count == mb[k].label_count,
@@ -196,8 +204,7 @@ double Trainer::train_step(int64_t step, TokenBatch* mb, double* grad_norm) {
         if (dp_) dp_->begin_micro_batch(k == n - 1);
         if (l.count > 0) model_->backward(loss_scale / total);
         if (dp_) dp_->end_micro_batch();
-        state_.samples_seen += mb[k].B;
-        for (int64_t v : mb[k].attention_mask) state_.tokens_seen += v;
+        count_seen(mb[k]);
     }
     // 4. Gradients summed over replicas; the loss over the global batch.
     if (dp_) dp_->finalize_grads();
@@ -272,11 +279,7 @@ double Trainer::gpu_train_step(int64_t step, TokenBatch* mb, int64_t n, double t
     gpu_->set_logits_scope(LogitsScope::labelled_positions);
     double loss_sum = 0;
     for (int64_t k = 0; k < n; ++k) {
-        DropoutPlan drop;
-        drop.training = true;
-        drop.seed = uint64_t(t.seed);
-        drop.step = uint64_t(step);
-        drop.sample_offset = mb[k].first_global_sample;
+        const DropoutPlan drop = train_dropout(step, mb[k]);
         LossSum l;
         if (mb[k].B > 0) l = gpu_->forward(mb[k].inputs(), drop);
         LOOM_ASSERT(l.count == mb[k].label_count,
@@ -288,8 +291,7 @@ double Trainer::gpu_train_step(int64_t step, TokenBatch* mb, int64_t n, double t
         if (gpu_sync_) gpu_sync_->begin_micro_batch(k == n - 1);
         if (l.count > 0) gpu_->backward(loss_scale / total);
         if (gpu_sync_) gpu_sync_->end_micro_batch();
-        state_.samples_seen += mb[k].B;
-        for (int64_t v : mb[k].attention_mask) state_.tokens_seen += v;
+        count_seen(mb[k]);
     }
     // The norm and AdamW below are ordered after the reduction on the device.
     if (gpu_sync_) gpu_sync_->finalize();

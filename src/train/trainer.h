@@ -199,6 +199,8 @@ class Trainer {
     void refresh_full_model(bool all_ranks = true);
     // Why this job cannot train on the GPU executor ("" when it can).
     std::string gpu_unsupported_reason() const;
+    DropoutPlan train_dropout(int64_t step, const TokenBatch& b) const;
+    void count_seen(const TokenBatch& b);  // samples and tokens of a trained micro-batch
     // Whether this job trains on the GPU executor (notes why not). Collective
     // on the dp group under data parallelism: the replicas must agree.
     bool choose_gpu();
