@@ -16,6 +16,7 @@
 #include "core/runtime.h"
 #include "models/cuda/cuda_model.h"
 #include "parallel/comm_mpi.h"
+#include "parallel/cuda/comm_nccl.h"
 #include "parallel/cuda/gpu_grad_sync.h"
 #include "parallel/cuda/local_device.h"
 #include "parallel/process_groups.h"
@@ -114,10 +115,13 @@ void run_train(const TrainOptions& o) {
         topts.dp_comm = world.get();
     }
 #if defined(LOOM_HAVE_CUDA)
-    // Pure data parallelism on GPUs: each rank drives the GPU of its node-local
-    // rank; gradients are reduced over NCCL while backward runs (the trainer
-    // says when a job stays on the CPU, e.g. ZeRO > 0 or no NCCL in this build).
-    if (pp == 1 && tp == 1 && CudaModel::unavailable_reason().empty()) {
+    // Data and tensor parallelism on GPUs: each rank drives the GPU of its
+    // node-local rank; gradients are reduced over NCCL while backward runs,
+    // tensor-parallel collectives run on an NCCL twin of the tp group (the
+    // trainer says when a job stays on the CPU, e.g. ZeRO > 0 or no NCCL in
+    // this build).
+    // (Pipeline jobs stay on the CPU; the trainer notes why.)
+    if (CudaModel::unavailable_reason().empty()) {
         const int device = local_device();
         topts.make_gpu_model = [device](Model& m, const CudaModelOptions& mo) {
             CudaModelOptions on_device = mo;
@@ -128,6 +132,10 @@ void run_train(const TrainOptions& o) {
         Communicator* dp = topts.dp_comm;
         topts.make_gpu_grad_sync = [dp, device](CudaModel& m, const GpuGradSyncOptions& go) {
             return make_nccl_grad_sync(*dp, m, device, go);
+        };
+        // The executor sets its compute stream on the group when it binds it.
+        topts.make_gpu_group = [device](Communicator& cpu_group) -> std::unique_ptr<Communicator> {
+            return CommNccl::from_mpi(cpu_group, device, nullptr);
         };
 #endif
     }

@@ -330,13 +330,17 @@ void PipelineParallel::finalize_grads() {
     dp_->finalize_grads();
 }
 
-double PipelineParallel::clip_grad_norm(double max_norm) {
-    double sq = dp_->grad_norm_sq(norm_excluded_);
+double PipelineParallel::global_norm_sq(double local_sq) {
+    double sq = local_sq;
     pp_.all_reduce(&sq, 1, DType::f64, ReduceOp::sum)->wait();
     // Sharded rows' squares live on different tp ranks; replicated ones were
     // counted on tp rank 0 only (norm_excluded_).
     if (tp_) tp_->all_reduce(&sq, 1, DType::f64, ReduceOp::sum)->wait();
-    const double total = std::sqrt(sq);
+    return sq;
+}
+
+double PipelineParallel::clip_grad_norm(double max_norm) {
+    const double total = std::sqrt(global_norm_sq(dp_->grad_norm_sq(norm_excluded_)));
     if (max_norm > 0) {
         const double c = clip_coefficient(total, max_norm);
         if (c < 1.0) dp_->scale_grads(float(c));
@@ -402,8 +406,12 @@ std::map<std::string, Tensor> PipelineParallel::gather_params(bool to_all) const
 }
 
 std::map<std::string, Tensor> PipelineParallel::gather_optimizer_state(bool to_all) const {
+    return gather_optimizer_state(dp_->optimizer_state(), to_all);  // collective on dp
+}
+
+std::map<std::string, Tensor> PipelineParallel::gather_optimizer_state(
+    const std::map<std::string, Tensor>& local, bool to_all) const {
     const ParamTable& t = models_[0]->params();
-    const std::map<std::string, Tensor> local = dp_->optimizer_state();  // collective on dp
     if (!to_all && dp_->dp_rank() != 0) return {};
     std::vector<std::pair<std::string, int>> names;
     for (int i = 0; i < t.size(); ++i) {
@@ -423,12 +431,14 @@ std::map<std::string, Tensor> PipelineParallel::gather_optimizer_state(bool to_a
 
 void PipelineParallel::load_optimizer_state(const std::map<std::string, Tensor>& state,
                                             int64_t step) {
-    if (!tp_) {
-        dp_->load_optimizer_state(state, step);
-        return;
-    }
+    dp_->load_optimizer_state(tp_ ? local_optimizer_state(state) : state, step);
+}
+
+std::map<std::string, Tensor> PipelineParallel::local_optimizer_state(
+    const std::map<std::string, Tensor>& state) const {
     // The file holds global moments (layout-free): keep this rank's slices.
     std::map<std::string, Tensor> mine = state;
+    if (!tp_) return mine;
     const ParamTable& t = models_[0]->params();
     for (const ParamRow& r : t.rows()) {
         if (!r.local || !r.trainable || !r.shard.sharded()) continue;
@@ -438,7 +448,7 @@ void PipelineParallel::load_optimizer_state(const std::map<std::string, Tensor>&
             it->second = tp_shard_row_tensor(r.shard, it->second);
         }
     }
-    dp_->load_optimizer_state(mine, step);
+    return mine;
 }
 
 }  // namespace loom

@@ -118,6 +118,13 @@ class PipelineParallel {
     // Global norm over every stage and replica (shared rows counted once);
     // clips to max_norm when max_norm > 0. Returns the norm before clipping.
     double clip_grad_norm(double max_norm);
+    // The pieces of that norm for a stage whose gradients live elsewhere (the
+    // GPU executor): the flat ranges this rank leaves out of its sum of
+    // squares (shared rows a lower stage counts; rows tp replicates, on tp
+    // ranks > 0), and the global sum of squares from this rank's (summed on
+    // pp, then tp).
+    const std::vector<std::pair<int64_t, int64_t>>& norm_excluded() const { return norm_excluded_; }
+    double global_norm_sq(double local_sq);
     void scale_grads(float s) { dp_->scale_grads(s); }
     void step(double lr) { dp_->step(lr); }
     int64_t step_count() const { return dp_->step_count(); }
@@ -129,8 +136,16 @@ class PipelineParallel {
     // every rank; only replica 0 (dp rank 0) gathers then.
     std::map<std::string, Tensor> gather_params(bool to_all = true) const;
     std::map<std::string, Tensor> gather_optimizer_state(bool to_all = true) const;
+    // The same from optimizer state this stage keeps elsewhere (the GPU
+    // executor's moments, by torch's names; replicated over dp).
+    std::map<std::string, Tensor> gather_optimizer_state(const std::map<std::string, Tensor>& local,
+                                                         bool to_all) const;
     // Keeps this stage's rows of a whole model's optimizer state (local).
     void load_optimizer_state(const std::map<std::string, Tensor>& state, int64_t step);
+    // This rank's tensor-parallel slices of a whole model's moments (the
+    // others as they are), for an optimizer kept elsewhere.
+    std::map<std::string, Tensor> local_optimizer_state(
+        const std::map<std::string, Tensor>& state) const;
 
   private:
     // Global tensors of the tp-sharded rows among names_rows (all_gather on tp).

@@ -309,7 +309,11 @@ double Trainer::gpu_train_step(int64_t step, TokenBatch* mb, int64_t n, double t
         // clipping factor (and fp16's skip decision) agrees without another
         // collective.
         if (gpu_sync_) gpu_sync_->wait();
-        *grad_norm = std::sqrt(gpu_->grad_norm_sq()) / loss_scale;
+        // Tensor parallel: sharded rows summed over tp, replicated ones once.
+        const double sq =
+            pp_ ? pp_->global_norm_sq(gpu_->grad_norm_sq_excluding(pp_->norm_excluded()))
+                : gpu_->grad_norm_sq();
+        *grad_norm = std::sqrt(sq) / loss_scale;
         if (t.max_grad_norm > 0 && std::isfinite(*grad_norm))
             scale *= clip_coefficient(*grad_norm, t.max_grad_norm);
     }
@@ -419,8 +423,9 @@ EvalOutput Trainer::evaluate(bool keep_outputs) {
     LoaderOptions lo = loader_options(job_.training.per_device_eval_batch_size, false);
     lo.dp_rank = 0;
     lo.dp_size = 1;
-    if (gpu_) {
-        // On the GPU, with the parameters it holds (load_best_model uploads).
+    if (gpu_ && !pp_) {
+        // On the GPU, with the parameters it holds (load_best_model uploads);
+        // a tensor-parallel slice evaluates as the whole model on the host.
         GpuEvalModel view(*gpu_, config_);
         return evaluate_model(view, eval_, lo, eo);
     }

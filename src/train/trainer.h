@@ -114,6 +114,10 @@ struct TrainerOptions {
     // CPU, with a note.
     std::function<std::unique_ptr<GpuGradSync>(CudaModel&, const GpuGradSyncOptions&)>
         make_gpu_grad_sync;
+    // Tensor parallel on GPUs: the device twin (NCCL, this rank's GPU) of a
+    // CPU group, collective over it; the executor posts the tp collectives
+    // there. Null: tensor-parallel jobs train on the CPU, with a note.
+    std::function<std::unique_ptr<Communicator>(Communicator&)> make_gpu_group;
 };
 
 enum class StopReason { completed, interrupted, early_stopped };
@@ -219,6 +223,8 @@ class Trainer {
     std::shared_ptr<const RowSource> train_rows_;     // what the loader batches
     std::unique_ptr<Model> model_;
     std::unique_ptr<Loader> loader_;
+    // The device tp group of gpu_ (declared before it: outlives it).
+    std::unique_ptr<Communicator> gpu_tp_;
     std::unique_ptr<CudaModel> gpu_;  // training on a GPU: parameters live there between steps
     // Data parallel on GPUs: reduces gpu_'s gradients (declared after gpu_:
     // destroyed first, it removes its hook from the executor).

@@ -91,15 +91,17 @@ std::string Trainer::save_checkpoint() {
     // comes here); rank 0 writes. Pipeline stages gather every row too. On
     // GPUs (ZeRO-0) every replica holds the main rank's state: only it
     // copies anything back.
-    if (gpu_ && !sync_->is_main()) {
+    if (gpu_ && !pp_ && !sync_->is_main()) {
         update_best("checkpoint-" + std::to_string(state_.global_step));
         return "";
     }
     if (gpu_) gpu_->download_params();
+    // A tensor-parallel slice on the GPU: its moments gathered as pp_'s are.
     const std::map<std::string, Tensor> opt_state =
-        gpu_  ? gpu_->optimizer_state()
-        : pp_ ? pp_->gather_optimizer_state(false)
-              : (dp_ ? dp_->optimizer_state() : optimizer_->state_tensors());
+        gpu_ && pp_ ? pp_->gather_optimizer_state(gpu_->optimizer_state(), false)
+        : gpu_      ? gpu_->optimizer_state()
+        : pp_       ? pp_->gather_optimizer_state(false)
+                    : (dp_ ? dp_->optimizer_state() : optimizer_->state_tensors());
     const int64_t opt_step = gpu_  ? gpu_->step_count()
                              : pp_ ? pp_->step_count()
                                    : (dp_ ? dp_->step_count() : optimizer_->step_count());
@@ -181,7 +183,8 @@ void Trainer::resume(const std::string& spec) {
     LOOM_CHECK(it != opt.metadata().end(), "{}: metadata has no 'step'", opt_path);
     if (gpu_) {
         gpu_->upload_params();
-        gpu_->load_optimizer_state(tensors, std::stoll(it->second));
+        gpu_->load_optimizer_state(pp_ ? pp_->local_optimizer_state(tensors) : tensors,
+                                   std::stoll(it->second));
     } else if (pp_)
         pp_->load_optimizer_state(tensors, std::stoll(it->second));
     else if (dp_)

@@ -480,6 +480,9 @@ void Trainer::build_model_and_optimizer() {
         if (opts_.dp_comm->size() > 1)
             load_notes_.push_back("data parallel: " +
                                   pp_->data_parallel().memory_plan().describe());
+        // Tensor parallel on GPUs: the stage model's slice trains on the
+        // device; pp_ keeps the layout (norm ranges, gathers, checkpoints).
+        if (gpu) setup_gpu(hp);
     } else if (gpu) {
         setup_gpu(hp);
     } else if (opts_.dp_comm && opts_.dp_comm->size() > 1) {
@@ -530,10 +533,17 @@ void Trainer::build_model_and_optimizer() {
 std::string Trainer::gpu_unsupported_reason() const {
     const TrainingArgs& t = job_.training;
     const bool tensor = opts_.tp_comm && opts_.tp_comm->size() > 1;
-    const bool pipeline = (opts_.pp_comm && opts_.pp_comm->size() > 1) || tensor;
+    const bool pipeline = opts_.pp_comm && opts_.pp_comm->size() > 1;
     const bool data = opts_.dp_comm && opts_.dp_comm->size() > 1;
     if (pipeline)
-        return "has no tensor or pipeline parallel layout yet (pure data parallelism runs there)";
+        return "has no pipeline parallel layout yet (data and tensor parallelism run there)";
+    if (tensor && !opts_.make_gpu_group)
+        return "runs tensor parallelism over NCCL only, and this build or launch has none";
+    if (tensor && job_.distribution.zero_stage > 0)
+        return fmt::format(
+            "runs tensor parallelism without ZeRO only so far; distribution.zero_stage {} needs "
+            "the CPU, zero_stage: 0 trains on the GPUs",
+            job_.distribution.zero_stage);
     if (data && !opts_.make_gpu_grad_sync)
         return "reduces data-parallel gradients over NCCL only, and this build or launch has none";
     if (data && job_.distribution.zero_stage > 0)
@@ -546,12 +556,27 @@ std::string Trainer::gpu_unsupported_reason() const {
 }
 
 bool Trainer::choose_gpu() {
-    if (job_.training.use_cpu || !model_) return false;
+    const bool tensor = opts_.tp_comm && opts_.tp_comm->size() > 1;
+    // Pipeline stages build no whole model (gpu_unsupported_reason says so);
+    // a tensor-parallel one is built through pp_ (one stage) and trains its
+    // slice on the GPU.
+    if (job_.training.use_cpu) return false;
     std::string why;
     bool gpu = false;
     if (opts_.make_gpu_model) {
         why = gpu_unsupported_reason();
         gpu = why.empty();
+    }
+    // The ranks of a tp group run one model's collectives together: a slice
+    // on the CPU and one on a GPU would hang, so they agree too.
+    if (tensor) {
+        double n = gpu ? 1.0 : 0.0;
+        opts_.tp_comm->all_reduce(&n, 1, DType::f64, ReduceOp::sum)->wait();
+        LOOM_CHECK(n == 0 || int(n) == opts_.tp_comm->size(),
+                   "{} of the {} tensor-parallel ranks can train on a GPU (tp rank {}: {}); give "
+                   "every rank a GPU, or set hyperparameters.use_cpu: true",
+                   int(n), opts_.tp_comm->size(), opts_.tp_comm->rank(),
+                   gpu ? "yes" : (why.empty() ? "no CUDA device or no CUDA build" : why));
     }
     // Replicas that chose differently would post different collectives
     // (NCCL's set-up against DataParallel's broadcast) and hang: agree first.
@@ -579,7 +604,7 @@ void Trainer::setup_gpu(const AdamWParams& hp) {
         // the host table, which checkpoints and evaluation read back into,
         // agrees with the device. (A resume then loads the same checkpoint
         // on every rank and uploads it.)
-        ParamTable& p = model_->params();
+        ParamTable& p = train_model().params();
         opts_.dp_comm->broadcast(p.params_data(), p.flat_numel(), DType::f32, 0)->wait();
     }
     CudaModelOptions o;
@@ -591,7 +616,12 @@ void Trainer::setup_gpu(const AdamWParams& hp) {
     o.checkpoint_every = d.activation_checkpointing ? std::max<int64_t>(d.checkpoint_every, 1) : 0;
     o.offload_activations = d.offload_activations;
     o.loading_horizon = d.activation_loading_horizon;
-    gpu_ = opts_.make_gpu_model(*model_, o);
+    if (opts_.tp_comm && opts_.tp_comm->size() > 1) {
+        // Collective over tp (every rank of the group builds its twin here).
+        gpu_tp_ = opts_.make_gpu_group(*opts_.tp_comm);
+        o.tp = gpu_tp_.get();
+    }
+    gpu_ = opts_.make_gpu_model(train_model(), o);
     load_notes_.push_back(fmt::format(
         "training on {} ({}, fp32 master weights and AdamW state); evaluation and checkpoints "
         "copy the parameters back to the host",

@@ -52,9 +52,7 @@ CudaExecutor<T>::CudaExecutor(Model& cpu, const CudaModelOptions& options)
       ctx_(options.device) {
     LOOM_CHECK(config_.part.whole(),
                "the CUDA executor runs a whole model; pipeline stages are not supported on it yet");
-    LOOM_CHECK(
-        !config_.tp.active(),
-        "the CUDA executor runs a whole model; tensor parallelism is not supported on it yet");
+    tp_setup();
     C_ = config_.hidden_size;
     flat_ = table_.flat_numel();
     master_ = device_alloc<float>(flat_);
@@ -137,6 +135,7 @@ CudaExecutor<T>::~CudaExecutor() {
     device_free(m_);
     device_free(v_);
     device_free(norm_result_);
+    device_free(norm_parts_);
 }
 
 template <typename T>
@@ -232,6 +231,13 @@ void CudaExecutor<T>::plan(int64_t B, int64_t T_len) {
         final_ = a.template take<T>(N * C);
         final_mean_ = a.template take<float>(N);
         final_rstd_ = a.template take<float>(N);
+        if (tp_) {
+            tp_dx_ = a.template take<T>(N * C);
+            tp_ids_ = a.template take<int64_t>(N);
+            xent_max_ = a.template take<float>(N);
+            xent_stats_ = a.template take<float>(2 * N);
+            xent_result_ = a.template take<XentSum>(1);
+        }
         plan_head(a);
     });
     if (!offloaded_.empty()) offload_setup();
@@ -324,6 +330,9 @@ LossSum CudaExecutor<T>::forward(const ModelInputs& in, const DropoutPlan& dropo
         norm_forward(*view_.final_norm, final_, final_mean_, final_rstd_, top, N);
         top = final_;
     }
+    // The head's loss copy blocks the host on the stream: the tp collectives
+    // queued before it report their errors (bounded) first.
+    if (tp_) tp_drain();
     const LossSum loss = head_forward(top);
     note_peak();
     ready_for_backward_ = true;
@@ -368,6 +377,7 @@ void CudaExecutor<T>::backward(double loss_scale) {
     }
     embed_backward(dh_);
     if (hook_ && reported > 0) hook_(0, reported);
+    if (tp_) tp_drain();
     (void)C;
     note_peak();
     ready_for_backward_ = false;

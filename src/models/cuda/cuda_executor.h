@@ -16,6 +16,8 @@
 #include "models/cuda/device_arena.h"
 #include "models/stack_model.h"
 #include "models/stack_view.h"
+#include "ops/softmax_xent.h"
+#include "parallel/comm.h"
 
 namespace loom {
 
@@ -28,6 +30,8 @@ class CudaExecutor final : public CudaModel {
     LossSum forward(const ModelInputs& in, const DropoutPlan& dropout) override;
     void backward(double loss_scale) override;
     double grad_norm_sq() override;
+    double grad_norm_sq_excluding(
+        const std::vector<std::pair<int64_t, int64_t>>& excluded) override;
     void step(double lr, double grad_scale) override;
     void zero_grad() override;
     int64_t step_count() const override { return step_; }
@@ -96,6 +100,23 @@ class CudaExecutor final : public CudaModel {
     // Overwrites dhidden (N, C).
     void head_backward(T* dhidden, const T* hidden, double scale);
     void fill_targets(const ModelInputs& in);
+
+    // ---- tensor parallelism (cuda_executor_tp.cpp) ----
+    // Binds options_.tp after checking it against the modules' tp group.
+    void tp_setup();
+    // In-place all_reduce on the tp twin; the compute stream waits for it on
+    // the device, the host later (tp_drain) for its errors and timeouts.
+    void tp_all_reduce(void* buf, int64_t count, DType dtype, ReduceOp op);
+    void tp_drain();
+    // A vocab-parallel word table's forward (overwrites out) and backward.
+    void vocab_embed_forward(const Embedding& m, T* out, const int64_t* ids);
+    void vocab_embed_backward(const Embedding& m, const int64_t* ids, const T* dout);
+    // Cross-entropy over the decoder's logits (N, decoder.out): the whole
+    // vocabulary, or Megatron's vocab-parallel one when the decoder is.
+    XentSum head_xent_forward(const Linear& decoder, const T* logits, const int64_t* targets,
+                              int64_t N, int64_t V);
+    void head_xent_backward(const Linear& decoder, T* logits, const int64_t* targets, int64_t N,
+                            int64_t V, double scale);
 
     void plan(int64_t B, int64_t T_len);
     // Reports the finished suffix of the gradient buffer once backward has
@@ -187,6 +208,17 @@ class CudaExecutor final : public CudaModel {
     DropoutSpec drop_a_, drop_b_;
     int64_t peak_used_ = 0;
     GradReadyHook hook_;
+    // Tensor parallelism: the device tp group (null: not sharded), the Works
+    // posted since the host last waited, and the buffers of its pieces.
+    Communicator* tp_ = nullptr;
+    std::vector<WorkPtr> tp_pending_;
+    T* tp_dx_ = nullptr;           // (N, C) a column-parallel branch's dx before its sum
+    int64_t* tp_ids_ = nullptr;    // (N) word ids local to the vocab slice (backward)
+    float* xent_max_ = nullptr;    // (N) vocab-parallel row maxima
+    float* xent_stats_ = nullptr;  // (2N) [sum of exp | target logit]
+    XentSum* xent_result_ = nullptr;
+    double* norm_parts_ = nullptr;  // one partial sum per included range
+    int64_t norm_parts_n_ = 0;
     // Per distinct block: where its rows start in the flat buffer and its
     // first application (the last one backward reaches); blocks by start,
     // highest first.

@@ -58,13 +58,13 @@ void CudaExecutor<T>::plan_head(DeviceArena& a) {
             hd1_ = a.template take<T>(N * E);  // d(activation output), then d(pre)
             hmean_ = a.template take<float>(N);
             hrstd_ = a.template take<float>(N);
-            logits_ = a.template take<T>(N * h.n_out);
-            xg_ = a.template take<T>(N * C);  // labelled rows (at most N)
+            logits_ = a.template take<T>(N * h.decoder->out);  // a vocab slice under tp
+            xg_ = a.template take<T>(N * C);                   // labelled rows (at most N)
             dxg_ = a.template take<T>(N * C);
             break;
         }
         case HeadKind::causal_lm:
-            logits_ = a.template take<T>(N * h.n_out);
+            logits_ = a.template take<T>(N * h.decoder->out);
             break;
         case HeadKind::sequence_classification: {
             const int64_t D = h.dense->out;
@@ -169,15 +169,13 @@ LossSum CudaExecutor<T>::head_forward(const T* hidden) {
                                             C, E, h.dense->layout, h.act, ctx_);
             norm_forward(*h.norm, h3_, hmean_, hrstd_, h2_, M);
             linear_forward(*h.decoder, logits_, h3_, M);
-            if (has_labels_)
-                x = softmax_xent_forward_cuda<T>(nullptr, logits_, targets_, M, h.n_out, ctx_);
+            if (has_labels_) x = head_xent_forward(*h.decoder, logits_, targets_, M, h.n_out);
             break;
         }
         case HeadKind::causal_lm:
             linear_forward(*h.decoder, logits_, hidden, N);
             head_rows_ = N;
-            if (has_labels_)
-                x = softmax_xent_forward_cuda<T>(nullptr, logits_, targets_, N, h.n_out, ctx_);
+            if (has_labels_) x = head_xent_forward(*h.decoder, logits_, targets_, N, h.n_out);
             break;
         case HeadKind::sequence_classification: {
             const int64_t D = h.dense->out;
@@ -235,7 +233,7 @@ void CudaExecutor<T>::head_backward(T* dhidden, const T* hidden, double scale) {
             if (sparse_)
                 LOOM_CUDA_CHECK(cudaMemsetAsync(dhidden, 0, size_t(N * C) * sizeof(T), st));
             if (M == 0) break;
-            softmax_xent_backward_cuda<T>(logits_, logits_, targets_, M, h.n_out, scale, ctx_);
+            head_xent_backward(*h.decoder, logits_, targets_, M, h.n_out, scale);
             linear_backward(*h.decoder, h4_, logits_, h3_, M, false);
             norm_backward(*h.norm, hd1_, h4_, h2_, hmean_, hrstd_, M, false);
             activation_backward_cuda<T>(hd1_, h1_, hd1_, M * E, h.act, ctx_);
@@ -246,7 +244,7 @@ void CudaExecutor<T>::head_backward(T* dhidden, const T* hidden, double scale) {
             break;
         }
         case HeadKind::causal_lm:
-            softmax_xent_backward_cuda<T>(logits_, logits_, targets_, N, h.n_out, scale, ctx_);
+            head_xent_backward(*h.decoder, logits_, targets_, N, h.n_out, scale);
             linear_backward(*h.decoder, dhidden, logits_, hidden, N, false);
             break;
         case HeadKind::sequence_classification: {
@@ -291,6 +289,8 @@ std::map<std::string, Tensor> CudaExecutor<T>::outputs() {
         out[name] = t;
     };
     const HeadView& h = view_.head;
+    // A vocab-parallel decoder's logits are a slice, not HF's (as the CPU head).
+    if (h.decoder && h.decoder->tp) return out;
     switch (h.kind) {
         case HeadKind::none:
             break;

@@ -14,19 +14,42 @@
 #include "ops/cuda/flash_attention_cuda.h"
 #include "ops/cuda/layer_norm_cuda.h"
 #include "ops/cuda/matmul_cuda.h"
+#include "ops/cuda/tp_vocab_cuda.h"
 
 namespace loom {
 
+// Tensor parallelism as nn/linear.cpp: a column-parallel linear's "f" is the
+// identity forward, a row-parallel one sums its partial products on tp
+// ("g") before the replicated bias, which would otherwise count tp times.
 template <typename T>
 void CudaExecutor<T>::linear_forward(const Linear& l, T* y, const T* x, int64_t N) {
-    matmul_forward_cuda<T>(y, x, P(l.weight), P(l.bias), N, l.in, l.out, l.layout, ctx_);
+    if (l.tp == nullptr || l.tp_role != TpRole::row) {
+        matmul_forward_cuda<T>(y, x, P(l.weight), P(l.bias), N, l.in, l.out, l.layout, ctx_);
+        return;
+    }
+    matmul_forward_cuda<T>(y, x, P(l.weight), nullptr, N, l.in, l.out, l.layout, ctx_);
+    tp_all_reduce(y, N * l.out, grad_dtype(), ReduceOp::sum);
+    add_bias_cuda<T>(y, P(l.bias), N, l.out, ctx_);
 }
 
+// Row parallel: "g" bwd is the identity (dy is replicated, the bias gradient
+// the same on every rank). Column parallel: "f" bwd sums dx on tp; when dx
+// already holds the residual stream's gradient (accumulate), only this
+// branch's part may be summed, so it is computed apart, reduced, then added.
 template <typename T>
 void CudaExecutor<T>::linear_backward(const Linear& l, T* dx, const T* dy, const T* x, int64_t N,
                                       bool accumulate) {
-    matmul_backward_cuda<T>(dx, G(l.weight), G(l.bias), dy, x, P(l.weight), N, l.in, l.out,
-                            l.layout, accumulate, ctx_);
+    if (l.tp == nullptr || l.tp_role != TpRole::column || dx == nullptr) {
+        matmul_backward_cuda<T>(dx, G(l.weight), G(l.bias), dy, x, P(l.weight), N, l.in, l.out,
+                                l.layout, accumulate, ctx_);
+        return;
+    }
+    T* part = accumulate ? tp_dx_ : dx;
+    LOOM_ASSERT(!accumulate || l.in <= C_, "column-parallel dx of width {} > C {}", l.in, C_);
+    matmul_backward_cuda<T>(part, G(l.weight), G(l.bias), dy, x, P(l.weight), N, l.in, l.out,
+                            l.layout, false, ctx_);
+    tp_all_reduce(part, N * l.in, grad_dtype(), ReduceOp::sum);
+    if (accumulate) add_inplace_cuda<T>(dx, part, N * l.in, ctx_);
 }
 
 template <typename T>
@@ -51,16 +74,24 @@ void CudaExecutor<T>::embed_forward(T* h0) {
     const EmbeddingsView& e = view_.embeddings;
     const int64_t N = N_, E = e.E;
     drop_emb_ = drop_.spec(e.dropout, 0, DropoutPlan::embeddings);
+    // The word table comes first (it overwrites), so a vocab-parallel
+    // lookup's all-reduce sees only its own rows.
+    auto word_forward = [&](T* out) {
+        if (e.word->tp)
+            vocab_embed_forward(*e.word, out, ids_);
+        else
+            embedding_forward_cuda<T>(out, ids_, P(e.word->table), N, e.word->V, E, false, ctx_);
+    };
     if (!e.norm) {
         // GPT-2: wte[ids] + wpe[pos], dropout.
-        embedding_forward_cuda<T>(h0, ids_, P(e.word->table), N, e.word->V, E, false, ctx_);
+        word_forward(h0);
         embedding_forward_cuda<T>(h0, pos_, P(e.position->table), N, e.position->V, E, true, ctx_);
         if (drop_emb_.active()) dropout_forward_cuda<T>(h0, h0, B_, T_ * E, drop_emb_, ctx_);
         return;
     }
     // Encoders, HF order: (word + token_type) + position, LayerNorm, dropout,
     // then ALBERT's E -> C mapping. Absent token types are type 0, as HF.
-    embedding_forward_cuda<T>(emb_sum_, ids_, P(e.word->table), N, e.word->V, E, false, ctx_);
+    word_forward(emb_sum_);
     if (e.token_type)
         embedding_forward_cuda<T>(emb_sum_, types_, P(e.token_type->table), N, e.token_type->V, E,
                                   true, ctx_);
@@ -77,6 +108,10 @@ void CudaExecutor<T>::embed_backward(T* dh0) {
     const EmbeddingsView& e = view_.embeddings;
     const int64_t N = N_, E = e.E;
     auto table_backward = [&](const Embedding* m, const int64_t* ids, const T* d) {
+        if (m && m->tp) {
+            vocab_embed_backward(*m, ids, d);
+            return;
+        }
         if (T* g = m ? G(m->table) : nullptr)
             embedding_backward_cuda<T>(g, ids, d, N, m->V, E, m->padding_idx, ctx_);
     };
@@ -115,7 +150,7 @@ void CudaExecutor<T>::attention_forward(const SelfAttention& m, T* y, BlockActs&
                                         const Step& s) {
     const int64_t C = m.C;
     linear_forward(m.qkv, a.qkv, x, N_);
-    const AttnShape shape{B_, T_, m.NH, C / m.NH, 0, 0};
+    const AttnShape shape{B_, T_, m.NH, C / m.NH, m.head_offset, m.NH_total};
     const AttnMask mask{has_mask_ ? mask_ : nullptr, m.causal};
     if (flash_)
         flash_attention_forward_cuda<T>(a.ctx, a.lse, a.qkv, a.qkv + C, a.qkv + 2 * C, 3 * C, shape,
@@ -132,7 +167,7 @@ void CudaExecutor<T>::attention_backward(const SelfAttention& m, T* dx, const T*
                                          bool accumulate) {
     const int64_t C = m.C;
     linear_backward(m.proj, dctx_, dy, a.ctx, N_, false);
-    const AttnShape shape{B_, T_, m.NH, C / m.NH, 0, 0};
+    const AttnShape shape{B_, T_, m.NH, C / m.NH, m.head_offset, m.NH_total};
     const AttnMask mask{has_mask_ ? mask_ : nullptr, m.causal};
     if (flash_)
         flash_attention_backward_cuda<T>(dqkv_, dqkv_ + C, dqkv_ + 2 * C, dctx_, a.ctx, a.lse,

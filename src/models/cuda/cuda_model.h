@@ -17,9 +17,10 @@
 //
 // The dropout masks, the masking rules and the loss normalisation are the
 // CPU's, so the same batch gives the CPU's loss and gradients within the
-// compute type's rounding (fp32: op rounding only). What it does not do
-// (yet): tensor or pipeline parts (a whole model only) and fp16 loss
-// scaling; create() says so instead of guessing.
+// compute type's rounding (fp32: op rounding only). A model sharded for
+// tensor parallelism runs its slice, posting the Megatron collectives its
+// modules declare on CudaModelOptions::tp. What it does not do (yet):
+// pipeline parts (a whole model only); create() says so instead of guessing.
 //
 // This header includes no CUDA header, so host code of any build may include
 // it; the implementation exists only in a CUDA build (LOOM_HAVE_CUDA), and
@@ -31,12 +32,17 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "core/check.h"
 #include "core/tensor.h"
 #include "models/model.h"
 #include "ops/adamw.h"
 
 namespace loom {
+
+class Communicator;
 
 // Compute type: activations, the parameter copy and gradients. fp16 needs a
 // loss scale (the caller's: backward(scale / count), step(lr, 1 / scale)).
@@ -63,6 +69,12 @@ struct CudaModelOptions {
     // query row sees a key; false: always the unfused kernels (which save the
     // (B, NH, T, T) probabilities).
     bool fused_attention = true;
+    // Tensor parallelism: the device twin (CommNccl, same ranks) of the tp
+    // group the model was sharded on (ModelConfig::tp). The executor posts
+    // the collectives its modules declare (Linear::tp_role, a vocab-parallel
+    // Embedding, a vocab-parallel head) on it, ordered on its compute stream.
+    // Must outlive the executor; null when the model is not sharded.
+    Communicator* tp = nullptr;
 };
 
 class CudaModel {
@@ -83,6 +95,10 @@ class CudaModel {
     virtual void backward(double loss_scale) = 0;
     // Sum of squared gradients over the trainable rows (fp64, deterministic).
     virtual double grad_norm_sq() = 0;
+    // The same outside the flat ranges [begin, end) given (sorted, disjoint):
+    // under tensor parallelism the rows tp replicates count on one tp rank
+    // only (PipelineParallel::norm_excluded), as Megatron's norm does.
+    virtual double grad_norm_sq_excluding(const std::vector<std::pair<int64_t, int64_t>>& excluded);
     // Gradients scaled by `grad_scale` (clipping), one AdamW update with `lr`
     // (weight decay per row as the table says), the compute copy refreshed,
     // gradients zeroed. Steps are counted from 1 as torch does.
@@ -130,5 +146,12 @@ class CudaModel {
     virtual int64_t peak_device_bytes() = 0;
     virtual std::string device_name() const = 0;
 };
+
+// Stand-ins without range support (tests) answer only the whole-buffer case.
+inline double CudaModel::grad_norm_sq_excluding(
+    const std::vector<std::pair<int64_t, int64_t>>& excluded) {
+    LOOM_CHECK(excluded.empty(), "this CUDA model cannot leave gradient ranges out of the norm");
+    return grad_norm_sq();
+}
 
 }  // namespace loom

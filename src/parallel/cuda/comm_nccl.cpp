@@ -187,6 +187,15 @@ void CommNccl::make_compute_wait() {
     make_compute_wait(compute_stream_);
 }
 
+void CommNccl::set_compute_stream(cudaStream_t stream) {
+    // Inside a group the operations already issued recorded the old stream's
+    // event; switching there would order the rest differently.
+    LOOM_CHECK(!in_group_, "set_compute_stream on group '{}' inside group_start()/group_end()",
+               name());
+    check_stream_device(stream, device_, name());
+    compute_stream_ = stream;
+}
+
 void CommNccl::make_compute_wait(cudaStream_t stream) {
     LOOM_CHECK(!in_group_,
                "make_compute_wait on group '{}' inside group_start()/group_end(): the grouped "
