@@ -22,8 +22,11 @@
 //
 // The loss is normalised by the global label count before backward, so the
 // sum over ranks is the mean gradient: the reduction is a plain sum.
-// Replicated optimizer state only (ZeRO-0): every rank applies the same AdamW
-// update to the same summed gradients.
+// ZeRO-0: an all-reduce; every rank applies the same update to the same
+// summed gradients. ZeRO-1/2 (zero_stage): a reduce-scatter into this rank's
+// shard (every micro-batch for ZeRO-2), which the executor updates alone
+// before all-gathering the parameters; the sync hands the executor its shard
+// and collectives (CudaModel::set_shard), so the calls above do not change.
 #pragma once
 
 #include <cstdint>
@@ -38,6 +41,10 @@ struct GpuGradSyncOptions {
     // Start buckets from the executor's grad-ready hook while backward runs;
     // false: all of them after backward (distribution.overlap_comm).
     bool overlap = true;
+    // distribution.zero_stage: 0 all-reduce, 1 or 2 sharded (parallel/zero.h).
+    int zero_stage = 0;
+    // Optimizer state per parameter (AdamW, LAMB: 8; SGD: 0), for describe().
+    int64_t state_bytes_per_param = 8;
 };
 
 struct GpuGradSyncStats {

@@ -40,7 +40,7 @@ std::vector<ShardSegment> shard_segments(const ParamTable& table,
             const int64_t hi = std::min(p.flat_end, r.offset + r.numel());
             if (lo >= hi) continue;
             out.push_back({lo, p.shard_begin + (lo - p.flat_begin), hi - lo,
-                           decay == DecayPolicy::all || r.decay});
+                           decay == DecayPolicy::all || r.decay, *it});
         }
     }
     return out;

@@ -43,6 +43,7 @@ struct ShardSegment {
     int64_t shard = 0;  // offset in the shard buffers
     int64_t n = 0;      // elements
     bool decay = true;
+    int row = -1;       // the ParamTable row it lies in (per-tensor optimizers: LAMB)
 };
 // Intersections of `pieces` with the table's trainable rows, in shard order.
 std::vector<ShardSegment> shard_segments(const ParamTable& table,

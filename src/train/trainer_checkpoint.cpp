@@ -89,9 +89,10 @@ std::string Trainer::save_checkpoint() {
     // Layout-free optimizer state: under ZeRO every replica holds a shard,
     // gathered into global tensors by HF name (a collective, so every rank
     // comes here); rank 0 writes. Pipeline stages gather every row too. On
-    // GPUs (ZeRO-0) every replica holds the main rank's state: only it
-    // copies anything back.
-    if (gpu_ && !pp_ && !sync_->is_main()) {
+    // GPUs with ZeRO-0 every replica holds the main rank's state: only it
+    // copies anything back; with ZeRO-1/2 the executor gathers the shards.
+    const bool gpu_sharded = gpu_sync_ && job_.distribution.zero_stage > 0;
+    if (gpu_ && !pp_ && !gpu_sharded && !sync_->is_main()) {
         update_best("checkpoint-" + std::to_string(state_.global_step));
         return "";
     }

@@ -546,12 +546,10 @@ std::string Trainer::gpu_unsupported_reason() const {
             job_.distribution.zero_stage);
     if (data && !opts_.make_gpu_grad_sync)
         return "reduces data-parallel gradients over NCCL only, and this build or launch has none";
-    if (data && job_.distribution.zero_stage > 0)
-        return fmt::format(
-            "runs data parallel without ZeRO only so far (ZeRO-0: replicated optimizer state); "
-            "distribution.zero_stage {} needs the CPU, zero_stage: 0 trains on the GPUs",
-            job_.distribution.zero_stage);
-    if (t.optim != OptimizerKind::adamw) return "updates with AdamW only (optim: adamw)";
+    // LAMB's per-tensor norms would span the tp ranks' slices.
+    if (tensor && t.optim != OptimizerKind::adamw)
+        return fmt::format("runs tensor parallelism with AdamW only so far (optim: {})",
+                           enum_name(t.optim));
     return "";
 }
 
@@ -612,6 +610,10 @@ void Trainer::setup_gpu(const AdamWParams& hp) {
               : job_.training.fp16 ? CudaDtype::fp16
                                    : CudaDtype::fp32;
     o.adamw = hp;
+    const OptimizerKind optim = job_.training.optim;
+    o.optimizer = optim == OptimizerKind::lamb  ? CudaOptimizer::lamb
+                  : optim == OptimizerKind::sgd ? CudaOptimizer::sgd
+                                                : CudaOptimizer::adamw;
     const DistributionArgs& d = job_.distribution;
     o.checkpoint_every = d.activation_checkpointing ? std::max<int64_t>(d.checkpoint_every, 1) : 0;
     o.offload_activations = d.offload_activations;
@@ -622,20 +624,25 @@ void Trainer::setup_gpu(const AdamWParams& hp) {
         o.tp = gpu_tp_.get();
     }
     gpu_ = opts_.make_gpu_model(train_model(), o);
-    load_notes_.push_back(fmt::format(
-        "training on {} ({}, fp32 master weights and AdamW state); evaluation and checkpoints "
-        "copy the parameters back to the host",
-        gpu_->device_name(),
-        job_.training.bf16   ? "bf16 compute"
-        : job_.training.fp16 ? "fp16 compute with dynamic loss scaling"
-                             : "fp32"));
+    load_notes_.push_back(
+        fmt::format("training on {} ({}, fp32 master weights, {} on the device); evaluation and "
+                    "checkpoints copy the parameters back to the host",
+                    gpu_->device_name(),
+                    job_.training.bf16   ? "bf16 compute"
+                    : job_.training.fp16 ? "fp16 compute with dynamic loss scaling"
+                                         : "fp32",
+                    optim == OptimizerKind::sgd ? "SGD (stateless)"
+                                                : fmt::format("{} state", enum_name(optim))));
     if (!data) return;
     GpuGradSyncOptions g;
     g.bucket_size_mb = d.bucket_size_mb;
     g.overlap = d.overlap_comm;
+    g.zero_stage = int(d.zero_stage);
+    g.state_bytes_per_param = optim == OptimizerKind::sgd ? 0 : 8;
     gpu_sync_ = opts_.make_gpu_grad_sync(*gpu_, g);
-    load_notes_.push_back("data parallel on GPUs (ZeRO-0, optimizer state replicated): " +
-                          gpu_sync_->describe());
+    load_notes_.push_back(std::string("data parallel on GPUs") +
+                          (d.zero_stage == 0 ? " (ZeRO-0, optimizer state replicated)" : "") +
+                          ": " + gpu_sync_->describe());
 }
 
 }  // namespace loom

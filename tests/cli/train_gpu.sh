@@ -7,6 +7,9 @@
 #     the CPU's loss curve within 3%;
 #   - a checkpoint written on the GPU resumes on the CPU (and the reverse)
 #     with the uninterrupted run's losses: checkpoints do not know the device;
+#   - LAMB (per-tensor trust ratios) and SGD on the GPU follow the same
+#     optimizer on the CPU within the fp32 tolerances, and a LAMB checkpoint
+#     written on the GPU resumes on the CPU;
 #   - use_cpu: true keeps a CUDA build on the CPU.
 # Skips (exit 0, "SKIP: ...") when this loom has no CUDA or sees no GPU.
 #   $1 = loom binary, $2 = tests/data directory
@@ -51,6 +54,24 @@ cp -r mlm_cpu/checkpoint-4 c2g/
     --set hyperparameters.resume_from_checkpoint=latest
 gcompare mlm_cpu g2c
 gcompare mlm_cpu c2g
+
+for o in lamb sgd; do
+  echo "== $o: CPU against GPU fp32 (mlm and clm)"
+  for t in mlm clm; do
+    "$loom" train gpu_$t.yaml --quiet $cpu --set hyperparameters.optim=$o \
+        --set hyperparameters.output_dir=${t}_${o}_cpu
+    out=$("$loom" train gpu_$t.yaml --set hyperparameters.optim=$o \
+        --set hyperparameters.output_dir=${t}_${o}_gpu 2>&1)
+    grep -q "training on cuda" <<<"$out" ||
+      { echo "$out"; echo "FAIL: optim $o did not train on the GPU"; exit 1; }
+    gcompare ${t}_${o}_cpu ${t}_${o}_gpu
+  done
+done
+mkdir lamb_g2c
+cp -r mlm_lamb_gpu/checkpoint-4 lamb_g2c/
+"$loom" train gpu_mlm.yaml --quiet $cpu --set hyperparameters.optim=lamb \
+    --set hyperparameters.output_dir=lamb_g2c --set hyperparameters.resume_from_checkpoint=latest
+gcompare mlm_lamb_cpu lamb_g2c
 
 out=$("$loom" train gpu_mlm.yaml $cpu --set hyperparameters.output_dir=mlm_cpu2 2>&1)
 if grep -q "training on cuda" <<<"$out"; then echo "FAIL: use_cpu: true trained on the GPU"; exit 1; fi

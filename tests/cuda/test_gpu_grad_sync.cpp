@@ -10,6 +10,11 @@
 // micro-batch, and the launch counts with and without overlap. Skips without
 // a GPU; the bucket order logic is tested on the CPU
 // (tests/parallel/test_grad_bucket_queue.cpp).
+// ZeRO-1/2 (zero_stage): the stand-in receives its shard (set_shard); each
+// rank's fp32 shard must hold the summed gradients of exactly its chunks of
+// the CPU's bucket plan (grad_sync.h), ZeRO-2 summing both micro-batches
+// and ZeRO-1 only the last; the shard's collectives sum partial norms and
+// all-gather every rank's chunks (the padded bottom bucket included).
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -23,6 +28,8 @@
 #if defined(LOOM_HAVE_NCCL)
 #include "parallel/comm_local.h"
 #include "parallel/cuda/gpu_grad_sync.h"
+#include "parallel/grad_bucket_queue.h"
+#include "parallel/grad_sync.h"
 #endif
 
 namespace loom::test {
@@ -69,6 +76,24 @@ class StandInModel final : public CudaModel {
         return out;
     }
 
+    // ZeRO: what the sync handed over (an empty shard detaches).
+    void set_shard(CudaShard shard) override { shard_ = std::move(shard); }
+    CudaShard& shard() { return shard_; }
+    template <typename U>
+    std::vector<U> download_via_compute_stream(const U* d, int64_t n) {
+        std::vector<U> h(static_cast<size_t>(n));
+        LOOM_CUDA_CHECK(
+            cudaMemcpyAsync(h.data(), d, h.size() * sizeof(U), cudaMemcpyDeviceToHost, stream_));
+        LOOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+        return h;
+    }
+    template <typename U>
+    void upload_via_compute_stream(U* d, const std::vector<U>& h) {
+        LOOM_CUDA_CHECK(
+            cudaMemcpyAsync(d, h.data(), h.size() * sizeof(U), cudaMemcpyHostToDevice, stream_));
+        LOOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    }
+
     void set_logits_scope(LogitsScope) override {}
     void set_grad_ready_hook(GradReadyHook hook) override { hook_ = std::move(hook); }
     void* grads_device() override { return grads_->get(); }
@@ -109,6 +134,7 @@ class StandInModel final : public CudaModel {
     T* staged_ = nullptr;  // pinned: the copies stay asynchronous
     cudaStream_t stream_ = nullptr;
     GradReadyHook hook_;
+    CudaShard shard_;
 };
 
 CommOptions quick_options() {
@@ -193,6 +219,104 @@ TEST(GpuGradSync, SumsBf16BucketsLaunchedFromTheHook) {
 }
 TEST(GpuGradSync, SumsAfterBackwardWithoutOverlap) {
     run_steps<float>(false);
+}
+
+template <typename T>
+void run_zero(int stage, bool overlap) {
+    const std::string why = cuda_unavailable_reason();
+    if (!why.empty()) GTEST_SKIP() << "no usable CUDA device: " << why;
+    const int n_ranks = cuda_device_count();
+    // 10,007 elements: with 2+ ranks the bottom bucket does not split evenly.
+    const int64_t n = 10007, layer = 1500;
+    const double mb = 4096.0 / double(1 << 20);
+    comm_local_run(
+        n_ranks,
+        [&](Communicator& cpu) {
+            const int r = cpu.rank();
+            StandInModel<T> model(r, n, layer);
+            GpuGradSyncOptions o;
+            o.bucket_size_mb = mb;
+            o.overlap = overlap;
+            o.zero_stage = stage;
+            auto sync = make_nccl_grad_sync(cpu, model, r, o);
+            // The CPU's plan for these buckets: the shard the sync must fill.
+            const auto buckets =
+                grad_buckets_plan(n, bucket_elems_for_bytes(mb, int64_t(sizeof(T))), n_ranks);
+            const auto pieces = shard_pieces(buckets, r);
+            CudaShard& sh = model.shard();
+            ASSERT_EQ(sh.numel, shard_numel(buckets));
+            ASSERT_EQ(sh.chunks.size(), pieces.size());
+            for (size_t b = 0; b < pieces.size(); ++b) {
+                EXPECT_EQ(sh.chunks[b].flat_begin, pieces[b].flat_begin);
+                EXPECT_EQ(sh.chunks[b].flat_end, pieces[b].flat_end);
+                EXPECT_EQ(sh.chunks[b].shard_begin, pieces[b].shard_begin);
+            }
+            EXPECT_NE(sync->describe().find("ZeRO-" + std::to_string(stage)), std::string::npos);
+            for (int step = 0; step < 2; ++step) {
+                model.set_next_grads(grads_of(r, 0, n));
+                sync->begin_micro_batch(false);
+                model.backward(1.0);
+                sync->end_micro_batch();
+                model.set_next_grads(grads_of(r, 1, n));
+                sync->begin_micro_batch(true);
+                model.backward(1.0);
+                sync->end_micro_batch();
+                sync->finalize();
+                std::vector<float> want = summed(n_ranks, 1, n);
+                if (stage == 2) {
+                    const auto first = summed(n_ranks, 0, n);
+                    for (size_t i = 0; i < want.size(); ++i) want[i] += first[i];
+                }
+                const auto got = model.download_via_compute_stream(sh.grads, sh.numel);
+                sync->wait();
+                for (const ShardPiece& p : pieces)
+                    for (int64_t i = 0; i < p.chunk; ++i) {
+                        const float w = p.flat_begin + i < p.flat_end
+                                            ? want[size_t(p.flat_begin + i)]
+                                            : 0.0f;  // padding
+                        ASSERT_EQ(got[size_t(p.shard_begin + i)], w)
+                            << "step " << step << " rank " << r << " shard element "
+                            << p.shard_begin + i;
+                    }
+            }
+            // Partial sums of every rank, summed on the device.
+            double* d = nullptr;
+            LOOM_CUDA_CHECK(cudaMalloc(&d, 2 * sizeof(double)));
+            model.upload_via_compute_stream(d, std::vector<double>{double(r + 1), 0.5});
+            sh.all_reduce_sum(d, 2);
+            const auto sums = model.download_via_compute_stream(d, 2);
+            EXPECT_EQ(sums[0], double(n_ranks * (n_ranks + 1) / 2));
+            EXPECT_EQ(sums[1], 0.5 * n_ranks);
+            LOOM_CUDA_CHECK(cudaFree(d));
+            // The parameters: rank q's chunks hold q's values, the rest junk
+            // that the gather must overwrite.
+            auto value = [](int q, int64_t i) { return float(q * 100000 + i); };
+            std::vector<float> host(static_cast<size_t>(n), -1.0f);
+            for (const ShardPiece& p : pieces)
+                for (int64_t i = p.flat_begin; i < p.flat_end; ++i) host[size_t(i)] = value(r, i);
+            float* master = nullptr;
+            LOOM_CUDA_CHECK(cudaMalloc(&master, size_t(n) * sizeof(float)));
+            model.upload_via_compute_stream(master, host);
+            sh.gather_params(master);
+            const auto gathered = model.download_via_compute_stream(master, n);
+            sync->wait();
+            for (const GradBucket& b : buckets)
+                for (int q = 0; q < n_ranks; ++q)
+                    for (int64_t i = b.chunk_begin(q); i < b.chunk_end(q); ++i)
+                        ASSERT_EQ(gathered[size_t(i)], value(q, i)) << "element " << i;
+            LOOM_CUDA_CHECK(cudaFree(master));
+        },
+        quick_options());
+}
+
+TEST(GpuGradSync, Zero1ReduceScattersTheLastMicroBatchIntoShards) {
+    run_zero<float>(1, true);
+}
+TEST(GpuGradSync, Zero2AccumulatesEveryMicroBatchInShards) {
+    run_zero<float>(2, true);
+}
+TEST(GpuGradSync, Zero2Bf16WithoutOverlap) {
+    run_zero<__nv_bfloat16>(2, false);
 }
 
 TEST(GpuGradSync, RefusesReportsOutsideAMicroBatch) {

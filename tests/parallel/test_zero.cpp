@@ -113,6 +113,13 @@ TEST(ZeroShard, SegmentsCoverEveryTrainableElementOnceWithItsDecayFlag) {
                             inside |= s.shard == p.shard_begin + (s.flat - p.flat_begin);
                     EXPECT_TRUE(inside) << "segment at " << s.flat << " outside rank " << r
                                         << "'s pieces";
+                    // Its row is the one that holds it.
+                    ASSERT_GE(s.row, 0);
+                    ASSERT_LT(s.row, t->size());
+                    const ParamRow& owner = t->row(s.row);
+                    EXPECT_TRUE(s.flat >= owner.offset &&
+                                s.flat + s.n <= owner.offset + owner.numel())
+                        << "segment at " << s.flat << " is not inside row " << owner.name;
                     for (int64_t i = s.flat; i < s.flat + s.n; ++i) {
                         ++seen[size_t(i)];
                         decay[size_t(i)] = s.decay;

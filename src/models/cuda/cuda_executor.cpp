@@ -1,6 +1,6 @@
-// CudaExecutor: device buffers, the forward/backward drivers, AdamW and the
-// host transfers. The op sequences live in cuda_executor_layers.cpp and
-// cuda_executor_heads.cpp.
+// CudaExecutor: device buffers, the forward/backward drivers and the host
+// transfers (the optimizer step is in cuda_executor_optim.cpp). The op sequences live in
+// cuda_executor_layers.cpp and cuda_executor_heads.cpp.
 #include "models/cuda/cuda_executor.h"
 
 #include <cuda_runtime.h>
@@ -12,10 +12,8 @@
 #include "backend/cuda/backend_cuda.h"
 #include "backend/cuda/cuda_check.h"
 #include "core/check.h"
-#include "ops/cuda/adamw_cuda.h"
 #include "ops/cuda/elementwise_cuda.h"
 #include "ops/cuda/flash_attention_cuda.h"
-#include "optim/moment_state.h"
 
 namespace loom {
 
@@ -61,24 +59,8 @@ CudaExecutor<T>::CudaExecutor(Model& cpu, const CudaModelOptions& options)
     else
         params_ = device_alloc<T>(flat_);
     grads_ = device_alloc<T>(flat_);
-    m_ = device_alloc<float>(flat_);
-    v_ = device_alloc<float>(flat_);
     norm_result_ = device_alloc<double>(1);
-    // The CPU AdamW's segments (optim/adamw.cpp): runs of trainable rows with
-    // one decay flag; the zero gaps between aligned rows stay zero.
-    bool extend = false;
-    for (const ParamRow& r : table_.rows()) {
-        if (!r.trainable || !r.local) {
-            extend = false;
-            continue;
-        }
-        const bool d = options_.decay_all || r.decay;
-        if (extend && segments_.back().decay == d)
-            segments_.back().n = r.offset + r.numel() - segments_.back().offset;
-        else
-            segments_.push_back({r.offset, r.numel(), d});
-        extend = true;
-    }
+    optim_setup();
     // Grad-ready bookkeeping, as StackModel::finish_build: every family adds
     // embeddings, then the blocks, then the final norm and head, so rows above
     // the blocks finish before any block's backward and the embeddings last.
@@ -132,8 +114,7 @@ CudaExecutor<T>::~CudaExecutor() {
     if (static_cast<void*>(params_) != static_cast<void*>(master_)) device_free(params_);
     device_free(master_);
     device_free(grads_);
-    device_free(m_);
-    device_free(v_);
+    optim_release();
     device_free(norm_result_);
     device_free(norm_parts_);
 }
@@ -384,36 +365,6 @@ void CudaExecutor<T>::backward(double loss_scale) {
 }
 
 template <typename T>
-double CudaExecutor<T>::grad_norm_sq() {
-    sum_squares_cuda<T>(grads_, flat_, norm_result_, ctx_);
-    double r = 0;
-    LOOM_CUDA_CHECK(
-        cudaMemcpyAsync(&r, norm_result_, sizeof(double), cudaMemcpyDeviceToHost, ctx_.stream()));
-    ctx_.synchronize();
-    return r;
-}
-
-template <typename T>
-void CudaExecutor<T>::step(double lr, double grad_scale) {
-    ++step_;
-    const float gs = float(grad_scale);
-    AdamWParams hp = options_.adamw;
-    hp.lr = lr;
-    for (const Segment& s : segments_) {
-        AdamWParams shp = hp;
-        if (!s.decay) shp.weight_decay = 0.0;
-        if constexpr (std::is_same_v<T, float>)
-            adamw_update_cuda(master_ + s.offset, grads_ + s.offset, m_ + s.offset, v_ + s.offset,
-                              s.n, shp, step_, ctx_, gs);
-        else
-            adamw_update_mixed_cuda<T, T>(master_ + s.offset, grads_ + s.offset, m_ + s.offset,
-                                          v_ + s.offset, params_ + s.offset, s.n, shp, step_, ctx_,
-                                          gs);
-    }
-    zero_grad();
-}
-
-template <typename T>
 void CudaExecutor<T>::zero_grad() {
     LOOM_CUDA_CHECK(cudaMemsetAsync(grads_, 0, size_t(flat_) * sizeof(T), ctx_.stream()));
 }
@@ -449,36 +400,9 @@ void CudaExecutor<T>::download_grads() {
 }
 
 template <typename T>
-std::map<std::string, Tensor> CudaExecutor<T>::optimizer_state() {
-    const size_t bytes = size_t(std::max<int64_t>(flat_, 1)) * sizeof(float);
-    auto m = Storage::alloc(bytes, false), v = Storage::alloc(bytes, false);
-    LOOM_CUDA_CHECK(cudaMemcpyAsync(m->data(), m_, size_t(flat_) * sizeof(float),
-                                    cudaMemcpyDeviceToHost, ctx_.stream()));
-    LOOM_CUDA_CHECK(cudaMemcpyAsync(v->data(), v_, size_t(flat_) * sizeof(float),
-                                    cudaMemcpyDeviceToHost, ctx_.stream()));
-    ctx_.synchronize();
-    return moment_state_tensors(table_, m, v);
-}
-
-template <typename T>
-void CudaExecutor<T>::load_optimizer_state(const std::map<std::string, Tensor>& state,
-                                           int64_t step) {
-    LOOM_CHECK(step >= 0, "optimizer state: negative step {}", step);
-    const size_t bytes = size_t(std::max<int64_t>(flat_, 1)) * sizeof(float);
-    auto m = Storage::alloc(bytes), v = Storage::alloc(bytes);
-    load_moment_state(table_, state, *m, *v, "optimizer");
-    LOOM_CUDA_CHECK(cudaMemcpyAsync(m_, m->data(), size_t(flat_) * sizeof(float),
-                                    cudaMemcpyHostToDevice, ctx_.stream()));
-    LOOM_CUDA_CHECK(cudaMemcpyAsync(v_, v->data(), size_t(flat_) * sizeof(float),
-                                    cudaMemcpyHostToDevice, ctx_.stream()));
-    ctx_.synchronize();
-    step_ = step;
-}
-
-template <typename T>
 int64_t CudaExecutor<T>::allocated_bytes() const {
     const int64_t per = int64_t(sizeof(T));
-    int64_t b = flat_ * (4 + per + 8);  // master, grads, m and v
+    int64_t b = flat_ * (4 + per) + state_n_ * 8;  // master, grads, m and v
     if constexpr (!std::is_same_v<T, float>) b += flat_ * per;
     return b + int64_t(acts_arena_.bytes() + ints_arena_.bytes());
 }

@@ -1,6 +1,7 @@
 // CudaExecutor<T>: the CudaModel implementation (cuda_model.h), activations
-// and compute copy in T (float or __nv_bfloat16). Split over three files:
-// cuda_executor.cpp (buffers, inputs, optimizer, host transfers),
+// and compute copy in T (float or __nv_bfloat16). Split over files:
+// cuda_executor.cpp (buffers, inputs, host transfers),
+// cuda_executor_optim.cpp (the optimizers, whole or ZeRO-sharded),
 // cuda_executor_layers.cpp (embeddings and transformer blocks) and
 // cuda_executor_heads.cpp (task heads and losses).
 #pragma once
@@ -9,6 +10,7 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "backend/cuda/cuda_context.h"
@@ -17,7 +19,9 @@
 #include "models/stack_model.h"
 #include "models/stack_view.h"
 #include "ops/softmax_xent.h"
+#include "optim/lamb_tiles.h"
 #include "parallel/comm.h"
+#include "parallel/zero.h"
 
 namespace loom {
 
@@ -40,6 +44,7 @@ class CudaExecutor final : public CudaModel {
     void download_grads() override;
     std::map<std::string, Tensor> optimizer_state() override;
     void load_optimizer_state(const std::map<std::string, Tensor>& state, int64_t step) override;
+    void set_shard(CudaShard shard) override;
     std::map<std::string, Tensor> outputs() override;
     void set_grad_ready_hook(GradReadyHook hook) override { hook_ = std::move(hook); }
     void set_logits_scope(LogitsScope scope) override { scope_ = scope; }
@@ -118,6 +123,18 @@ class CudaExecutor final : public CudaModel {
     void head_xent_backward(const Linear& decoder, T* logits, const int64_t* targets, int64_t N,
                             int64_t V, double scale);
 
+    // ---- optimizer (cuda_executor_optim.cpp) ----
+    // The update plan over the whole buffer or the shard, and its state.
+    void optim_setup();
+    void optim_release();
+    // segments_ and the LAMB tiles for `segs` (offsets into state: shard).
+    void plan_update(std::vector<ShardSegment> segs);
+    // One update from gradients `g` (Grad: T for the whole buffer, float for
+    // a shard), writing the compute copy `copy` where non-null.
+    template <typename Grad>
+    void apply_update(const Grad* g, T* copy, double lr, float grad_scale);
+    void check_shard_attached() const;
+
     void plan(int64_t B, int64_t T_len);
     // Reports the finished suffix of the gradient buffer once backward has
     // passed application `app` (StackModel::report_blocks_done's rule).
@@ -150,14 +167,24 @@ class CudaExecutor final : public CudaModel {
     float* master_ = nullptr;  // fp32 weights
     T* params_ = nullptr;      // compute copy (== master_ for fp32)
     T* grads_ = nullptr;
-    float* m_ = nullptr;
-    float* v_ = nullptr;
     double* norm_result_ = nullptr;
-    struct Segment {
-        int64_t offset, n;
-        bool decay;
-    };
-    std::vector<Segment> segments_;
+    // Optimizer state over the state layout: the flat buffer, or this rank's
+    // ZeRO shard (set_shard). AdamW and LAMB keep m and v; SGD none.
+    float* m_ = nullptr;  // (state_n_)
+    float* v_ = nullptr;  // (state_n_)
+    int64_t state_n_ = 0;
+    // Runs of one decay flag: flat offset, state offset, length, row. Whole
+    // buffer: trainable rows merged across alignment gaps (zero params and
+    // grads stay zero); shard: zero.h's segments.
+    std::vector<ShardSegment> segments_;
+    // LAMB: tiles (device), per-row tile ranges, tile and row sums (fp64).
+    LambTile* lamb_tiles_ = nullptr;
+    int64_t* lamb_row_begin_ = nullptr;
+    double* lamb_tile_sums_ = nullptr;  // (n_tiles, 2)
+    double* lamb_row_sums_ = nullptr;   // (rows, 2)
+    int64_t lamb_n_tiles_ = 0;
+    std::optional<CudaShard> shard_;  // ZeRO-1/2
+    bool shard_detached_ = false;
     int64_t step_ = 0;
 
     // Per-batch state.

@@ -48,10 +48,37 @@ class Communicator;
 // loss scale (the caller's: backward(scale / count), step(lr, 1 / scale)).
 enum class CudaDtype { fp32, bf16, fp16 };
 
+// The update step() applies, with optim/adamw.h, lamb.h and sgd.h's semantics
+// (hyperparameters from CudaModelOptions::adamw: betas, eps, weight_decay).
+enum class CudaOptimizer { adamw, lamb, sgd };
+
+// ZeRO-1/2 on GPUs (parallel/zero.h's layout, from the data-parallel gradient
+// sync): the pieces of the flat buffer this rank updates and the dp
+// collectives the update needs. Every collective is ordered after the work
+// queued on the executor's compute stream, and that stream waits for it on
+// the device (no host block).
+struct CudaShard {
+    struct Chunk {
+        int64_t flat_begin = 0, flat_end = 0;  // valid elements of the flat buffer
+        int64_t shard_begin = 0;               // where they start in the shard buffers
+    };
+    std::vector<Chunk> chunks;     // this rank's chunk of every bucket (grad_sync.h ShardPiece)
+    int64_t numel = 0;             // shard buffers' length
+    const float* grads = nullptr;  // (numel) device: the reduced gradient shard
+    // In-place sum over dp of n device doubles (the norms' partial sums).
+    std::function<void(double* sums, int64_t n)> all_reduce_sum;
+    // Every rank's updated chunks of the fp32 master weights into every rank's copy.
+    std::function<void(float* master)> gather_params;
+    // A (numel) shard buffer of every rank into a (flat_numel) device buffer.
+    std::function<void(const float* shard, float* full)> gather_flat;
+};
+
 struct CudaModelOptions {
     int device = 0;
     CudaDtype dtype = CudaDtype::bf16;
     AdamWParams adamw;  // lr is passed per step
+    CudaOptimizer optimizer = CudaOptimizer::adamw;
+    bool lamb_bias_correction = true;  // LambParams::bias_correction
     // Weight decay on every trainable row (optim/adamw.h DecayPolicy::all, as
     // the HF fixtures' AdamW step); false: ParamRow::decay decides.
     bool decay_all = false;
@@ -99,9 +126,11 @@ class CudaModel {
     // under tensor parallelism the rows tp replicates count on one tp rank
     // only (PipelineParallel::norm_excluded), as Megatron's norm does.
     virtual double grad_norm_sq_excluding(const std::vector<std::pair<int64_t, int64_t>>& excluded);
-    // Gradients scaled by `grad_scale` (clipping), one AdamW update with `lr`
-    // (weight decay per row as the table says), the compute copy refreshed,
-    // gradients zeroed. Steps are counted from 1 as torch does.
+    // Gradients scaled by `grad_scale` (clipping), one update with `lr` (the
+    // options' optimizer; weight decay per row as the table says), the
+    // compute copy refreshed, gradients zeroed. Steps are counted from 1 as
+    // torch does. Sharded (set_shard): the shard's update, then the
+    // parameters gathered from every rank (collective over dp).
     virtual void step(double lr, double grad_scale = 1.0) = 0;
     virtual void zero_grad() = 0;
     virtual int64_t step_count() const = 0;
@@ -112,8 +141,16 @@ class CudaModel {
     virtual void download_grads() = 0;
     // AdamW moments by torch's names ("exp_avg.<name>", "exp_avg_sq.<name>"),
     // host copies: the CPU optimizer's checkpoint layout.
+    // Sharded, optimizer_state() is collective over dp (every rank gets the
+    // whole state) and load_optimizer_state() keeps this rank's part.
     virtual std::map<std::string, Tensor> optimizer_state() = 0;
     virtual void load_optimizer_state(const std::map<std::string, Tensor>& state, int64_t step) = 0;
+    // ZeRO-1/2: from now on the optimizer state holds this rank's shard only
+    // (the current state's part is kept), step() reads shard.grads, and
+    // grad_norm_sq() sums over every rank's shard. Set once, before training;
+    // a CudaShard without collectives detaches it (its sync is gone: step,
+    // the norm and the state then throw).
+    virtual void set_shard(CudaShard shard);
 
     // Masked LM (Model::set_logits_scope): labelled_positions runs the head on
     // the labelled rows only (~7x less decoder work at 15% masking, the same
@@ -152,6 +189,10 @@ inline double CudaModel::grad_norm_sq_excluding(
     const std::vector<std::pair<int64_t, int64_t>>& excluded) {
     LOOM_CHECK(excluded.empty(), "this CUDA model cannot leave gradient ranges out of the norm");
     return grad_norm_sq();
+}
+
+inline void CudaModel::set_shard(CudaShard) {
+    LOOM_FAIL("this CUDA model has no sharded optimizer");
 }
 
 }  // namespace loom

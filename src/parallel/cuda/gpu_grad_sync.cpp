@@ -13,6 +13,7 @@
 #include "core/check.h"
 #include "models/cuda/cuda_model.h"
 #include "parallel/cuda/comm_nccl.h"
+#include "parallel/cuda/gpu_zero_sync.h"
 #include "parallel/grad_bucket_queue.h"
 
 namespace loom {
@@ -174,6 +175,7 @@ std::unique_ptr<GpuGradSync> make_nccl_grad_sync(Communicator& cpu_dp, CudaModel
                                                  const GpuGradSyncOptions& options) {
     auto comm =
         CommNccl::from_mpi(cpu_dp, device, static_cast<cudaStream_t>(model.compute_stream()));
+    if (options.zero_stage > 0) return make_nccl_zero_sync(std::move(comm), model, device, options);
     return std::make_unique<NcclGradSync>(std::move(comm), model, options);
 }
 

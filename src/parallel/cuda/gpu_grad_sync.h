@@ -1,5 +1,7 @@
 // The GPU data-parallel gradient reduction over NCCL (GpuGradSync, see
-// parallel/gpu_grad_sync_api.h for the calling sequence).
+// parallel/gpu_grad_sync_api.h for the calling sequence). What follows is
+// ZeRO-0's all-reduce; ZeRO-1/2 (options.zero_stage) reduce-scatter into a
+// shard instead (gpu_zero_sync.cpp), with the same overlap.
 //
 // Overlap (llm.c's and PyTorch DDP's scheme): the executor's gradient buffer
 // is cut into buckets (GradBucketQueue, top of the buffer first). During the
