@@ -25,6 +25,7 @@
 
 #include "core/tensor.h"
 #include "io/hf_config.h"
+#include "nn/embedding.h"
 #include "nn/module.h"
 #include "nn/param_table.h"
 #include "ops/matmul.h"
@@ -114,6 +115,20 @@ class Model {
     // [0, flat_numel()) by the time backward() returns. An empty hook: no calls.
     using GradReadyHook = std::function<void(int64_t begin_elem, int64_t end_elem)>;
     void set_grad_ready_hook(GradReadyHook hook) { grad_ready_hook_ = std::move(hook); }
+
+    // Sparse word-embedding gradient (data parallelism): with `on`, backward
+    // keeps the input lookup's gradient out of the flat buffer, as one row per
+    // token (embedding_grad_rows()). The word table's range of the buffer then
+    // holds only what the head adds (a tied decoder; zeros otherwise), final
+    // before any block runs backward, and the hook gets it then: its reduction
+    // overlaps the whole backward instead of starting when backward returns
+    // (94 MB for BERT-base), and the rows (tokens x width) are exchanged after.
+    // Returns whether sparse rows are on; false where the model cannot give
+    // them (pipeline stages, vocab-parallel or frozen tables). Takes effect at
+    // the next backward and stays until turned off.
+    virtual bool set_sparse_embedding_grad(bool /*on*/) { return false; }
+    // The rows the last backward kept (empty when sparse rows are off).
+    virtual EmbeddingGradRows embedding_grad_rows() const { return {}; }
 
     // Named outputs of the last forward (views, valid until the next forward).
     virtual std::map<std::string, Tensor> outputs() const = 0;

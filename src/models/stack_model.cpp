@@ -52,8 +52,7 @@ void StackModel::apply_part() {
     ranges.insert(ranges.end(), p.also_hold.begin(), p.also_hold.end());
     for (const auto& [b, e] : ranges) {
         LOOM_CHECK(b >= 0 && e <= A && b < e,
-                   "pipeline stage: held layer applications [{}, {}) are outside [0, {})", b, e,
-                   A);
+                   "pipeline stage: held layer applications [{}, {}) are outside [0, {})", b, e, A);
         for (int64_t a = b; a < e; ++a) {
             const TransformerBlock& k = blocks_[size_t(schedule_[size_t(a)])];
             for (const Linear* l : {&k.attn.qkv, &k.attn.proj, &k.mlp.fc, &k.mlp.proj})
@@ -112,7 +111,8 @@ void StackModel::finish_build() {
                 block_begin_[b] = std::min(block_begin_[b], table_.row(r->row).offset);
     }
     // Only this part's applications run backward here.
-    for (int64_t a = app_end(); a-- > app_begin();) block_first_app_[size_t(schedule_[size_t(a)])] = int(a);
+    for (int64_t a = app_end(); a-- > app_begin();)
+        block_first_app_[size_t(schedule_[size_t(a)])] = int(a);
     block_order_.resize(blocks_.size());
     for (size_t b = 0; b < blocks_.size(); ++b) block_order_[b] = b;
     std::sort(block_order_.begin(), block_order_.end(),
@@ -122,6 +122,43 @@ void StackModel::finish_build() {
 void StackModel::share_parameters(const Model& owner) {
     table_.share_buffers(owner.params());
     bind_all();
+}
+
+bool StackModel::set_sparse_embedding_grad(bool on) {
+    Embedding& w = word_embeddings();
+    if (on) {
+        // Whole tables of whole models only, and the table must lie below every
+        // block so the top-down block reports never include it.
+        const bool whole =
+            config_.part.whole() && w.tp == nullptr && w.table.defined() && w.table.grad != nullptr;
+        const int64_t end =
+            whole ? table_.row(w.table.row).offset + table_.row(w.table.row).numel() : 0;
+        on = whole && std::all_of(block_begin_.begin(), block_begin_.end(),
+                                  [&](int64_t b) { return end <= b; });
+    }
+    sparse_on_ = on;
+    w.rows_out = on ? &sparse_rows_ : nullptr;
+    sparse_rows_ = {};
+    if (on) {  // the table's place is known before any backward
+        const ParamRow& row = table_.row(w.table.row);
+        LOOM_ASSERT(row.numel() == w.V * w.C, "word table row of {} elements for ({}, {})",
+                    row.numel(), w.V, w.C);
+        sparse_rows_.offset = row.offset;
+        sparse_rows_.table_rows = w.V;
+        sparse_rows_.width = w.C;
+    }
+    return on;
+}
+
+void StackModel::report_rest(int64_t end) const {
+    if (!grad_ready_hook_ || end <= 0) return;
+    if (!sparse_on_) {
+        grad_ready_hook_(0, end);
+        return;
+    }
+    const int64_t wb = sparse_rows_.offset, we = wb + sparse_rows_.table_rows * sparse_rows_.width;
+    if (wb > 0) grad_ready_hook_(0, wb);
+    if (we < end) grad_ready_hook_(we, end);
 }
 
 void StackModel::report_blocks_done(int app, int64_t& reported) const {
@@ -280,6 +317,15 @@ void StackModel::backward(double loss_scale, const float* d_stage_output) {
                    "pipeline stage without the head: backward needs the gradient of its output");
         std::memcpy(dh_, d_stage_output, size_t(N * C) * sizeof(float));
     }
+    if (sparse_on_) {
+        // Nothing but the head writes the word table's gradient now (the
+        // lookup's part becomes rows), and the head is done.
+        sparse_rows_.count = 0;
+        sparse_rows_.ids = nullptr;
+        sparse_rows_.rows = nullptr;
+        const int64_t b = sparse_rows_.offset;
+        if (grad_ready_hook_) grad_ready_hook_(b, b + sparse_rows_.table_rows * sparse_rows_.width);
+    }
     int64_t reported = table_.flat_numel();  // [reported, flat) went to the hook
     for (int64_t a = app_end() - 1; a >= app_begin(); --a) {
         const TransformerBlock& blk = blocks_[size_t(schedule_[size_t(a)])];
@@ -294,7 +340,7 @@ void StackModel::backward(double loss_scale, const float* d_stage_output) {
         report_blocks_done(int(a), reported);
     }
     if (config_.part.embeddings) embed_backward(dh_);
-    if (grad_ready_hook_ && reported > 0) grad_ready_hook_(0, reported);
+    report_rest(reported);
     ready_for_backward_ = false;  // saved activations were consumed with this loss scale
 }
 

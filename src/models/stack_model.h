@@ -43,6 +43,8 @@ class StackModel : public Model {
     }
     Tensor hidden_state(int i) const override;
     void set_activation_checkpointing(int64_t every_k) override;
+    bool set_sparse_embedding_grad(bool on) override;
+    EmbeddingGradRows embedding_grad_rows() const override { return sparse_rows_; }
     // The modules, for executors that replay this model with other kernels.
     StackView view() const;
 
@@ -86,7 +88,9 @@ class StackModel : public Model {
         return config_.part.app_end < 0 ? int64_t(schedule_.size()) : config_.part.app_end;
     }
     // Block output of application a - 1 (input of a), a in [app_begin, app_end].
-    float* hidden_at(int64_t a) const { return hidden_ + (a - app_begin()) * B_ * T_ * config_.hidden_size; }
+    float* hidden_at(int64_t a) const {
+        return hidden_ + (a - app_begin()) * B_ * T_ * config_.hidden_size;
+    }
     void plan(int64_t B, int64_t T);
     TransformerBlock::Step step_for(int app) const;
     const float* final_hidden() const;
@@ -100,6 +104,14 @@ class StackModel : public Model {
     // Reports the final suffix of the gradient buffer once backward has passed
     // application `app`; `reported` is the start of what was already reported.
     void report_blocks_done(int app, int64_t& reported) const;
+
+    // Sparse word-embedding gradient (set_sparse_embedding_grad): the rows the
+    // last backward kept, and the table's range, reported before the blocks.
+    bool sparse_on_ = false;
+    EmbeddingGradRows sparse_rows_;
+    // Reports [0, end) to the grad-ready hook, less the word table's range
+    // when that went out early.
+    void report_rest(int64_t end) const;
 
     bool has_labels_ = false;
     bool ready_for_backward_ = false;

@@ -3,6 +3,7 @@
 
 #include <vector>
 
+#include "core/check.h"
 #include "ops/embedding.h"
 #include "parallel/tp_vocab.h"
 
@@ -50,6 +51,16 @@ void Embedding::forward(float* out, const int64_t* ids, int64_t N, bool accumula
 
 void Embedding::backward(const float* dout, const int64_t* ids, int64_t N) const {
     if (table.grad == nullptr) return;  // frozen
+    if (rows_out) {
+        LOOM_ASSERT(tp == nullptr, "sparse rows of a vocab-parallel embedding");
+        rows_out->table_rows = V;
+        rows_out->width = C;
+        rows_out->count = N;
+        rows_out->ids = ids;
+        rows_out->rows = dout;
+        rows_out->padding_idx = padding_idx;
+        return;
+    }
     if (tp)
         vocab_parallel_embedding_backward(table.grad, ids, dout, N, V, C, *tp, padding_idx);
     else

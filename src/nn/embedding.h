@@ -20,11 +20,28 @@ namespace loom {
 
 class Communicator;
 
+// A lookup's gradient kept as rows instead of added into the table's gradient
+// (Embedding::rows_out): row k, (width) floats at rows + k * width, belongs to
+// table row ids[k]. Views into the model's buffers, valid until its next forward.
+struct EmbeddingGradRows {
+    int64_t offset = 0;      // flat element of the table's row 0 (ParamTable)
+    int64_t table_rows = 0;  // rows of the table
+    int64_t width = 0;       // floats per row
+    int64_t count = 0;       // rows kept (one per looked-up id, repeats included)
+    const int64_t* ids = nullptr;
+    const float* rows = nullptr;
+    int64_t padding_idx = -1;  // rows with this id add nothing (torch padding_idx)
+    bool empty() const { return count == 0; }
+};
+
 struct Embedding {
     int64_t V = 0, C = 0;  // V global even when the table is a vocab slice
     int64_t padding_idx = -1;
     ParamRef table;
     Communicator* tp = nullptr;  // the tp group once vocab-parallel; null: whole table
+    // Set: backward records (ids, dout) here instead of adding into the
+    // table's gradient (Model::set_sparse_embedding_grad). Whole tables only.
+    EmbeddingGradRows* rows_out = nullptr;
 
     // Row "<name>" (V, C), N(0, std) with the padding row zeroed.
     static Embedding make(ParamTable& t, const std::string& name, int64_t V, int64_t C,

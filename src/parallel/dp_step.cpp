@@ -31,10 +31,19 @@ DataParallel::DataParallel(Model& model, Communicator& dp, const AdamWParams& hp
         zero_ = std::make_unique<ZeroAdamW>(t, *sync_, hp, decay);
     GradSync* s = sync_.get();
     model.set_grad_ready_hook([s](int64_t b, int64_t e) { s->grads_ready(b, e); });
+    // The same model on every rank gives the same answer, so every rank
+    // plans the same launch order.
+    if (options.sparse_embedding_grad && dp.size() > 1 && model.set_sparse_embedding_grad(true)) {
+        const EmbeddingGradRows r = model.embedding_grad_rows();
+        sync_->set_sparse_rows(r.offset, r.offset + r.table_rows * r.width);
+        sparse_ = true;
+    }
+    model.set_sparse_embedding_grad(false);  // on for reducing micro-batches only
 }
 
 DataParallel::~DataParallel() {
     model_.set_grad_ready_hook({});
+    model_.set_sparse_embedding_grad(false);
 }
 
 void DataParallel::broadcast_parameters() {
@@ -54,9 +63,14 @@ void DataParallel::begin_step() {
 
 void DataParallel::begin_micro_batch(bool last) {
     sync_->begin_micro_batch(last);
+    // Only a micro-batch whose gradients are reduced keeps rows; the others
+    // add the lookup's gradient into the buffer, which is reduced later.
+    if (sparse_) {
+        sparse_now_ = model_.set_sparse_embedding_grad(last || opt_.zero == ZeroStage::gradients);
+    }
 }
 void DataParallel::end_micro_batch() {
-    sync_->end_micro_batch();
+    sync_->end_micro_batch(sparse_now_ ? model_.embedding_grad_rows() : EmbeddingGradRows{});
 }
 void DataParallel::finalize_grads(double scale) {
     sync_->finalize(scale);

@@ -43,6 +43,11 @@ struct DpOptions {
     double bucket_size_mb = 25.0;  // HF ddp_bucket_cap_mb
     bool overlap = true;           // reduce buckets while backward runs
     int max_in_flight_at_end = 0;  // GradSyncOptions::max_in_flight_at_end
+    // dp > 1: the model keeps its word-embedding lookup's gradient as rows
+    // (Model::set_sparse_embedding_grad) so the table's range is reduced
+    // during backward; the rows are exchanged after. (Also without overlap,
+    // so that overlap never changes a bit of the result.)
+    bool sparse_embedding_grad = true;
     // ZeRO none only: builds the replicated optimizer (LAMB) instead of AdamW
     // from `hp`. Every rank holds the same reduced gradients, so any
     // optimizer, elementwise or not, stays in step across replicas.
@@ -96,6 +101,8 @@ class DataParallel {
     DpMemoryPlan memory_plan() const;
     const GradSyncStats& stats() const { return sync_->stats(); }
     GradSync& grad_sync() { return *sync_; }
+    // Whether the model keeps sparse embedding rows on reducing micro-batches.
+    bool sparse_embedding_grad() const { return sparse_; }
 
   private:
     Model& model_;
@@ -104,6 +111,8 @@ class DataParallel {
     std::unique_ptr<GradSync> sync_;
     std::unique_ptr<Optimizer> adamw_;  // ZeRO none (AdamW, or make_optimizer's)
     std::unique_ptr<ZeroAdamW> zero_;   // ZeRO-1/2
+    bool sparse_ = false;               // DpOptions::sparse_embedding_grad, if the model can
+    bool sparse_now_ = false;           // this micro-batch keeps rows
 };
 
 }  // namespace loom

@@ -12,7 +12,9 @@ namespace loom {
 
 namespace {
 
-int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+int64_t round_up(int64_t x, int64_t m) {
+    return (x + m - 1) / m * m;
+}
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -22,15 +24,22 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 std::string_view zero_stage_name(ZeroStage z) {
     switch (z) {
-        case ZeroStage::none: return "none";
-        case ZeroStage::optimizer: return "zero1";
-        case ZeroStage::gradients: return "zero2";
+        case ZeroStage::none:
+            return "none";
+        case ZeroStage::optimizer:
+            return "zero1";
+        case ZeroStage::gradients:
+            return "zero2";
     }
     return "?";
 }
 
-int64_t GradBucket::chunk_begin(int r) const { return std::min(end, begin + int64_t(r) * chunk); }
-int64_t GradBucket::chunk_end(int r) const { return std::min(end, begin + int64_t(r + 1) * chunk); }
+int64_t GradBucket::chunk_begin(int r) const {
+    return std::min(end, begin + int64_t(r) * chunk);
+}
+int64_t GradBucket::chunk_end(int r) const {
+    return std::min(end, begin + int64_t(r + 1) * chunk);
+}
 
 int64_t bucket_elems_from_mb(double mb) {
     LOOM_CHECK(mb > 0, "bucket_size_mb must be > 0, got {}", mb);
@@ -39,8 +48,8 @@ int64_t bucket_elems_from_mb(double mb) {
 
 std::vector<GradBucket> grad_buckets_plan(int64_t flat_numel, int64_t bucket_elems, int dp_size) {
     LOOM_CHECK(flat_numel >= 0 && bucket_elems > 0 && dp_size > 0,
-               "gradient buckets: flat buffer of {} elements, bucket of {}, dp size {}",
-               flat_numel, bucket_elems, dp_size);
+               "gradient buckets: flat buffer of {} elements, bucket of {}, dp size {}", flat_numel,
+               bucket_elems, dp_size);
     const int64_t S = round_up(bucket_elems, 16 * int64_t(dp_size));
     std::vector<GradBucket> out;
     for (int64_t end = flat_numel; end > 0; end -= S) {
@@ -81,6 +90,8 @@ GradSync::GradSync(float* grads, int64_t flat_numel, Communicator& dp,
     buckets_ = grad_buckets_plan(flat_numel, opt_.bucket_elems, dp.size());
     pieces_ = shard_pieces(buckets_, dp.rank());
     covered_.assign(buckets_.size(), 0);
+    launch_order_.resize(buckets_.size());
+    for (size_t b = 0; b < buckets_.size(); ++b) launch_order_[b] = b;
     work_.resize(buckets_.size());
     launched_.assign(buckets_.size(), false);
     if (opt_.zero != ZeroStage::none) {
@@ -90,11 +101,17 @@ GradSync::GradSync(float* grads, int64_t flat_numel, Communicator& dp,
         for (const GradBucket& b : buckets_)
             if (b.padded(dp.size())) staging_.assign(size_t(b.chunk * dp.size()), 0.0f);
     }
+    pieces_by_flat_.resize(pieces_.size());
+    for (size_t i = 0; i < pieces_.size(); ++i) pieces_by_flat_[i] = i;
+    std::sort(pieces_by_flat_.begin(), pieces_by_flat_.end(),
+              [&](size_t a, size_t b) { return pieces_[a].flat_begin < pieces_[b].flat_begin; });
 }
 
 GradSync::~GradSync() {
     // Work handles point into the buffers below: finish them first.
     work_.clear();
+    rows_.ids_work.reset();
+    rows_.rows_work.reset();
 }
 
 bool GradSync::reducing() const {
@@ -102,10 +119,19 @@ bool GradSync::reducing() const {
 }
 
 void GradSync::begin_step() {
-    LOOM_CHECK(!in_backward_, "GradSync::begin_step inside a micro-batch (end_micro_batch missing)");
+    LOOM_CHECK(!in_backward_,
+               "GradSync::begin_step inside a micro-batch (end_micro_batch missing)");
     wait_all();
+    if (rows_.pending) {  // an abandoned step's rows: finish the exchange, drop them
+        rows_.ids_work->wait();
+        rows_.rows_work->wait();
+        rows_.ids_work.reset();
+        rows_.rows_work.reset();
+        rows_.pending = false;
+    }
     std::fill(shard_grads_.begin(), shard_grads_.end(), 0.0f);
     std::fill(launched_.begin(), launched_.end(), false);
+    next_launch_ = 0;
     stats_ = {};
     micro_pending_ = false;
 }
@@ -119,6 +145,7 @@ void GradSync::begin_micro_batch(bool last) {
     last_micro_ = last;
     std::fill(covered_.begin(), covered_.end(), 0);
     std::fill(launched_.begin(), launched_.end(), false);
+    next_launch_ = 0;
     reported_.clear();
 }
 
@@ -148,11 +175,13 @@ void GradSync::grads_ready(int64_t begin, int64_t end) {
         if (lo < hi) covered_[b] += hi - lo;
     }
     if (opt_.overlap) {
-        // Launch in bucket order; every rank sees the same reports, so every
-        // rank issues the same collectives in the same order.
-        for (size_t b = 0; b < buckets_.size(); ++b) {
-            if (launched_[b] || covered_[b] != buckets_[b].numel()) continue;
+        // In the fixed launch order only (see the header), so that every rank
+        // posts the same collectives in the same order.
+        while (next_launch_ < launch_order_.size()) {
+            const size_t b = launch_order_[next_launch_];
+            if (covered_[b] != buckets_[b].numel()) break;
             launch(b);
+            ++next_launch_;
             ++stats_.launched_by_hook;
         }
     }
@@ -183,8 +212,9 @@ void GradSync::launch(size_t b) {
 
 void GradSync::launch_remaining() {
     std::vector<size_t> recent;  // launched here, oldest first
-    for (size_t b = 0; b < buckets_.size(); ++b) {
-        if (launched_[b]) continue;
+    for (; next_launch_ < launch_order_.size(); ++next_launch_) {
+        const size_t b = launch_order_[next_launch_];
+        LOOM_ASSERT(!launched_[b], "bucket {} launched out of order", b);
         if (opt_.max_in_flight_at_end > 0 && int(recent.size()) >= opt_.max_in_flight_at_end) {
             // Finish the oldest first; wait_all() later finds its slot empty.
             const size_t oldest = recent.front();
@@ -214,16 +244,136 @@ void GradSync::wait_all() {
     if (any) stats_.wait_s += seconds_since(t0);
 }
 
-void GradSync::end_micro_batch() {
+void GradSync::end_micro_batch(const EmbeddingGradRows& rows) {
     LOOM_CHECK(in_backward_, "GradSync::end_micro_batch without begin_micro_batch");
     if (reducing()) launch_remaining();
+    LOOM_CHECK(rows.empty() || (reducing() && sparse_rows_on_),
+               "sparse embedding rows on a micro-batch whose gradients are not reduced (only "
+               "the last one, or every one under ZeRO-2, may keep rows, after set_sparse_rows)");
+    if (reducing() && sparse_rows_on_) exchange_rows(rows);
     if (opt_.zero == ZeroStage::gradients) micro_pending_ = true;
     in_backward_ = false;
+}
+
+void GradSync::set_sparse_rows(int64_t begin, int64_t end) {
+    LOOM_CHECK(!in_backward_, "GradSync::set_sparse_rows inside a micro-batch");
+    LOOM_CHECK(0 <= begin && begin <= end && end <= flat_numel_,
+               "sparse rows for [{}, {}) outside the flat buffer of {}", begin, end, flat_numel_);
+    sparse_rows_on_ = begin < end;
+    launch_order_.clear();
+    for (size_t b = 0; b < buckets_.size(); ++b)
+        if (sparse_rows_on_ && buckets_[b].begin >= begin && buckets_[b].end <= end)
+            launch_order_.push_back(b);
+    for (size_t b = 0; b < buckets_.size(); ++b)
+        if (!(sparse_rows_on_ && buckets_[b].begin >= begin && buckets_[b].end <= end))
+            launch_order_.push_back(b);
+}
+
+void GradSync::exchange_rows(const EmbeddingGradRows& in) {
+    LOOM_ASSERT(!rows_.pending, "a second row exchange before the first was added");
+    // Every rank of the group takes part, with or without rows of its own: a
+    // rank whose micro-batch kept none sends zero rows.
+    std::vector<int64_t> order;
+    order.reserve(size_t(in.count));
+    for (int64_t k = 0; k < in.count; ++k) {
+        const int64_t id = in.ids[k];
+        LOOM_CHECK(id >= 0 && id < in.table_rows, "embedding row id {} outside the table of {}", id,
+                   in.table_rows);
+        if (id != in.padding_idx) order.push_back(k);
+    }
+    // One row per id, summed in token order (the order the dense scatter adds them).
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int64_t a, int64_t b) { return in.ids[a] < in.ids[b]; });
+    const int64_t W = in.width;
+    std::vector<int64_t> ids;
+    std::vector<float> sums;
+    for (size_t i = 0; i < order.size(); ++i) {
+        const int64_t id = in.ids[order[i]];
+        const float* src = in.rows + order[i] * W;
+        if (ids.empty() || ids.back() != id) {
+            ids.push_back(id);
+            sums.insert(sums.end(), src, src + W);
+        } else {
+            float* dst = sums.data() + (int64_t(ids.size()) - 1) * W;
+            for (int64_t j = 0; j < W; ++j) dst[j] += src[j];
+        }
+    }
+    const int dp = dp_.size();
+    int64_t n = int64_t(ids.size());
+    // The offsets and widths must agree (one model on every rank); the counts
+    // may not. Blocking: a few bytes, after the buckets are in flight.
+    std::vector<int64_t> meta(size_t(3 * dp));
+    const int64_t mine[3] = {n, in.count > 0 ? in.offset : -1, in.count > 0 ? W : -1};
+    dp_.all_gather(mine, meta.data(), 3, DType::i64)->wait();
+    rows_.counts.assign(size_t(dp), 0);
+    rows_.max_rows = 0;
+    rows_.offset = rows_.width = -1;
+    for (int q = 0; q < dp; ++q) {
+        rows_.counts[size_t(q)] = meta[size_t(3 * q)];
+        rows_.max_rows = std::max(rows_.max_rows, meta[size_t(3 * q)]);
+        const int64_t off = meta[size_t(3 * q + 1)], w = meta[size_t(3 * q + 2)];
+        if (off < 0) continue;
+        LOOM_CHECK(rows_.offset < 0 || (rows_.offset == off && rows_.width == w),
+                   "dp ranks keep embedding rows of different tables (offset {} width {} vs "
+                   "offset {} width {})",
+                   rows_.offset, rows_.width, off, w);
+        rows_.offset = off;
+        rows_.width = w;
+    }
+    if (rows_.max_rows == 0) return;
+    const int64_t M = rows_.max_rows, RW = rows_.width;
+    rows_.send_ids.assign(size_t(M), -1);
+    std::copy(ids.begin(), ids.end(), rows_.send_ids.begin());
+    rows_.send_rows.assign(size_t(M * RW), 0.0f);
+    std::copy(sums.begin(), sums.end(), rows_.send_rows.begin());
+    rows_.recv_ids.resize(size_t(dp * M));
+    rows_.recv_rows.resize(size_t(dp * M * RW));
+    rows_.ids_work = dp_.all_gather(rows_.send_ids.data(), rows_.recv_ids.data(), M, DType::i64);
+    rows_.rows_work =
+        dp_.all_gather(rows_.send_rows.data(), rows_.recv_rows.data(), M * RW, DType::f32);
+    rows_.pending = true;
+}
+
+void GradSync::add_rows() {
+    if (!rows_.pending) return;
+    const auto t0 = std::chrono::steady_clock::now();
+    rows_.ids_work->wait();
+    rows_.rows_work->wait();
+    rows_.ids_work.reset();
+    rows_.rows_work.reset();
+    stats_.wait_s += seconds_since(t0);
+    rows_.pending = false;
+    const int64_t M = rows_.max_rows, W = rows_.width;
+    for (int q = 0; q < dp_.size(); ++q) {
+        for (int64_t k = 0; k < rows_.counts[size_t(q)]; ++k) {
+            const int64_t id = rows_.recv_ids[size_t(q * M + k)];
+            const float* src = rows_.recv_rows.data() + (q * M + k) * W;
+            const int64_t a = rows_.offset + id * W, b = a + W;
+            ++stats_.sparse_rows;
+            if (opt_.zero == ZeroStage::none) {
+                float* dst = grads_ + a;
+                for (int64_t j = 0; j < W; ++j) dst[j] += src[j];
+                continue;
+            }
+            // The parts of [a, b) inside this rank's shard pieces.
+            auto it =
+                std::upper_bound(pieces_by_flat_.begin(), pieces_by_flat_.end(), a,
+                                 [&](int64_t x, size_t p) { return x < pieces_[p].flat_begin; });
+            if (it != pieces_by_flat_.begin()) --it;
+            for (; it != pieces_by_flat_.end() && pieces_[*it].flat_begin < b; ++it) {
+                const ShardPiece& p = pieces_[*it];
+                const int64_t lo = std::max(a, p.flat_begin), hi = std::min(b, p.flat_end);
+                float* dst = shard_grads_.data() + p.shard_begin + (lo - p.flat_begin);
+                for (int64_t x = lo; x < hi; ++x) dst[x - lo] += src[x - a];
+            }
+        }
+    }
 }
 
 void GradSync::collect_micro_batch() {
     wait_all();
     for (size_t i = 0; i < shard_grads_.size(); ++i) shard_grads_[i] += shard_recv_[i];
+    add_rows();
     // The model accumulates (+=) into the flat buffer: the next micro-batch
     // must start from zero, as its gradient is reduced on its own.
     std::memset(grads_, 0, size_t(flat_numel_) * sizeof(float));
@@ -242,8 +392,10 @@ void GradSync::finalize(double scale) {
         // no labels) reduce everything here.
         launch_remaining();
         wait_all();
+        add_rows();
     }
     std::fill(launched_.begin(), launched_.end(), false);
+    next_launch_ = 0;
     if (scale != 1.0) {
         const float f = float(scale);
         if (opt_.zero == ZeroStage::none) {

@@ -34,6 +34,20 @@
 // down, when the micro-batch ends. Open MPI advances nonblocking collectives
 // only inside MPI calls, so each hook call also tests the buckets in flight.
 //
+// Sparse rows. A model may keep the word-embedding lookup's gradient out of
+// the flat buffer as rows (Model::set_sparse_embedding_grad), so that the
+// table's range is final, and reduced, early in backward (set_sparse_rows).
+// end_micro_batch then all-gathers the rows (summed per id on each rank
+// first) after the last buckets, and finalize (ZeRO-2: the micro-batch's
+// collect) adds every rank's rows, in rank order, into the reduced gradient:
+// the flat buffer (none) or the rank's shard (ZeRO-1/2).
+//
+// Launch order. Collectives on one group must be posted in the same order on
+// every rank, and a rank whose micro-batch had no labels skips backward and
+// posts everything at end_micro_batch. So buckets launch in one fixed order,
+// each only after the ones before it: top down, with the buckets inside the
+// sparse table's range first when there is one (the order backward finishes them).
+//
 // Scaling: the caller passes loss_scale = 1 / (global label count) to
 // Model::backward (the count is summed over dp before backward), so the sum
 // over ranks IS the mean gradient; finalize() takes an extra factor for callers
@@ -47,6 +61,7 @@
 #include <string_view>
 #include <vector>
 
+#include "nn/embedding.h"
 #include "parallel/comm.h"
 
 namespace loom {
@@ -101,13 +116,14 @@ struct GradSyncOptions {
 
 // Counters for tests and the benchmark.
 struct GradSyncStats {
-    int64_t launched_by_hook = 0;    // buckets started while backward ran
-    int64_t launched_at_end = 0;     // buckets started after backward
-    double wait_s = 0;               // time blocked waiting for buckets (exposed comm)
+    int64_t launched_by_hook = 0;  // buckets started while backward ran
+    int64_t launched_at_end = 0;   // buckets started after backward
+    double wait_s = 0;             // time blocked waiting for buckets (exposed comm)
+    int64_t sparse_rows = 0;       // embedding rows exchanged (summed per id, all ranks)
 };
 
 class GradSync {
-public:
+  public:
     // grads: the model's flat gradient buffer (flat_numel); dp: the data-parallel
     // group, which must outlive this object.
     GradSync(float* grads, int64_t flat_numel, Communicator& dp, const GradSyncOptions& options);
@@ -129,14 +145,23 @@ public:
     void begin_micro_batch(bool last);
     // The grad-ready hook: [begin, end) of the flat buffer is final.
     void grads_ready(int64_t begin, int64_t end);
-    // After backward: launches what the hook did not launch. ZeRO-2 collects
-    // the result (adds it into shard_grads(), zeroes the flat buffer) at the
-    // next begin_micro_batch or finalize.
-    void end_micro_batch();
+    // After backward: launches what the hook did not launch, then (with
+    // set_sparse_rows) the exchange of `rows`, the model's sparse embedding
+    // rows (empty: this rank has none, as when it skipped backward).
+    // ZeRO-2 collects the result (adds it into shard_grads(), zeroes the flat
+    // buffer) at the next begin_micro_batch or finalize.
+    void end_micro_batch(const EmbeddingGradRows& rows = {});
     // Waits for every bucket. Afterwards (times `scale`): mode none: the flat
     // buffer holds the sum over ranks; ZeRO-1/2: shard_grads() does, and the
     // flat buffer is stale (ZeRO-1: local sums; ZeRO-2: zeros).
     void finalize(double scale = 1.0);
+
+    // The model keeps sparse rows for the table at [begin, end) of the flat
+    // buffer: its whole buckets launch first and every reducing micro-batch
+    // exchanges rows (end_micro_batch). Collective in effect: the same call on
+    // every rank, outside a micro-batch.
+    void set_sparse_rows(int64_t begin, int64_t end);
+    bool sparse_rows() const { return sparse_rows_on_; }
 
     // (shard_numel) this rank's summed gradient chunks (ZeRO-1/2), chunk tails zero.
     float* shard_grads() { return shard_grads_.data(); }
@@ -144,7 +169,7 @@ public:
     int64_t shard_size() const { return int64_t(shard_grads_.size()); }
     const GradSyncStats& stats() const { return stats_; }
 
-private:
+  private:
     void launch(size_t b);
     void launch_remaining();
     void wait_all();
@@ -152,22 +177,40 @@ private:
     // shard and zero the flat buffer.
     void collect_micro_batch();
     bool reducing() const;
+    // Sparse rows: post the exchange (blocks for the row counts), then add
+    // every rank's rows into the reduced gradients once it completes.
+    void exchange_rows(const EmbeddingGradRows& rows);
+    void add_rows();
 
     float* grads_;  // (flat_numel), not owned
     int64_t flat_numel_;
     Communicator& dp_;
     GradSyncOptions opt_;
     std::vector<GradBucket> buckets_;
-    std::vector<ShardPiece> pieces_;        // this rank's, one per bucket
-    std::vector<int64_t> covered_;          // (buckets) elements reported final
-    std::map<int64_t, int64_t> reported_;   // begin -> end of ranges reported this backward
-    std::vector<WorkPtr> work_;             // (buckets) in flight; null when idle
-    std::vector<bool> launched_;            // (buckets) this micro-batch
-    std::vector<float> staging_;            // (dp * chunk) padded bottom bucket
-    std::vector<float> shard_grads_;        // (shard_numel) ZeRO-1/2
-    std::vector<float> shard_recv_;         // (shard_numel) ZeRO-2 per-micro-batch result
+    std::vector<ShardPiece> pieces_;       // this rank's, one per bucket
+    std::vector<int64_t> covered_;         // (buckets) elements reported final
+    std::map<int64_t, int64_t> reported_;  // begin -> end of ranges reported this backward
+    std::vector<WorkPtr> work_;            // (buckets) in flight; null when idle
+    std::vector<bool> launched_;           // (buckets) this micro-batch
+    std::vector<float> staging_;           // (dp * chunk) padded bottom bucket
+    std::vector<float> shard_grads_;       // (shard_numel) ZeRO-1/2
+    std::vector<float> shard_recv_;        // (shard_numel) ZeRO-2 per-micro-batch result
     bool in_backward_ = false, last_micro_ = false;
     bool micro_pending_ = false;  // ZeRO-2: a micro-batch's reduction not yet collected
+    // The row exchange in flight: every rank sends `max_rows` (ids padded with -1).
+    struct RowExchange {
+        int64_t offset = 0, width = 0, max_rows = 0;
+        std::vector<int64_t> counts;              // (dp) rows each rank sends
+        std::vector<int64_t> send_ids, recv_ids;  // (max_rows), (dp * max_rows)
+        std::vector<float> send_rows, recv_rows;  // (max_rows, width), (dp * max_rows, width)
+        WorkPtr ids_work, rows_work;
+        bool pending = false;
+    };
+    RowExchange rows_;
+    bool sparse_rows_on_ = false;
+    std::vector<size_t> launch_order_;    // bucket indices in launch order
+    size_t next_launch_ = 0;              // position in launch_order_ of the next launch
+    std::vector<size_t> pieces_by_flat_;  // indices of pieces_, by flat_begin ascending
     GradSyncStats stats_;
 };
 

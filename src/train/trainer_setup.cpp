@@ -127,7 +127,11 @@ Trainer::Trainer(Job job, TrainerOptions options)
         resume(job_.checkpoint.resume_from_checkpoint);
 }
 
-Trainer::~Trainer() = default;
+Trainer::~Trainer() {
+    // DataParallel takes its hooks back off model_, which is declared (and so
+    // destroyed) after it.
+    dp_.reset();
+}
 
 void Trainer::check_output_dir() {
     const std::string& dir = job_.training.output_dir;

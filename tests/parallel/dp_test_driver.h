@@ -39,18 +39,20 @@ struct DpLayout {
     ZeroStage zero = ZeroStage::none;
     double bucket_size_mb = 0.05;  // ~13k floats: a dozen buckets on the fixtures
     bool overlap = true;
+    bool sparse_embedding_grad = true;  // DpOptions::sparse_embedding_grad
 };
 
 struct DpRun {
-    std::vector<double> losses;       // (steps) global mean loss per step
-    std::vector<double> grad_norms;   // (steps) before clipping
-    std::vector<float> params;        // (flat_numel) final parameters
+    std::vector<double> losses;      // (steps) global mean loss per step
+    std::vector<double> grad_norms;  // (steps) before clipping
+    std::vector<float> params;       // (flat_numel) final parameters
     // (flat_numel) 1 where the true gradient is exactly zero and the float one
     // is rounding noise: attention key biases (softmax ignores a per-row
     // constant). AdamW turns noise into steps of about lr, in any layout.
     std::vector<uint8_t> noise_level;
     std::map<int64_t, std::string> row_at;  // offset -> parameter name (messages)
-    int64_t launched_by_hook = 0;     // over the run, this rank
+    int64_t launched_by_hook = 0;           // over the run, this rank
+    int64_t sparse_rows = 0;                // embedding rows exchanged over the run, this rank
     std::map<std::string, Tensor> optimizer_state;  // when asked for
 };
 
@@ -129,6 +131,7 @@ inline DpRun run_dp_job(const DpJob& job, const DpLayout& layout, Communicator& 
     o.zero = layout.zero;
     o.bucket_size_mb = layout.bucket_size_mb;
     o.overlap = layout.overlap;
+    o.sparse_embedding_grad = layout.sparse_embedding_grad;
     if (job.start_params) {
         ParamTable& t = model->params();
         LOOM_CHECK(int64_t(job.start_params->size()) == t.flat_numel(), "resume: parameter count");
@@ -147,7 +150,8 @@ inline DpRun run_dp_job(const DpJob& job, const DpLayout& layout, Communicator& 
         const int64_t first = int64_t(dp.rank()) * per_rank;
         // The global count before any backward: this rank's labels, summed.
         int64_t local = 0;
-        for (int64_t i = first * T; i < (first + per_rank) * T; ++i) local += gb.labels[size_t(i)] != -100;
+        for (int64_t i = first * T; i < (first + per_rank) * T; ++i)
+            local += gb.labels[size_t(i)] != -100;
         if (c.task == TaskKind::causal_lm) {  // the last labelled token of a row has no target
             local = 0;
             for (int64_t g = first; g < first + per_rank; ++g) {
@@ -188,6 +192,7 @@ inline DpRun run_dp_job(const DpJob& job, const DpLayout& layout, Communicator& 
         run.grad_norms.push_back(ddp.clip_grad_norm(job.max_grad_norm));
         ddp.step(job.lr);
         run.launched_by_hook += ddp.stats().launched_by_hook;
+        run.sparse_rows += ddp.stats().sparse_rows;
     }
     const ParamTable& t = model->params();
     run.params.assign(t.params_data(), t.params_data() + t.flat_numel());
@@ -207,7 +212,8 @@ inline DpRun run_dp_job(const DpJob& job, const DpLayout& layout, Communicator& 
         for (int64_t i = b; i < e; ++i) run.noise_level[size_t(i)] = 1;
     }
     if (job.gather_state) {
-        for (auto& [name, tensor] : ddp.optimizer_state()) run.optimizer_state[name] = tensor.clone();
+        for (auto& [name, tensor] : ddp.optimizer_state())
+            run.optimizer_state[name] = tensor.clone();
     }
     return run;
 }
@@ -250,13 +256,14 @@ inline void expect_same_training(const DpRun& run, const DpRun& ref, const std::
         auto it = ref.row_at.upper_bound(first);
         if (it != ref.row_at.begin()) {
             --it;
-            where = " (" + it->second + "[" + std::to_string(first - it->first) + "]: " +
-                    std::to_string(run.params[size_t(first)]) + " vs " +
+            where = " (" + it->second + "[" + std::to_string(first - it->first) +
+                    "]: " + std::to_string(run.params[size_t(first)]) + " vs " +
                     std::to_string(ref.params[size_t(first)]) + ")";
         }
     }
-    EXPECT_EQ(bad, 0) << what << ": " << bad << " parameters beyond 5% of an AdamW step; max |diff| "
-                      << max_diff << "; first outside the bulk tolerance at " << first << where;
+    EXPECT_EQ(bad, 0) << what << ": " << bad
+                      << " parameters beyond 5% of an AdamW step; max |diff| " << max_diff
+                      << "; first outside the bulk tolerance at " << first << where;
     EXPECT_LE(outside_bulk, n / 10000)
         << what << ": " << outside_bulk << " of " << n
         << " parameters outside 2e-6 + 1e-4 |p|; first at " << first << where;

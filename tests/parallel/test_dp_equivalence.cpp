@@ -46,7 +46,7 @@ std::string layout_name(const DpLayout& l) {
 }
 
 class DpEquivalence : public ::testing::TestWithParam<std::string> {
-protected:
+  protected:
     DpJob job() const {
         DpJob j;
         j.fixture_dir = fixture(GetParam());
@@ -73,6 +73,8 @@ TEST_P(DpEquivalence, DpSizesAndZeroStagesMatchOneProcess) {
             if (dp > 1) {
                 EXPECT_GT(run.launched_by_hook, 0)
                     << layout_name(l) << ": no bucket was reduced while backward ran";
+                EXPECT_GT(run.sparse_rows, 0)
+                    << layout_name(l) << ": the embedding rows were not kept sparse";
             }
         }
     }
@@ -109,6 +111,21 @@ TEST_P(DpEquivalence, OverlapAndBucketSizeDoNotChangeResults) {
     EXPECT_GT(a.launched_by_hook, 0);
 }
 
+TEST_P(DpEquivalence, SparseEmbeddingRowsTrainAsTheDenseTable) {
+    // The word table's gradient as dense range + exchanged rows, against the
+    // whole table reduced densely: the same sums grouped differently.
+    const DpJob j = job();
+    for (ZeroStage z : {ZeroStage::none, ZeroStage::optimizer, ZeroStage::gradients}) {
+        DpLayout dense{2, 2, z};
+        dense.sparse_embedding_grad = false;
+        const DpRun a = run_local(j, dense);
+        const DpRun b = run_local(j, {2, 2, z});
+        EXPECT_EQ(a.sparse_rows, 0);
+        EXPECT_GT(b.sparse_rows, 0);
+        expect_same_training(b, a, GetParam() + " sparse vs dense rows " + layout_name(dense), j);
+    }
+}
+
 TEST_P(DpEquivalence, CheckpointResumesUnderAnotherLayout) {
     // 10 steps as ZeRO-1 on 2 ranks; the optimizer state gathered into global
     // tensors by name; then 10 more as ZeRO-2 on 3 ranks and as plain DDP on
@@ -122,7 +139,8 @@ TEST_P(DpEquivalence, CheckpointResumesUnderAnotherLayout) {
     j.start_params = &first.params;
     j.start_state = &first.optimizer_state;
     j.first_step = 10;
-    for (const DpLayout& l : {DpLayout{3, 1, ZeroStage::gradients}, DpLayout{4, 1, ZeroStage::none}}) {
+    for (const DpLayout& l :
+         {DpLayout{3, 1, ZeroStage::gradients}, DpLayout{4, 1, ZeroStage::none}}) {
         DpRun second = run_local(j, l);
         // Stitch the two halves into one 20-step run for the comparison.
         DpRun stitched = second;

@@ -30,7 +30,8 @@ TEST(GradBucketsPlan, TileTheBufferTopDownInEqualChunks) {
                     EXPECT_GT(k.numel(), 0) << ctx;
                     EXPECT_EQ(k.chunk % 16, 0) << ctx;
                     EXPECT_GE(k.chunk * dp, k.numel()) << ctx;
-                    EXPECT_LT((k.chunk - 16) * dp, k.numel()) << ctx << ": chunk larger than needed";
+                    EXPECT_LT((k.chunk - 16) * dp, k.numel())
+                        << ctx << ": chunk larger than needed";
                     if (b + 1 < bk.size()) {
                         EXPECT_FALSE(k.padded(dp)) << ctx << ": only the bottom bucket is padded";
                         EXPECT_GE(k.numel(), want) << ctx;
@@ -94,7 +95,8 @@ void report_top_down(GradSync& s, int64_t flat, bool overlap = true) {
         s.grads_ready(lo, hi);
         int64_t complete = 0;
         for (const GradBucket& b : s.buckets()) complete += b.begin >= lo;
-        EXPECT_EQ(s.stats().launched_by_hook - base, overlap ? complete : 0) << "after reporting [" << lo << ", " << flat << ")";
+        EXPECT_EQ(s.stats().launched_by_hook - base, overlap ? complete : 0)
+            << "after reporting [" << lo << ", " << flat << ")";
         hi = lo;
         step = step * 3 % 101 + 1;
     }
@@ -223,6 +225,146 @@ TEST(GradSync, FinalizeWithoutMicroBatchBracketsReducesEverything) {
     });
 }
 
+// Sparse embedding rows: a table of k_rows x k_width at the bottom of the
+// buffer. Rank r keeps rows for ids with repeats and the padding id; the last
+// rank keeps none (as a rank whose micro-batch had no labels).
+constexpr int64_t k_rows = 30, k_width = 10, k_pad = 3;
+
+struct RankRows {
+    std::vector<int64_t> ids;
+    std::vector<float> rows;
+    EmbeddingGradRows view() const {
+        EmbeddingGradRows v;
+        v.offset = 0;
+        v.table_rows = k_rows;
+        v.width = k_width;
+        v.count = int64_t(ids.size());
+        v.ids = ids.data();
+        v.rows = rows.data();
+        v.padding_idx = k_pad;
+        return v;
+    }
+};
+
+RankRows rank_rows(int r, int dp, int k) {
+    RankRows out;
+    if (r == dp - 1 && dp > 1) return out;
+    out.ids = {5, k_pad, 5, 29, 0, int64_t(7 + r + k), 5};
+    for (size_t t = 0; t < out.ids.size(); ++t)
+        for (int64_t j = 0; j < k_width; ++j)
+            out.rows.push_back(float(int((int64_t(t) * 3 + j + r * 7 + k) % 11) - 5) / 64.0f);
+    return out;
+}
+
+// The summed gradient of element i: every rank's dense value plus every
+// non-padding row that lands on i.
+float sparse_want(int dp, const std::vector<int>& micro, int64_t i) {
+    float want = 0;
+    for (int k : micro)
+        for (int q = 0; q < dp; ++q) {
+            want += grad_value(q, k, i);
+            const RankRows rr = rank_rows(q, dp, k);
+            for (size_t t = 0; t < rr.ids.size(); ++t)
+                if (rr.ids[t] != k_pad && i / k_width == rr.ids[t] && i < k_rows * k_width)
+                    want += rr.rows[t * size_t(k_width) + size_t(i % k_width)];
+        }
+    return want;
+}
+
+// Reports the table first, then the rest top down; returns the buckets the
+// first report launched.
+int64_t report_table_first(GradSync& s) {
+    const int64_t before = s.stats().launched_by_hook;
+    s.grads_ready(0, k_rows * k_width);
+    const int64_t early = s.stats().launched_by_hook - before;
+    for (int64_t hi = k_flat; hi > k_rows * k_width;) {
+        const int64_t lo = std::max<int64_t>(k_rows * k_width, hi - 77);
+        s.grads_ready(lo, hi);
+        hi = lo;
+    }
+    return early;
+}
+
+TEST(GradSync, SparseRowsAreAddedIntoTheReducedGradients) {
+    for (ZeroStage z : {ZeroStage::none, ZeroStage::optimizer, ZeroStage::gradients}) {
+        for (int dp : {2, 3}) {
+            comm_local_run(dp, [&](Communicator& world) {
+                const int r = world.rank();
+                std::vector<float> g(k_flat, 0.0f);
+                GradSync s(g.data(), k_flat, world, options(z));
+                s.set_sparse_rows(0, k_rows * k_width);
+                int64_t inside = 0;
+                for (const GradBucket& b : s.buckets()) inside += b.end <= k_rows * k_width;
+                ASSERT_GT(inside, 0) << "the test needs a bucket inside the table";
+                // ZeRO-2 reduces (and keeps rows) on every micro-batch; the
+                // others only on the last, the earlier ones adding densely.
+                const int ga = z == ZeroStage::gradients ? 2 : 1;
+                s.begin_step();
+                std::vector<int> micro;
+                for (int k = 0; k < ga; ++k) {
+                    micro.push_back(k);
+                    // (after begin_micro_batch: there ZeRO-2 zeroes the buffer)
+                    s.begin_micro_batch(k == ga - 1);
+                    for (int64_t i = 0; i < k_flat; ++i) g[size_t(i)] += grad_value(r, k, i);
+                    const RankRows rr = rank_rows(r, dp, k);
+                    if (r == dp - 1) {
+                        s.end_micro_batch();  // skipped backward: everything posts here
+                        continue;
+                    }
+                    EXPECT_EQ(report_table_first(s), inside)
+                        << "the table's buckets launch as soon as it is reported";
+                    s.end_micro_batch(rr.view());
+                }
+                s.finalize(0.5);
+                const std::string where = std::string(zero_stage_name(z)) + " dp " +
+                                          std::to_string(dp) + " rank " + std::to_string(r);
+                EXPECT_GT(s.stats().sparse_rows, 0) << where;
+                if (z == ZeroStage::none) {
+                    for (int64_t i = 0; i < k_flat; ++i)
+                        ASSERT_EQ(g[size_t(i)], sparse_want(dp, micro, i) * 0.5f)
+                            << where << " element " << i;
+                    return;
+                }
+                for (const ShardPiece& p : s.pieces())
+                    for (int64_t i = p.flat_begin; i < p.flat_end; ++i)
+                        ASSERT_EQ(s.shard_grads()[p.shard_begin + i - p.flat_begin],
+                                  sparse_want(dp, micro, i) * 0.5f)
+                            << where << " element " << i;
+            });
+        }
+    }
+}
+
+TEST(GradSync, SparseRowsNeedTheirRangeAndAReducingMicroBatch) {
+    auto world = comm_local_create(1);
+    std::vector<float> g(k_flat, 1.0f);
+    const RankRows rr = rank_rows(0, 1, 0);
+    {
+        GradSync s(g.data(), k_flat, *world[0], options(ZeroStage::none));
+        s.begin_step();
+        s.begin_micro_batch(true);
+        EXPECT_THROW(s.end_micro_batch(rr.view()), Error);  // no set_sparse_rows
+    }
+    {
+        GradSync s(g.data(), k_flat, *world[0], options(ZeroStage::none));
+        EXPECT_THROW(s.set_sparse_rows(0, k_flat + 1), Error);
+        s.set_sparse_rows(0, k_rows * k_width);
+        s.begin_step();
+        s.begin_micro_batch(false);
+        EXPECT_THROW(s.end_micro_batch(rr.view()), Error);  // not reduced on this micro-batch
+    }
+    {
+        GradSync s(g.data(), k_flat, *world[0], options(ZeroStage::none));
+        s.set_sparse_rows(0, k_rows * k_width);
+        s.begin_step();
+        s.begin_micro_batch(true);
+        EXPECT_THROW(s.set_sparse_rows(0, 10), Error);  // inside a micro-batch
+        RankRows bad = rr;
+        bad.ids[1] = k_rows;  // outside the table
+        EXPECT_THROW(s.end_micro_batch(bad.view()), Error);
+    }
+}
+
 TEST(GradSync, MisuseIsReported) {
     auto world = comm_local_create(1);
     std::vector<float> g(k_flat, 1.0f);
@@ -237,7 +379,8 @@ TEST(GradSync, MisuseIsReported) {
         s.grads_ready(k_flat - 60, k_flat - 40);
         ADD_FAILURE() << "a range reported twice was accepted";
     } catch (const Error& e) {
-        EXPECT_NE(std::string(e.what()).find("reported final twice"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("reported final twice"), std::string::npos)
+            << e.what();
     }
     EXPECT_THROW(s.finalize(), Error);  // inside the micro-batch
     s.end_micro_batch();

@@ -71,6 +71,79 @@ TEST_P(GradReadyHook, RangesAreDisjointCompleteAndFinal) {
     EXPECT_TRUE(reports.empty()) << "a removed hook was still called";
 }
 
+// Sparse embedding rows: the word table's range is reported first (before
+// any block), every range stays final, and the kept rows added back in token
+// order give the dense gradients bit for bit (the dense scatter adds them in
+// the same order, after the head's part).
+TEST_P(GradReadyHook, SparseEmbeddingRowsReportTheTableFirstAndAddBackExactly) {
+    Fixture fx(GetParam());
+    ModelConfig c = fx.config;
+    c.hidden_dropout = c.attention_dropout = c.embedding_dropout = 0.1;
+    auto model = build_model(c);
+    model->load(SafetensorsFile::open(fx.dir + "/model.safetensors"));
+    const ParamTable& t = model->params();
+    DropoutPlan drop;
+    drop.training = true;
+    drop.seed = 5;
+
+    model->zero_grad();
+    LossSum l = model->forward(fx.inputs(), drop);
+    model->backward(1.0 / double(l.count));
+    const std::vector<float> dense(t.grads_data(), t.grads_data() + t.flat_numel());
+
+    std::vector<Report> reports;
+    model->set_grad_ready_hook([&](int64_t b, int64_t e) {
+        reports.push_back({b, e, std::vector<float>(t.grads_data() + b, t.grads_data() + e)});
+    });
+    ASSERT_TRUE(model->set_sparse_embedding_grad(true)) << "a whole model keeps sparse rows";
+    const EmbeddingGradRows before = model->embedding_grad_rows();
+    const int64_t wb = before.offset, we = wb + before.table_rows * before.width;
+    EXPECT_GT(we, wb);
+    model->zero_grad();
+    l = model->forward(fx.inputs(), drop);
+    model->backward(1.0 / double(l.count));
+    const EmbeddingGradRows rows = model->embedding_grad_rows();
+    ASSERT_FALSE(reports.empty());
+    EXPECT_EQ(reports.front().begin, wb) << "the word table is reported before the blocks";
+    EXPECT_EQ(reports.front().end, we);
+    std::vector<Report> sorted = reports;
+    std::sort(sorted.begin(), sorted.end(),
+              [](const Report& a, const Report& b) { return a.begin < b.begin; });
+    int64_t at = 0;
+    for (const Report& r : sorted) {
+        EXPECT_EQ(r.begin, at) << "gap or overlap before [" << r.begin << ", " << r.end << ")";
+        at = r.end;
+        EXPECT_EQ(std::memcmp(r.grads.data(), t.grads_data() + r.begin,
+                              size_t(r.end - r.begin) * sizeof(float)),
+                  0)
+            << "[" << r.begin << ", " << r.end << ") changed after it was reported final";
+    }
+    EXPECT_EQ(at, t.flat_numel());
+
+    // One row per token of the batch.
+    ASSERT_EQ(rows.count, fx.inputs().B * fx.inputs().T);
+    EXPECT_EQ(rows.offset, wb);
+    std::vector<float> g(t.grads_data(), t.grads_data() + t.flat_numel());
+    for (int64_t k = 0; k < rows.count; ++k) {
+        if (rows.ids[k] == rows.padding_idx) continue;
+        float* dst = g.data() + rows.offset + rows.ids[k] * rows.width;
+        for (int64_t j = 0; j < rows.width; ++j) dst[j] += rows.rows[k * rows.width + j];
+    }
+    int64_t differ = 0;
+    for (size_t i = 0; i < g.size(); ++i)
+        differ += std::memcmp(&g[i], &dense[i], sizeof(float)) != 0;
+    EXPECT_EQ(differ, 0) << "gradients that differ from the dense backward's";
+
+    // Off again: the dense backward, nothing kept.
+    model->set_grad_ready_hook({});
+    EXPECT_FALSE(model->set_sparse_embedding_grad(false));
+    model->zero_grad();
+    l = model->forward(fx.inputs(), drop);
+    model->backward(1.0 / double(l.count));
+    EXPECT_TRUE(model->embedding_grad_rows().empty());
+    EXPECT_EQ(std::memcmp(dense.data(), t.grads_data(), dense.size() * sizeof(float)), 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, GradReadyHook, ::testing::ValuesIn(hf_fixture_names()),
                          [](const ::testing::TestParamInfo<std::string>& p) {
                              std::string s = p.param;
