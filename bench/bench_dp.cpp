@@ -6,7 +6,7 @@
 //
 //   mpirun -np 2 bench_dp [--batch 4] [--seq 128] [--layers 12] [--steps 4]
 //                         [--warmup 1] [--zero 0|1|2] [--bucket-mb 25]
-//                         [--overlap 0|1] [--repeats 3]
+//                         [--overlap 0|1] [--sparse 0|1] [--repeats 3]
 //
 // Weak scaling: each rank runs --batch samples per step, so dp 2 does twice
 // the work of dp 1 in (ideally) the same time. Per phase, rank 0 prints the
@@ -15,6 +15,9 @@
 // back-to-back and (b) by one MPI_Allreduce(MPI_IN_PLACE) over the whole
 // buffer. hidden_share = 1 - finalize_wait / bucketed_allreduce: the part of
 // the reduction that ran while backward was still computing. One JSON line.
+//
+// --sparse 0 reduces the word table densely (DpOptions::sparse_embedding_grad
+// off): its 94 MB are then final only when backward returns.
 //
 // NOTE: Open MPI advances nonblocking collectives only inside MPI calls;
 // GradSync tests its buckets at each grad-ready report (once per block), so
@@ -70,19 +73,31 @@ int main(int argc, char** argv) {
 #else
     runtime_init();
     MpiSession mpi;
-    int64_t B = 4, T = 128, L = 12, steps = 4, warmup = 1, zero = 0, overlap = 1, repeats = 3;
+    int64_t B = 4, T = 128, L = 12, steps = 4, warmup = 1, zero = 0, overlap = 1, sparse = 1,
+            repeats = 3;
     double bucket_mb = 25;
     for (int i = 1; i + 1 < argc; i += 2) {
         const std::string k = argv[i], v = argv[i + 1];
-        if (k == "--batch") B = std::stoll(v);
-        else if (k == "--seq") T = std::stoll(v);
-        else if (k == "--layers") L = std::stoll(v);
-        else if (k == "--steps") steps = std::stoll(v);
-        else if (k == "--warmup") warmup = std::stoll(v);
-        else if (k == "--zero") zero = std::stoll(v);
-        else if (k == "--bucket-mb") bucket_mb = std::stod(v);
-        else if (k == "--overlap") overlap = std::stoll(v);
-        else if (k == "--repeats") repeats = std::stoll(v);
+        if (k == "--batch")
+            B = std::stoll(v);
+        else if (k == "--seq")
+            T = std::stoll(v);
+        else if (k == "--layers")
+            L = std::stoll(v);
+        else if (k == "--steps")
+            steps = std::stoll(v);
+        else if (k == "--warmup")
+            warmup = std::stoll(v);
+        else if (k == "--zero")
+            zero = std::stoll(v);
+        else if (k == "--bucket-mb")
+            bucket_mb = std::stod(v);
+        else if (k == "--overlap")
+            overlap = std::stoll(v);
+        else if (k == "--sparse")
+            sparse = std::stoll(v);
+        else if (k == "--repeats")
+            repeats = std::stoll(v);
         else {
             std::fprintf(stderr, "unknown option %s\n", k.c_str());
             return 2;
@@ -106,6 +121,7 @@ int main(int argc, char** argv) {
     o.zero = ZeroStage(zero);
     o.bucket_size_mb = bucket_mb;
     o.overlap = overlap != 0;
+    o.sparse_embedding_grad = sparse != 0;
     DataParallel ddp(*model, *world, hp, DecayPolicy::table, o);
     if (rank == 0) std::fprintf(stderr, "bench_dp: %s\n", ddp.memory_plan().describe().c_str());
 
@@ -191,21 +207,23 @@ int main(int argc, char** argv) {
     const double bucket_ms = max_over(*world, median(t_buckets));
     const double plain_ms = max_over(*world, median(t_plain));
     const double gbytes = double(n) * 4.0 / 1e9;
-    const double hidden = dp > 1 && bucket_ms > 0 ? std::clamp(1.0 - wait_ms / bucket_ms, 0.0, 1.0)
-                                                 : 0.0;
+    const double hidden =
+        dp > 1 && bucket_ms > 0 ? std::clamp(1.0 - wait_ms / bucket_ms, 0.0, 1.0) : 0.0;
     if (rank == 0)
         std::printf(
-            "{\"dp\": %d, \"zero\": %lld, \"overlap\": %lld, \"batch_per_rank\": %lld, \"seq\": %lld, "
+            "{\"dp\": %d, \"zero\": %lld, \"overlap\": %lld, \"sparse_rows\": %d, "
+            "\"batch_per_rank\": %lld, \"seq\": %lld, "
             "\"layers\": %lld, \"grad_mb\": %.1f, \"buckets\": %zu, \"launched_by_hook\": %lld, "
             "\"step_ms\": %.1f, \"forward_ms\": %.1f, \"backward_ms\": %.1f, "
             "\"finalize_wait_ms\": %.1f, \"optimizer_ms\": %.1f, \"samples_per_s\": %.2f, "
             "\"bucketed_allreduce_ms\": %.1f, \"plain_allreduce_ms\": %.1f, "
             "\"bucketed_algbw_GBps\": %.2f, \"plain_algbw_GBps\": %.2f, \"hidden_share\": %.2f}\n",
             dp, static_cast<long long>(zero), static_cast<long long>(overlap),
-            static_cast<long long>(B), static_cast<long long>(T), static_cast<long long>(L),
-            gbytes * 1e3 / 1.048576, sync.buckets().size(), static_cast<long long>(by_hook),
-            step_ms, fwd_ms, bwd_ms, wait_ms, opt_ms, double(B * dp) / (step_ms / 1e3), bucket_ms,
-            plain_ms, gbytes / (bucket_ms / 1e3), gbytes / (plain_ms / 1e3), hidden);
+            int(ddp.sparse_embedding_grad()), static_cast<long long>(B), static_cast<long long>(T),
+            static_cast<long long>(L), gbytes * 1e3 / 1.048576, sync.buckets().size(),
+            static_cast<long long>(by_hook), step_ms, fwd_ms, bwd_ms, wait_ms, opt_ms,
+            double(B * dp) / (step_ms / 1e3), bucket_ms, plain_ms, gbytes / (bucket_ms / 1e3),
+            gbytes / (plain_ms / 1e3), hidden);
     return 0;
 #endif
 }

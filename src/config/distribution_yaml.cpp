@@ -38,6 +38,7 @@ std::vector<Field> loom_fields(DistributionArgs& d) {
             field_int("zero_stage", &d.zero_stage),
             field_number("bucket_size_mb", &d.bucket_size_mb),
             field_bool("overlap_comm", &d.overlap_comm),
+            field_bool("sparse_embedding_grads", &d.sparse_embedding_grads),
             field_int("tensor_parallel_degree", &d.tensor_parallel_degree),
             field_int("pipeline_parallel_degree", &d.pipeline_parallel_degree),
             field_int("microbatches", &d.microbatches),

@@ -181,6 +181,9 @@ struct DistributionArgs {
     int64_t zero_stage = 0;            // 0, 1 (optimizer state) or 2 (+ gradients)
     double bucket_size_mb = 25.0;      // gradient all-reduce bucket (PyTorch DDP's default)
     bool overlap_comm = true;
+    // Data parallel on the CPU: the word embeddings' lookup gradient as rows,
+    // exchanged after backward, so the table is reduced during backward.
+    bool sparse_embedding_grads = true;
     int64_t tensor_parallel_degree = 1;
     int64_t pipeline_parallel_degree = 1;
     int64_t microbatches = 1;

@@ -143,6 +143,7 @@ void dump_distribution(Dumper& d, const DistributionArgs& a) {
     d.integer("zero_stage", a.zero_stage);
     d.num("bucket_size_mb", a.bucket_size_mb);
     d.boolean("overlap_comm", a.overlap_comm);
+    d.boolean("sparse_embedding_grads", a.sparse_embedding_grads);
     d.integer("tensor_parallel_degree", a.tensor_parallel_degree);
     d.integer("pipeline_parallel_degree", a.pipeline_parallel_degree);
     d.integer("microbatches", a.microbatches);

@@ -497,6 +497,7 @@ void Trainer::build_model_and_optimizer() {
                                      : ZeroStage::gradients;
         o.bucket_size_mb = d.bucket_size_mb;
         o.overlap = d.overlap_comm;
+        o.sparse_embedding_grad = d.sparse_embedding_grads;
         if (t.optim == OptimizerKind::lamb) o.make_optimizer = make_lamb;
         if (t.optim == OptimizerKind::sgd)
             o.make_optimizer =
@@ -507,6 +508,11 @@ void Trainer::build_model_and_optimizer() {
         // Replicas start from rank 0's parameters whatever each loaded.
         dp_->broadcast_parameters();
         load_notes_.push_back("data parallel: " + dp_->memory_plan().describe());
+        if (dp_->sparse_embedding_grad())
+            load_notes_.push_back(
+                "data parallel: the word embeddings' lookup gradient is exchanged as rows after "
+                "backward, so their table is reduced while backward runs "
+                "(distribution.sparse_embedding_grads: false reduces it densely)");
     } else if (t.optim == OptimizerKind::lamb) {
         optimizer_ = make_lamb(model_->params());
     } else if (t.optim == OptimizerKind::sgd) {

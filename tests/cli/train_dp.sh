@@ -33,12 +33,20 @@ dp_compare m1 m2a
 
 echo "== causal LM: dp 1, dp 2 (ZeRO 0), dp 4 (ZeRO 1)"
 "$loom" train clm.yaml --quiet --threads 1 --set hyperparameters.output_dir=c1
-mpi 2 "$loom" train clm.yaml --quiet --set hyperparameters.output_dir=c2 \
-    --set hyperparameters.per_device_train_batch_size=4
+mpi 2 "$loom" train clm.yaml --set hyperparameters.output_dir=c2 \
+    --set hyperparameters.per_device_train_batch_size=4 > c2.log 2>&1 || { cat c2.log; exit 1; }
+grep -q "exchanged as rows" c2.log || { cat c2.log; echo "no sparse embedding rows at dp 2"; exit 1; }
 mpi 4 "$loom" train clm.yaml --quiet --set hyperparameters.output_dir=c4 \
     --set hyperparameters.per_device_train_batch_size=2 --set distribution.zero_stage=1
 dp_compare c1 c2
 dp_compare c1 c4
+
+echo "== causal LM: dp 2 with the word table reduced densely"
+mpi 2 "$loom" train clm.yaml --set hyperparameters.output_dir=c2d \
+    --set hyperparameters.per_device_train_batch_size=4 \
+    --set distribution.sparse_embedding_grads=false > c2d.log 2>&1 || { cat c2d.log; exit 1; }
+grep -q "exchanged as rows" c2d.log && { echo "sparse rows still on"; exit 1; }
+dp_compare c1 c2d
 
 echo "== saved at dp 4 (ZeRO 2), resumed at dp 2 and dp 1"
 mkdir r2 r1

@@ -30,6 +30,7 @@ TEST(DistributionYaml, LoomKeys) {
   zero_stage: 2
   bucket_size_mb: 50
   overlap_comm: false
+  sparse_embedding_grads: false
   tensor_parallel_degree: 2
   pipeline_parallel_degree: 2
   microbatches: 4
@@ -47,6 +48,8 @@ TEST(DistributionYaml, LoomKeys) {
     EXPECT_EQ(d.zero_stage, 2);
     EXPECT_EQ(d.bucket_size_mb, 50);
     EXPECT_FALSE(d.overlap_comm);
+    EXPECT_FALSE(d.sparse_embedding_grads);
+    EXPECT_TRUE(DistributionArgs{}.sparse_embedding_grads);
     EXPECT_EQ(d.tensor_parallel_degree, 2);
     EXPECT_EQ(d.pipeline_parallel_degree, 2);
     EXPECT_EQ(d.microbatches, 4);
