@@ -41,48 +41,76 @@ StackModel& as_stack(Model& m) {
 }  // namespace
 
 template <typename T>
-CudaExecutor<T>::CudaExecutor(Model& cpu, const CudaModelOptions& options)
+CudaExecutor<T>::CudaExecutor(Model& cpu, const CudaModelOptions& options, CudaExecutor* owner)
     : cpu_(cpu),
       config_(cpu.config()),
       table_(cpu.params()),
       view_(as_stack(cpu).view()),
       options_(options),
-      ctx_(options.device) {
-    LOOM_CHECK(config_.part.whole(),
-               "the CUDA executor runs a whole model; pipeline stages are not supported on it yet");
+      owner_(owner),
+      ctx_(options.device, owner ? owner->ctx_.stream() : nullptr) {
+    const ModelPart& part = config_.part;
+    const int64_t A = int64_t(view_.schedule->size());
+    app_begin_ = part.app_begin;
+    app_end_ = part.app_end < 0 ? A : part.app_end;
+    with_embeddings_ = part.embeddings;
+    with_head_ = part.head;
+    LOOM_CHECK(app_begin_ >= 0 && app_begin_ < app_end_ && app_end_ <= A &&
+                   with_embeddings_ == (app_begin_ == 0),
+               "CUDA executor: pipeline part [{}, {}){} of {} layer applications", app_begin_,
+               app_end_, with_embeddings_ ? " + embeddings" : "", A);
     tp_setup();
     C_ = config_.hidden_size;
     flat_ = table_.flat_numel();
-    master_ = device_alloc<float>(flat_);
-    if constexpr (std::is_same_v<T, float>)
-        params_ = master_;
-    else
-        params_ = device_alloc<T>(flat_);
-    grads_ = device_alloc<T>(flat_);
-    norm_result_ = device_alloc<double>(1);
-    optim_setup();
+    if (owner) {
+        // Every instance of a stage holds the same rows at the same offsets
+        // (ModelPart::also_hold makes a rank's chunks agree too).
+        const ParamTable& o = owner->table_;
+        bool same = o.size() == table_.size() && o.flat_numel() == flat_;
+        for (int i = 0; same && i < table_.size(); ++i)
+            same = o.row(i).local == table_.row(i).local &&
+                   (!table_.row(i).local || o.row(i).offset == table_.row(i).offset);
+        LOOM_CHECK(same,
+                   "CUDA executor instance: its model's parameter layout differs from the "
+                   "owner's ({} vs {} elements)",
+                   flat_, o.flat_numel());
+        master_ = owner->master_;
+        params_ = owner->params_;
+        grads_ = owner->grads_;
+        norm_result_ = device_alloc<double>(1);
+    } else {
+        master_ = device_alloc<float>(flat_);
+        if constexpr (std::is_same_v<T, float>)
+            params_ = master_;
+        else
+            params_ = device_alloc<T>(flat_);
+        grads_ = device_alloc<T>(flat_);
+        norm_result_ = device_alloc<double>(1);
+        optim_setup();
+    }
     // Grad-ready bookkeeping, as StackModel::finish_build: every family adds
     // embeddings, then the blocks, then the final norm and head, so rows above
     // the blocks finish before any block's backward and the embeddings last.
+    // Only this part's rows and applications count.
     const auto& blocks = *view_.blocks;
     block_begin_.assign(blocks.size(), flat_);
-    block_first_app_.assign(blocks.size(), int64_t(view_.schedule->size()));
+    block_first_app_.assign(blocks.size(), A);
     for (size_t b = 0; b < blocks.size(); ++b) {
         const TransformerBlock& k = blocks[b];
         for (const ParamRef* r :
              {&k.attn.qkv.weight, &k.attn.qkv.bias, &k.attn.proj.weight, &k.attn.proj.bias,
               &k.mlp.fc.weight, &k.mlp.fc.bias, &k.mlp.proj.weight, &k.mlp.proj.bias, &k.ln1.weight,
               &k.ln1.bias, &k.ln2.weight, &k.ln2.bias})
-            if (r->defined())
+            if (r->defined() && table_.row(r->row).local)
                 block_begin_[b] = std::min(block_begin_[b], table_.row(r->row).offset);
     }
-    for (int64_t a = int64_t(view_.schedule->size()); a-- > 0;)
+    for (int64_t a = app_end_; a-- > app_begin_;)
         block_first_app_[size_t((*view_.schedule)[size_t(a)])] = a;
     block_order_.resize(blocks.size());
     for (size_t b = 0; b < blocks.size(); ++b) block_order_[b] = b;
     std::sort(block_order_.begin(), block_order_.end(),
               [&](size_t x, size_t y) { return block_begin_[x] > block_begin_[y]; });
-    upload_params();
+    if (!owner) upload_params();
     note_peak();
 }
 
@@ -111,9 +139,12 @@ template <typename T>
 CudaExecutor<T>::~CudaExecutor() {
     (void)cudaStreamSynchronize(ctx_.stream());
     offload_release();
-    if (static_cast<void*>(params_) != static_cast<void*>(master_)) device_free(params_);
-    device_free(master_);
-    device_free(grads_);
+    for (auto& [key, buf] : messages_) device_free(buf.first);
+    if (!owner_) {
+        if (static_cast<void*>(params_) != static_cast<void*>(master_)) device_free(params_);
+        device_free(master_);
+        device_free(grads_);
+    }
     optim_release();
     device_free(norm_result_);
     device_free(norm_parts_);
@@ -146,13 +177,16 @@ void CudaExecutor<T>::plan(int64_t B, int64_t T_len) {
         targets_ = a.take<int64_t>(N);
         targets2_ = a.take<int64_t>(N);
     });
+    // Indices stay the whole model's (dropout and checkpointing are keyed by
+    // application); only this part's applications get buffers.
+    const int64_t a0 = app_begin_, a1 = app_end_;
     acts_.assign(size_t(A), BlockActs{});
     // Checkpointed applications keep only their input (a hidden state), which
     // offloading moves to the host between forward and backward.
     off_index_.assign(size_t(A + 1), -1);
     offloaded_.clear();
     if (options_.offload_activations)
-        for (int64_t i = 0; i < A; ++i)
+        for (int64_t i = a0; i < a1; ++i)
             if (checkpointed(i)) {
                 off_index_[size_t(i)] = int64_t(offloaded_.size());
                 offloaded_.push_back(i);
@@ -164,12 +198,12 @@ void CudaExecutor<T>::plan(int64_t B, int64_t T_len) {
     acts_arena_.build([&](DeviceArena& a) {
         ring_.assign(size_t(R), nullptr);
         for (int64_t r = 0; r < R; ++r) ring_[size_t(r)] = a.template take<T>(N * C);
-        for (int64_t h = 0; h <= A; ++h)
+        for (int64_t h = a0; h <= a1; ++h)
             hid_[size_t(h)] = off_index_[size_t(h)] >= 0 ? ring_[size_t(off_index_[size_t(h)] % R)]
                                                          : a.template take<T>(N * C);
         recompute_out_ = options_.checkpoint_every > 0 ? a.template take<T>(N * C) : nullptr;
         bool shared_planned = false;
-        for (int64_t i = 0; i < A; ++i) {
+        for (int64_t i = a0; i < a1; ++i) {
             BlockActs& k = checkpointed(i) ? ckpt_acts_ : acts_[size_t(i)];
             if (checkpointed(i) && shared_planned) {
                 acts_[size_t(i)] = ckpt_acts_;
@@ -195,12 +229,13 @@ void CudaExecutor<T>::plan(int64_t B, int64_t T_len) {
                 acts_[size_t(i)] = ckpt_acts_;
             }
         }
-        emb_sum_ = a.template take<T>(N * E);
-        emb_dsum_ = a.template take<T>(N * E);
-        emb_out_ = a.template take<T>(N * E);
-        emb_dout_ = a.template take<T>(N * E);
-        emb_mean_ = a.template take<float>(N);
-        emb_rstd_ = a.template take<float>(N);
+        const int64_t NE = with_embeddings_ ? N * E : 0, NW = with_embeddings_ ? N : 0;
+        emb_sum_ = a.template take<T>(NE);
+        emb_dsum_ = a.template take<T>(NE);
+        emb_out_ = a.template take<T>(NE);
+        emb_dout_ = a.template take<T>(NE);
+        emb_mean_ = a.template take<float>(NW);
+        emb_rstd_ = a.template take<float>(NW);
         dqkv_ = a.template take<T>(N * 3 * C);
         datt_ = flash_ ? nullptr : a.template take<T>(B * NH * T_len * T_len);
         dctx_ = a.template take<T>(N * C);
@@ -209,9 +244,10 @@ void CudaExecutor<T>::plan(int64_t B, int64_t T_len) {
         u_ = a.template take<T>(N * C);
         dh_ = a.template take<T>(N * C);
         du_ = a.template take<T>(N * C);
-        final_ = a.template take<T>(N * C);
-        final_mean_ = a.template take<float>(N);
-        final_rstd_ = a.template take<float>(N);
+        const int64_t NF = with_head_ && view_.final_norm ? N : 0;
+        final_ = a.template take<T>(NF * C);
+        final_mean_ = a.template take<float>(NF);
+        final_rstd_ = a.template take<float>(NF);
         if (tp_) {
             tp_dx_ = a.template take<T>(N * C);
             tp_ids_ = a.template take<int64_t>(N);
@@ -227,10 +263,17 @@ void CudaExecutor<T>::plan(int64_t B, int64_t T_len) {
 }
 
 template <typename T>
-LossSum CudaExecutor<T>::forward(const ModelInputs& in, const DropoutPlan& dropout) {
+LossSum CudaExecutor<T>::forward_stage(const ModelInputs& in, const DropoutPlan& dropout,
+                                       const void* stage_input) {
     LOOM_CHECK(in.input_ids != nullptr && in.B > 0 && in.T > 0,
                "model forward needs input_ids of shape (B, T) with B, T > 0");
-    LOOM_CHECK(in.stage_input == nullptr, "the CUDA executor runs a whole model (no stage input)");
+    LOOM_CHECK(in.stage_input == nullptr,
+               "the CUDA executor takes a stage's input on the device (forward_stage), not from "
+               "the host");
+    LOOM_CHECK(with_embeddings_ == (stage_input == nullptr),
+               "CUDA executor: a pipeline stage takes the previous stage's output exactly when "
+               "it has no embeddings (this one has {}, and was given {})",
+               with_embeddings_ ? "them" : "none", stage_input ? "an input" : "none");
     B_ = in.B;
     T_ = in.T;
     N_ = B_ * T_;
@@ -295,18 +338,29 @@ LossSum CudaExecutor<T>::forward(const ModelInputs& in, const DropoutPlan& dropo
     LOOM_CUDA_CHECK(cudaMemcpyAsync(targets_, h + 4 * N, size_t(2 * N) * sizeof(int64_t),
                                     cudaMemcpyHostToDevice, ctx_.stream()));
 
-    before_write_hidden(0);
-    embed_forward(hidden_at(0));
+    before_write_hidden(app_begin_);
+    if (with_embeddings_)
+        embed_forward(hidden_at(app_begin_));
+    else
+        LOOM_CUDA_CHECK(cudaMemcpyAsync(hidden_at(app_begin_), stage_input,
+                                        size_t(N * C_) * sizeof(T), cudaMemcpyDeviceToDevice,
+                                        ctx_.stream()));
     const auto& schedule = *view_.schedule;
-    const int64_t A = int64_t(schedule.size());
-    for (int64_t a = 0; a < A; ++a) {
+    for (int64_t a = app_begin_; a < app_end_; ++a) {
         before_write_hidden(a + 1);
         block_forward((*view_.blocks)[size_t(schedule[size_t(a)])], hidden_at(a + 1),
                       acts_[size_t(a)], hidden_at(a), step_for(a));
         if (checkpointed(a)) ckpt_holds_ = a;
         after_read_hidden(a);
     }
-    const T* top = hidden_at(A);
+    if (!with_head_) {
+        // The output goes on on the device; tp collectives are waited for at
+        // the end of backward.
+        note_peak();
+        ready_for_backward_ = true;
+        return {};
+    }
+    const T* top = hidden_at(app_end_);
     if (view_.final_norm) {
         norm_forward(*view_.final_norm, final_, final_mean_, final_rstd_, top, N);
         top = final_;
@@ -321,26 +375,37 @@ LossSum CudaExecutor<T>::forward(const ModelInputs& in, const DropoutPlan& dropo
 }
 
 template <typename T>
-void CudaExecutor<T>::backward(double loss_scale) {
+void CudaExecutor<T>::backward_stage(double loss_scale, const void* d_stage_output) {
     LOOM_CHECK(ready_for_backward_, "backward called without a forward");
-    LOOM_CHECK(view_.head.kind != HeadKind::none,
-               "{} has no task head, so there is no loss to differentiate", config_.architecture);
-    LOOM_CHECK(has_labels_, "backward needs labels in the batch (task {})",
-               task_name(config_.task));
     const int64_t N = N_, C = C_;
     const auto& schedule = *view_.schedule;
-    const int64_t A = int64_t(schedule.size());
-    if (view_.final_norm) {
-        head_backward(du_, final_, loss_scale);
-        norm_backward(*view_.final_norm, dh_, du_, hidden_at(A), final_mean_, final_rstd_, N,
-                      false);
+    if (with_head_) {
+        LOOM_CHECK(d_stage_output == nullptr,
+                   "CUDA executor: this part ends with the head; its backward starts from the "
+                   "loss, not from an output gradient");
+        LOOM_CHECK(view_.head.kind != HeadKind::none,
+                   "{} has no task head, so there is no loss to differentiate",
+                   config_.architecture);
+        LOOM_CHECK(has_labels_, "backward needs labels in the batch (task {})",
+                   task_name(config_.task));
+        if (view_.final_norm) {
+            head_backward(du_, final_, loss_scale);
+            norm_backward(*view_.final_norm, dh_, du_, hidden_at(app_end_), final_mean_,
+                          final_rstd_, N, false);
+        } else {
+            head_backward(dh_, hidden_at(app_end_), loss_scale);
+        }
     } else {
-        head_backward(dh_, hidden_at(A), loss_scale);
+        LOOM_CHECK(d_stage_output != nullptr,
+                   "CUDA executor: a pipeline stage without the head needs the gradient of its "
+                   "output");
+        LOOM_CUDA_CHECK(cudaMemcpyAsync(dh_, d_stage_output, size_t(N * C) * sizeof(T),
+                                        cudaMemcpyDeviceToDevice, ctx_.stream()));
     }
     int64_t reported = flat_;  // [reported, flat) went to the hook
     next_prefetch_ = int64_t(offloaded_.size()) - 1;
     outstanding_ = 0;
-    for (int64_t a = A - 1; a >= 0; --a) {
+    for (int64_t a = app_end_ - 1; a >= app_begin_; --a) {
         const TransformerBlock& blk = (*view_.blocks)[size_t(schedule[size_t(a)])];
         prefetch_for(a);
         if (checkpointed(a)) {
@@ -356,10 +421,10 @@ void CudaExecutor<T>::backward(double loss_scale) {
         release_hidden(a);
         report_blocks_done(a, reported);
     }
-    embed_backward(dh_);
+    // Without the embeddings dh_ now holds the gradient of the stage input.
+    if (with_embeddings_) embed_backward(dh_);
     if (hook_ && reported > 0) hook_(0, reported);
     if (tp_) tp_drain();
-    (void)C;
     note_peak();
     ready_for_backward_ = false;
 }
@@ -402,9 +467,12 @@ void CudaExecutor<T>::download_grads() {
 template <typename T>
 int64_t CudaExecutor<T>::allocated_bytes() const {
     const int64_t per = int64_t(sizeof(T));
-    int64_t b = flat_ * (4 + per) + state_n_ * 8;  // master, grads, m and v
+    int64_t b = int64_t(acts_arena_.bytes() + ints_arena_.bytes());
+    for (const auto& [key, buf] : messages_) b += buf.second;
+    if (owner_) return b;                   // the parameters are the owner's
+    b += flat_ * (4 + per) + state_n_ * 8;  // master, grads, m and v
     if constexpr (!std::is_same_v<T, float>) b += flat_ * per;
-    return b + int64_t(acts_arena_.bytes() + ints_arena_.bytes());
+    return b;
 }
 
 template <typename T>

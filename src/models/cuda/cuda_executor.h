@@ -1,6 +1,6 @@
 // CudaExecutor<T>: the CudaModel implementation (cuda_model.h), activations
 // and compute copy in T (float or __nv_bfloat16). Split over files:
-// cuda_executor.cpp (buffers, inputs, host transfers),
+// cuda_executor.cpp (buffers, inputs, host transfers, pipeline stages),
 // cuda_executor_optim.cpp (the optimizers, whole or ZeRO-sharded),
 // cuda_executor_layers.cpp (embeddings and transformer blocks) and
 // cuda_executor_heads.cpp (task heads and losses).
@@ -10,7 +10,10 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "backend/cuda/cuda_context.h"
@@ -28,11 +31,25 @@ namespace loom {
 template <typename T>
 class CudaExecutor final : public CudaModel {
   public:
-    CudaExecutor(Model& cpu, const CudaModelOptions& options);
+    // `owner`: make_instance's executor, whose device parameters, gradients
+    // and stream this one shares (null: it owns them and the optimizer).
+    CudaExecutor(Model& cpu, const CudaModelOptions& options, CudaExecutor* owner = nullptr);
     ~CudaExecutor() override;
 
-    LossSum forward(const ModelInputs& in, const DropoutPlan& dropout) override;
-    void backward(double loss_scale) override;
+    LossSum forward(const ModelInputs& in, const DropoutPlan& dropout) override {
+        return forward_stage(in, dropout, nullptr);
+    }
+    void backward(double loss_scale) override { backward_stage(loss_scale, nullptr); }
+    LossSum forward_stage(const ModelInputs& in, const DropoutPlan& dropout,
+                          const void* stage_input) override;
+    void backward_stage(double loss_scale, const void* d_stage_output) override;
+    const void* stage_output() const override;
+    const void* stage_input_grad() const override;
+    std::unique_ptr<CudaModel> make_instance(Model& cpu) override;
+    void* message_buffer(int64_t key, int64_t bytes) override;
+    void pack_grads(const std::vector<int>& rows, void* dst) override;
+    void unpack_grads(const std::vector<int>& rows, const void* src) override;
+    void attach_group(Communicator& group) override;
     double grad_norm_sq() override;
     double grad_norm_sq_excluding(
         const std::vector<std::pair<int64_t, int64_t>>& excluded) override;
@@ -134,6 +151,8 @@ class CudaExecutor final : public CudaModel {
     template <typename Grad>
     void apply_update(const Grad* g, T* copy, double lr, float grad_scale);
     void check_shard_attached() const;
+    // The optimizer and its state live on the owner only (make_instance).
+    void check_owner(const char* what) const;
 
     void plan(int64_t B, int64_t T_len);
     // Reports the finished suffix of the gradient buffer once backward has
@@ -160,7 +179,14 @@ class CudaExecutor final : public CudaModel {
     const ParamTable& table_;
     StackView view_;
     CudaModelOptions options_;
-    CudaContext ctx_;
+    CudaExecutor* owner_ = nullptr;  // make_instance: the buffers' owner
+    CudaContext ctx_;                // on the owner's stream for an instance
+    // The part this executor runs (ModelConfig::part): layer applications
+    // [app_begin_, app_end_), the embeddings, the final norm and the head.
+    int64_t app_begin_ = 0, app_end_ = 0;
+    bool with_embeddings_ = true, with_head_ = true;
+    // message_buffer: key -> (device buffer, bytes).
+    std::map<int64_t, std::pair<void*, int64_t>> messages_;
 
     // Flat device buffers, the table's layout (flat_numel elements each).
     int64_t flat_ = 0;
@@ -196,7 +222,8 @@ class CudaExecutor final : public CudaModel {
     DeviceArena ints_arena_, acts_arena_;
     int64_t *ids_ = nullptr, *types_ = nullptr, *pos_ = nullptr, *mask_ = nullptr;
     int64_t *targets_ = nullptr, *targets2_ = nullptr;  // head targets (QA: start, end)
-    std::vector<T*> hid_;          // (A + 1) device hidden states, see hidden_at
+    std::vector<T*> hid_;          // (A + 1) device hidden states, see hidden_at (a part's: h
+                                   // in [app_begin_, app_end_], the others null)
     std::vector<BlockActs> acts_;  // checkpointed applications share ckpt_acts_
     BlockActs ckpt_acts_;
     int64_t ckpt_holds_ = -1;     // the application whose activations ckpt_acts_ holds

@@ -46,6 +46,7 @@ void CudaExecutor<T>::plan_head(DeviceArena& a) {
     const int64_t B = B_, N = N_, C = C_;
     hmean_ = hrstd_ = nullptr;
     h1_ = h2_ = h3_ = h4_ = hd1_ = logits_ = logits2_ = xg_ = dxg_ = nullptr;
+    if (!with_head_) return;  // a pipeline stage before the last
     switch (h.kind) {
         case HeadKind::none:
             break;
@@ -277,6 +278,7 @@ void CudaExecutor<T>::head_backward(T* dhidden, const T* hidden, double scale) {
 
 template <typename T>
 std::map<std::string, Tensor> CudaExecutor<T>::outputs() {
+    LOOM_CHECK(with_head_, "outputs: this pipeline stage has no head (the last stage has them)");
     std::map<std::string, Tensor> out;
     auto fetch = [&](const char* name, const T* p, Shape shape) {
         Tensor t = Tensor::empty(DType::f32, shape, name);

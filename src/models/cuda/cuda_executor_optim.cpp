@@ -133,6 +133,7 @@ void CudaExecutor<T>::plan_update(std::vector<ShardSegment> segs) {
 
 template <typename T>
 void CudaExecutor<T>::set_shard(CudaShard shard) {
+    check_owner("set_shard");
     if (!shard.all_reduce_sum || !shard.gather_params || !shard.gather_flat) {
         // The sync that owned the collectives is being destroyed.
         shard_detached_ = shard_.has_value();
@@ -249,6 +250,7 @@ void CudaExecutor<T>::apply_update(const Grad* g, T* copy, double lr, float gs) 
 
 template <typename T>
 void CudaExecutor<T>::step(double lr, double grad_scale) {
+    check_owner("step");
     check_shard_attached();
     ++step_;
     const float gs = float(grad_scale);
@@ -269,6 +271,7 @@ void CudaExecutor<T>::step(double lr, double grad_scale) {
 
 template <typename T>
 std::map<std::string, Tensor> CudaExecutor<T>::optimizer_state() {
+    check_owner("optimizer_state");
     check_shard_attached();
     if (!has_moments(options_.optimizer)) return {};  // SGD: the step count only
     const size_t bytes = size_t(std::max<int64_t>(flat_, 1)) * sizeof(float);
@@ -294,6 +297,7 @@ std::map<std::string, Tensor> CudaExecutor<T>::optimizer_state() {
 template <typename T>
 void CudaExecutor<T>::load_optimizer_state(const std::map<std::string, Tensor>& state,
                                            int64_t step) {
+    check_owner("load_optimizer_state");
     check_shard_attached();
     LOOM_CHECK(step >= 0, "optimizer state: negative step {}", step);
     if (!has_moments(options_.optimizer)) {

@@ -19,8 +19,12 @@
 // CPU's, so the same batch gives the CPU's loss and gradients within the
 // compute type's rounding (fp32: op rounding only). A model sharded for
 // tensor parallelism runs its slice, posting the Megatron collectives its
-// modules declare on CudaModelOptions::tp. What it does not do (yet):
-// pipeline parts (a whole model only); create() says so instead of guessing.
+// modules declare on CudaModelOptions::tp. A pipeline stage (ModelConfig::
+// part) runs its layer applications, with the embeddings only on the first
+// stage and the head only on the last; its hidden states cross stages on the
+// device (forward_stage, backward_stage), and make_instance gives it one set
+// of activations per micro-batch in flight (parallel/gpu_pipeline.h drives
+// them through the schedule).
 //
 // This header includes no CUDA header, so host code of any build may include
 // it; the implementation exists only in a CUDA build (LOOM_HAVE_CUDA), and
@@ -182,6 +186,46 @@ class CudaModel {
     // Peak device memory in use since create(), as the driver reports it.
     virtual int64_t peak_device_bytes() = 0;
     virtual std::string device_name() const = 0;
+
+    // ---- pipeline stages (ModelConfig::part) ----
+    // Hidden states cross stages on the device: (B, T, C) in grad_dtype()
+    // (the compute type, so a stage boundary rounds nothing one device would
+    // not), ordered on compute_stream().
+    // forward(in, dropout) with the previous stage's output as the input of
+    // the first layer application; null on a stage with the embeddings. A
+    // stage without the head returns an empty LossSum and does not wait for
+    // the device.
+    virtual LossSum forward_stage(const ModelInputs& in, const DropoutPlan& dropout,
+                                  const void* stage_input);
+    // backward(loss_scale) from the gradient of the stage output on a stage
+    // without the head (null on the last stage).
+    virtual void backward_stage(double loss_scale, const void* d_stage_output);
+    // After forward on a stage without the head: its output. After backward
+    // on a stage without the embeddings: the gradient of its input. Device
+    // pointers valid until this instance's next forward.
+    virtual const void* stage_output() const;
+    virtual const void* stage_input_grad() const;
+    // Another set of activations for the same parameters (one per micro-batch
+    // in flight, as PipelineParallel keeps one Model per micro-batch): an
+    // executor for `cpu` (a model with this one's table layout: another
+    // instance of the stage, or another chunk of the rank under interleaved
+    // schedules) that shares this one's device parameters, gradients, stream
+    // and tp group, and has no optimizer (step, the state and set_shard stay
+    // here). This executor must outlive it.
+    virtual std::unique_ptr<CudaModel> make_instance(Model& cpu);
+    // A device buffer of at least `bytes` kept under `key` until the executor
+    // goes (pipeline messages). Asking again for more replaces it: the old
+    // one must no longer be in use.
+    virtual void* message_buffer(int64_t key, int64_t bytes);
+    // The gradients of table rows `rows`, in order, packed into the device
+    // buffer `dst` (the rows' numel summed, grad_dtype()), zeros for rows this
+    // stage does not hold; unpack_grads writes the held ones back. Ordered
+    // on compute_stream() (the shared rows' sum over pp runs in between).
+    virtual void pack_grads(const std::vector<int>& rows, void* dst);
+    virtual void unpack_grads(const std::vector<int>& rows, const void* src);
+    // Orders a device group's later operations (a CommNccl on this device)
+    // after the work this executor queues: the pipeline's pp twin.
+    virtual void attach_group(Communicator& group);
 };
 
 // Stand-ins without range support (tests) answer only the whole-buffer case.
@@ -193,6 +237,38 @@ inline double CudaModel::grad_norm_sq_excluding(
 
 inline void CudaModel::set_shard(CudaShard) {
     LOOM_FAIL("this CUDA model has no sharded optimizer");
+}
+
+// Stand-ins without pipeline support (tests) refuse stage calls.
+inline LossSum CudaModel::forward_stage(const ModelInputs& in, const DropoutPlan& dropout,
+                                        const void* stage_input) {
+    LOOM_CHECK(stage_input == nullptr, "this CUDA model runs no pipeline stages");
+    return forward(in, dropout);
+}
+inline void CudaModel::backward_stage(double loss_scale, const void* d_stage_output) {
+    LOOM_CHECK(d_stage_output == nullptr, "this CUDA model runs no pipeline stages");
+    backward(loss_scale);
+}
+inline const void* CudaModel::stage_output() const {
+    LOOM_FAIL("this CUDA model runs no pipeline stages");
+}
+inline const void* CudaModel::stage_input_grad() const {
+    LOOM_FAIL("this CUDA model runs no pipeline stages");
+}
+inline std::unique_ptr<CudaModel> CudaModel::make_instance(Model&) {
+    LOOM_FAIL("this CUDA model cannot make instances for pipeline micro-batches");
+}
+inline void* CudaModel::message_buffer(int64_t, int64_t) {
+    LOOM_FAIL("this CUDA model keeps no message buffers");
+}
+inline void CudaModel::pack_grads(const std::vector<int>&, void*) {
+    LOOM_FAIL("this CUDA model cannot pack gradient rows");
+}
+inline void CudaModel::unpack_grads(const std::vector<int>&, const void*) {
+    LOOM_FAIL("this CUDA model cannot unpack gradient rows");
+}
+inline void CudaModel::attach_group(Communicator&) {
+    LOOM_FAIL("this CUDA model cannot order a device group after its stream");
 }
 
 }  // namespace loom
