@@ -115,12 +115,11 @@ void run_train(const TrainOptions& o) {
         topts.dp_comm = world.get();
     }
 #if defined(LOOM_HAVE_CUDA)
-    // Data and tensor parallelism on GPUs: each rank drives the GPU of its
-    // node-local rank; gradients are reduced over NCCL while backward runs,
-    // tensor-parallel collectives run on an NCCL twin of the tp group (the
-    // trainer says when a job stays on the CPU, e.g. ZeRO > 0 or no NCCL in
-    // this build).
-    // (Pipeline jobs stay on the CPU; the trainer notes why.)
+    // Data, tensor and pipeline parallelism on GPUs: each rank drives the GPU
+    // of its node-local rank; gradients are reduced over NCCL while backward
+    // runs, tensor-parallel collectives and pipeline messages run on NCCL
+    // twins of the tp and pp groups (the trainer says when a job stays on the
+    // CPU, e.g. no NCCL in this build).
     if (CudaModel::unavailable_reason().empty()) {
         const int device = local_device();
         topts.make_gpu_model = [device](Model& m, const CudaModelOptions& mo) {

@@ -103,6 +103,9 @@ class PipelineParallel {
     bool is_first(int chunk) const { return chunk == 0 && stage() == 0; }
     bool is_last(int chunk) const { return chunk == n_virtual_ - 1 && stage() == n_stages() - 1; }
     int n_slots() const { return int(models_.size()) / n_virtual_; }  // per chunk
+    // Chunk c's model instance `slot` (sharing model()'s buffers).
+    Model& instance(int chunk, int slot) { return *models_[size_t(chunk * n_slots() + slot)]; }
+    ScheduleKind kind() const { return kind_; }
     // Parameters each pipeline rank holds (all its chunks), from the table.
     std::vector<int64_t> params_per_stage() const;
     // Rows held by more than one stage (their gradients are summed on pp).

@@ -14,6 +14,7 @@
 #include "io/checkpoint.h"
 #include "optim/grad_clip.h"
 #include "parallel/dp_step.h"
+#include "parallel/gpu_pipeline.h"
 #include "parallel/layout_plan.h"
 #include "parallel/pipeline_parallel.h"
 #include "train/gpu_eval_model.h"
@@ -130,6 +131,27 @@ DropoutPlan Trainer::train_dropout(int64_t step, const TokenBatch& b) const {
     return d;
 }
 
+std::vector<PipelineMicroBatch> Trainer::pipeline_micro_batches(
+    int64_t step, const TokenBatch* mb, int64_t n, std::vector<TokenBatch>& pieces) const {
+    // Each batch split into `microbatches` pieces along B (dropout and masks
+    // are keyed by global sample, so the split changes nothing).
+    const int64_t parts = job_.distribution.microbatches;
+    pieces.clear();
+    pieces.reserve(size_t(n * parts));
+    for (int64_t k = 0; k < n; ++k)
+        for (int64_t p = 0; p < parts; ++p)
+            pieces.push_back(batch_rows(mb[k], p, parts, job_.task));
+    std::vector<PipelineMicroBatch> micro;
+    for (const TokenBatch& b : pieces) {
+        PipelineMicroBatch x;
+        x.inputs = b.inputs();
+        x.dropout = train_dropout(step, b);
+        x.label_count = b.label_count;
+        micro.push_back(x);
+    }
+    return micro;
+}
+
 void Trainer::count_seen(const TokenBatch& b) {
     state_.samples_seen += b.B;
     for (int64_t v : b.attention_mask) state_.tokens_seen += v;
@@ -162,23 +184,9 @@ double Trainer::train_step(int64_t step, TokenBatch* mb, double* grad_norm) {
     const double loss_scale = scaler_ ? scaler_->scale() : 1.0;
     double loss_sum = 0;
     if (pp_) {
-        // 3'. Pipeline: each batch split into `microbatches` pieces along B
-        //     (dropout and masks are keyed by global sample, so the split
-        //     changes nothing), all of the step's pieces through the schedule.
-        const int64_t parts = job_.distribution.microbatches;
-        std::vector<PipelineMicroBatch> micro;
+        // 3'. Pipeline: all of the step's pieces through the schedule.
         std::vector<TokenBatch> pieces;
-        pieces.reserve(size_t(n * parts));
-        for (int64_t k = 0; k < n; ++k)
-            for (int64_t p = 0; p < parts; ++p)
-                pieces.push_back(batch_rows(mb[k], p, parts, job_.task));
-        for (const TokenBatch& b : pieces) {
-            PipelineMicroBatch x;
-            x.inputs = b.inputs();
-            x.dropout = train_dropout(step, b);
-            x.label_count = b.label_count;
-            micro.push_back(x);
-        }
+        const std::vector<PipelineMicroBatch> micro = pipeline_micro_batches(step, mb, n, pieces);
         pp_->begin_step();
         loss_sum = pp_->run(micro, loss_scale / total);
         pp_->finalize_grads();
@@ -266,10 +274,12 @@ double Trainer::train_step(int64_t step, TokenBatch* mb, double* grad_norm) {
 }
 
 // The same step on the GPU executor: AdamW (fp16: GradScaler's dynamic loss
-// scale, removed inside the update), in one process or data parallel over NCCL
-// (gpu_unsupported_reason keeps everything else on the CPU path above). Under data parallelism the
-// reduction runs on the device behind backward; the host waits for it (bounded by the collective
-// timeout) only where it would block on the compute stream anyway.
+// scale, removed inside the update), in one process, data, tensor or pipeline
+// parallel over NCCL (gpu_unsupported_reason keeps everything else on the CPU
+// path above). Under data parallelism the reduction runs on the device behind
+// backward (a pipeline's after its last backward); the host waits for it
+// (bounded by the collective timeout) only where it would block on the
+// compute stream anyway.
 double Trainer::gpu_train_step(int64_t step, TokenBatch* mb, int64_t n, double total,
                                double* grad_norm) {
     const TrainingArgs& t = job_.training;
@@ -278,7 +288,21 @@ double Trainer::gpu_train_step(int64_t step, TokenBatch* mb, int64_t n, double t
     // another scope): the same loss and gradients, ~7x less masked-LM head.
     gpu_->set_logits_scope(LogitsScope::labelled_positions);
     double loss_sum = 0;
-    for (int64_t k = 0; k < n; ++k) {
+    if (gpu_pipe_) {
+        // Pipeline stages: the CPU's micro-batches and schedule on the device,
+        // then the shared rows summed over pp and, as the CPU pipeline does,
+        // the dp reduction of the whole buffer as one micro-batch.
+        std::vector<TokenBatch> pieces;
+        const std::vector<PipelineMicroBatch> micro = pipeline_micro_batches(step, mb, n, pieces);
+        loss_sum = gpu_pipe_->run(micro, loss_scale / total);
+        gpu_pipe_->reduce_shared_rows();
+        if (gpu_sync_) {
+            gpu_sync_->begin_micro_batch(true);
+            gpu_sync_->end_micro_batch();
+        }
+        for (int64_t k = 0; k < n; ++k) count_seen(mb[k]);
+    }
+    for (int64_t k = 0; k < (gpu_pipe_ ? 0 : n); ++k) {
         const DropoutPlan drop = train_dropout(step, mb[k]);
         LossSum l;
         if (mb[k].B > 0) l = gpu_->forward(mb[k].inputs(), drop);

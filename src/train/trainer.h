@@ -75,7 +75,9 @@ class ReplicaSync {
 
 class Communicator;
 class DataParallel;
+class GpuPipeline;
 class PipelineParallel;
+struct PipelineMicroBatch;
 
 struct TrainerOptions {
     ReplicaSync* sync = nullptr;  // null: one process (or dp_comm's replicas)
@@ -107,16 +109,16 @@ struct TrainerOptions {
     // data parallel (with make_gpu_grad_sync), unless hyperparameters.use_cpu;
     // anything else trains on the CPU with a note.
     std::function<std::unique_ptr<CudaModel>(Model&, const CudaModelOptions&)> make_gpu_model;
-    // Data parallel on GPUs (dp_comm with more than one rank, no tensor or
-    // pipeline parallelism, ZeRO stage 0): the gradient reduction for the
-    // executor make_gpu_model built (NCCL, set by `loom train` in an NCCL
-    // build; collective over dp_comm). Null: data-parallel jobs train on the
-    // CPU, with a note.
+    // Data parallel on GPUs (dp_comm with more than one rank): the gradient
+    // reduction for the executor make_gpu_model built (NCCL, set by `loom
+    // train` in an NCCL build; collective over dp_comm). Null: data-parallel
+    // jobs train on the CPU, with a note.
     std::function<std::unique_ptr<GpuGradSync>(CudaModel&, const GpuGradSyncOptions&)>
         make_gpu_grad_sync;
-    // Tensor parallel on GPUs: the device twin (NCCL, this rank's GPU) of a
-    // CPU group, collective over it; the executor posts the tp collectives
-    // there. Null: tensor-parallel jobs train on the CPU, with a note.
+    // Tensor and pipeline parallel on GPUs: the device twin (NCCL, this
+    // rank's GPU) of a CPU group, collective over it; the executor posts the
+    // tp collectives there, the pipeline its stage messages (GpuPipeline).
+    // Null: tensor- and pipeline-parallel jobs train on the CPU, with a note.
     std::function<std::unique_ptr<Communicator>(Communicator&)> make_gpu_group;
 };
 
@@ -204,6 +206,11 @@ class Trainer {
     // Why this job cannot train on the GPU executor ("" when it can).
     std::string gpu_unsupported_reason() const;
     DropoutPlan train_dropout(int64_t step, const TokenBatch& b) const;
+    // Pipeline: the step's n batches split into `microbatches` pieces each
+    // (kept in `pieces`, which the views point into).
+    std::vector<PipelineMicroBatch> pipeline_micro_batches(int64_t step, const TokenBatch* mb,
+                                                           int64_t n,
+                                                           std::vector<TokenBatch>& pieces) const;
     void count_seen(const TokenBatch& b);  // samples and tokens of a trained micro-batch
     // Whether this job trains on the GPU executor (notes why not). Collective
     // on the dp group under data parallelism: the replicas must agree.
@@ -223,9 +230,13 @@ class Trainer {
     std::shared_ptr<const RowSource> train_rows_;     // what the loader batches
     std::unique_ptr<Model> model_;
     std::unique_ptr<Loader> loader_;
-    // The device tp group of gpu_ (declared before it: outlives it).
+    // The device tp and pp groups of gpu_ (declared before it: outlive it).
     std::unique_ptr<Communicator> gpu_tp_;
+    std::unique_ptr<Communicator> gpu_pp_;
     std::unique_ptr<CudaModel> gpu_;  // training on a GPU: parameters live there between steps
+    // Pipeline parallel on GPUs: pp_'s schedule on gpu_'s instances
+    // (declared after gpu_: destroyed first, its instances share gpu_'s buffers).
+    std::unique_ptr<GpuPipeline> gpu_pipe_;
     // Data parallel on GPUs: reduces gpu_'s gradients (declared after gpu_:
     // destroyed first, it removes its hook from the executor).
     std::unique_ptr<GpuGradSync> gpu_sync_;

@@ -16,6 +16,7 @@
 #include "optim/lamb.h"
 #include "optim/sgd.h"
 #include "parallel/dp_step.h"
+#include "parallel/gpu_pipeline.h"
 #include "parallel/pipeline_parallel.h"
 #include "tokenizer/tokenizer.h"
 #include "train/log_jsonl.h"
@@ -484,8 +485,9 @@ void Trainer::build_model_and_optimizer() {
         if (opts_.dp_comm->size() > 1)
             load_notes_.push_back("data parallel: " +
                                   pp_->data_parallel().memory_plan().describe());
-        // Tensor parallel on GPUs: the stage model's slice trains on the
-        // device; pp_ keeps the layout (norm ranges, gathers, checkpoints).
+        // Tensor and pipeline parallel on GPUs: the stage's rows (its tp
+        // slice) train on the device; pp_ keeps the layout (shared rows, norm
+        // ranges, gathers, checkpoints).
         if (gpu) setup_gpu(hp);
     } else if (gpu) {
         setup_gpu(hp);
@@ -545,8 +547,15 @@ std::string Trainer::gpu_unsupported_reason() const {
     const bool tensor = opts_.tp_comm && opts_.tp_comm->size() > 1;
     const bool pipeline = opts_.pp_comm && opts_.pp_comm->size() > 1;
     const bool data = opts_.dp_comm && opts_.dp_comm->size() > 1;
-    if (pipeline)
-        return "has no pipeline parallel layout yet (data and tensor parallelism run there)";
+    if (pipeline && !opts_.make_gpu_group)
+        return "runs pipeline parallelism over NCCL only, and this build or launch has none";
+    // The norm leaves shared and tp-replicated rows out by flat range, which
+    // a ZeRO shard of the reduced gradients does not follow.
+    if (pipeline && job_.distribution.zero_stage > 0)
+        return fmt::format(
+            "runs pipeline parallelism without ZeRO only so far; distribution.zero_stage {} needs "
+            "the CPU, zero_stage: 0 trains on the GPUs",
+            job_.distribution.zero_stage);
     if (tensor && !opts_.make_gpu_group)
         return "runs tensor parallelism over NCCL only, and this build or launch has none";
     if (tensor && job_.distribution.zero_stage > 0)
@@ -565,15 +574,27 @@ std::string Trainer::gpu_unsupported_reason() const {
 
 bool Trainer::choose_gpu() {
     const bool tensor = opts_.tp_comm && opts_.tp_comm->size() > 1;
-    // Pipeline stages build no whole model (gpu_unsupported_reason says so);
-    // a tensor-parallel one is built through pp_ (one stage) and trains its
-    // slice on the GPU.
+    const bool pipeline = opts_.pp_comm && opts_.pp_comm->size() > 1;
+    // Pipeline stages and tensor-parallel slices are built through pp_ and
+    // train their part on the GPU.
     if (job_.training.use_cpu) return false;
     std::string why;
     bool gpu = false;
     if (opts_.make_gpu_model) {
         why = gpu_unsupported_reason();
         gpu = why.empty();
+    }
+    // Pipeline stages hand each other device buffers, and their replicas and
+    // tp slices join them: one rank on the CPU would hang the job, so the
+    // whole job agrees (before the per-group checks below, which then pass).
+    if (pipeline && opts_.world_comm) {
+        double n = gpu ? 1.0 : 0.0;
+        opts_.world_comm->all_reduce(&n, 1, DType::f64, ReduceOp::sum)->wait();
+        LOOM_CHECK(n == 0 || int(n) == opts_.world_comm->size(),
+                   "{} of the {} ranks of this pipeline-parallel job can train on a GPU (rank "
+                   "{}: {}); give every rank a GPU, or set hyperparameters.use_cpu: true",
+                   int(n), opts_.world_comm->size(), opts_.world_comm->rank(),
+                   gpu ? "yes" : (why.empty() ? "no CUDA device or no CUDA build" : why));
     }
     // The ranks of a tp group run one model's collectives together: a slice
     // on the CPU and one on a GPU would hang, so they agree too.
@@ -634,6 +655,17 @@ void Trainer::setup_gpu(const AdamWParams& hp) {
         o.tp = gpu_tp_.get();
     }
     gpu_ = opts_.make_gpu_model(train_model(), o);
+    if (opts_.pp_comm && opts_.pp_comm->size() > 1) {
+        // Collective over pp: the stages' device twin, then the executor
+        // instances (one per micro-batch in flight, as pp_'s models).
+        gpu_pp_ = opts_.make_gpu_group(*opts_.pp_comm);
+        gpu_pipe_ = std::make_unique<GpuPipeline>(*gpu_, *pp_, *gpu_pp_, *opts_.pp_comm);
+        load_notes_.push_back(fmt::format(
+            "pipeline on GPUs: {} executor instance(s) (one set of activations per micro-batch "
+            "in flight) on the stage's parameters; hidden states and their gradients go "
+            "between stages over NCCL in the compute type",
+            gpu_pipe_->n_instances()));
+    }
     load_notes_.push_back(
         fmt::format("training on {} ({}, fp32 master weights, {} on the device); evaluation and "
                     "checkpoints copy the parameters back to the host",
