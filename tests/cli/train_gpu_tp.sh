@@ -12,7 +12,8 @@
 #   - dp 2 x tp 2 (4 GPUs; skipped with a note on fewer) against one GPU;
 #   - a tp 2 checkpoint holds global tensors: resumed on one GPU it
 #     reproduces the uninterrupted run's losses;
-#   - pipeline parallelism still trains on the CPU, and the user is told.
+#   - pp 2 x tp 2 (4 GPUs; skipped with a note on fewer): the pipeline's
+#     stages (tests/cli/train_gpu_pp.sh) each a tp slice, against one GPU.
 # Skips (exit 0, "SKIP: ...") without mpirun, when this loom has no CUDA or
 # sees no GPU, and when fewer than 2 GPUs are usable.
 #   $1 = loom binary, $2 = tests/data directory
@@ -72,9 +73,17 @@ else
   echo "NOTE: dp 2 x tp 2 not run, it needs 4 GPUs: $(tail -1 <<<"$why")"
 fi
 
-echo "== pipeline parallelism stays on the CPU and says so"
-out=$(mpi 2 "$loom" train gtp_mlm.yaml --set hyperparameters.output_dir=pp2 \
-    --set hyperparameters.max_steps=1 --set distribution.pipeline_parallel_degree=2 2>&1)
-grep -q "training on the CPU.*pipeline" <<<"$out" ||
-  { echo "$out"; echo "FAIL: no note that pipeline parallelism keeps the job on the CPU"; exit 1; }
+if why=$(gpu_usable 3); then
+  echo "== pp 2 x tp 2 on 4 GPUs"
+  for t in mlm clm; do
+    out=$(mpi 4 "$loom" train gtp_$t.yaml $T2 --set distribution.pipeline_parallel_degree=2 \
+        --set distribution.microbatches=2 --set hyperparameters.output_dir=${t}_pp2tp2 2>&1) ||
+      { echo "$out"; exit 1; }
+    on_gpu "$out" && grep -q "pipeline on GPUs" <<<"$out" ||
+      { echo "$out"; echo "FAIL: pp 2 x tp 2 did not train on the GPUs"; exit 1; }
+    gcompare ${t}_g1 ${t}_pp2tp2
+  done
+else
+  echo "NOTE: pp 2 x tp 2 not run, it needs 4 GPUs: $(tail -1 <<<"$why")"
+fi
 echo "train_gpu_tp: all checks passed"
