@@ -273,8 +273,13 @@ void GradSync::exchange_rows(const EmbeddingGradRows& in) {
     LOOM_ASSERT(!rows_.pending, "a second row exchange before the first was added");
     // Every rank of the group takes part, with or without rows of its own: a
     // rank whose micro-batch kept none sends zero rows.
-    std::vector<int64_t> order;
-    order.reserve(size_t(in.count));
+    // The buffers keep their capacity from step to step (fresh pages are slow).
+    std::vector<int64_t>& order = rows_.order;
+    std::vector<int64_t>& ids = rows_.send_ids;
+    std::vector<float>& sums = rows_.send_rows;
+    order.clear();
+    ids.clear();
+    sums.clear();
     for (int64_t k = 0; k < in.count; ++k) {
         const int64_t id = in.ids[k];
         LOOM_CHECK(id >= 0 && id < in.table_rows, "embedding row id {} outside the table of {}", id,
@@ -285,8 +290,6 @@ void GradSync::exchange_rows(const EmbeddingGradRows& in) {
     std::stable_sort(order.begin(), order.end(),
                      [&](int64_t a, int64_t b) { return in.ids[a] < in.ids[b]; });
     const int64_t W = in.width;
-    std::vector<int64_t> ids;
-    std::vector<float> sums;
     for (size_t i = 0; i < order.size(); ++i) {
         const int64_t id = in.ids[order[i]];
         const float* src = in.rows + order[i] * W;
@@ -322,10 +325,8 @@ void GradSync::exchange_rows(const EmbeddingGradRows& in) {
     }
     if (rows_.max_rows == 0) return;
     const int64_t M = rows_.max_rows, RW = rows_.width;
-    rows_.send_ids.assign(size_t(M), -1);
-    std::copy(ids.begin(), ids.end(), rows_.send_ids.begin());
-    rows_.send_rows.assign(size_t(M * RW), 0.0f);
-    std::copy(sums.begin(), sums.end(), rows_.send_rows.begin());
+    ids.resize(size_t(M), -1);  // padding: ids -1, rows of zeros
+    sums.resize(size_t(M * RW), 0.0f);
     rows_.recv_ids.resize(size_t(dp * M));
     rows_.recv_rows.resize(size_t(dp * M * RW));
     rows_.ids_work = dp_.all_gather(rows_.send_ids.data(), rows_.recv_ids.data(), M, DType::i64);

@@ -200,6 +200,7 @@ class GradSync {
     // The row exchange in flight: every rank sends `max_rows` (ids padded with -1).
     struct RowExchange {
         int64_t offset = 0, width = 0, max_rows = 0;
+        std::vector<int64_t> order;               // (count) local rows by id
         std::vector<int64_t> counts;              // (dp) rows each rank sends
         std::vector<int64_t> send_ids, recv_ids;  // (max_rows), (dp * max_rows)
         std::vector<float> send_rows, recv_rows;  // (max_rows, width), (dp * max_rows, width)
