@@ -105,9 +105,11 @@ struct TrainerOptions {
     LossScaleOptions loss_scale;   // fp16: GradScaler's defaults
     // Training on a GPU: builds the CUDA executor for the loaded model (set by
     // `loom train` in a CUDA build when a device is visible; null: the CPU).
-    // The trainer uses it for AdamW jobs in fp32 or bf16, in one process or
-    // data parallel (with make_gpu_grad_sync), unless hyperparameters.use_cpu;
-    // anything else trains on the CPU with a note.
+    // The trainer uses it (AdamW, LAMB or SGD; fp32, bf16 or fp16) in one
+    // process, data parallel (make_gpu_grad_sync, ZeRO-0/1/2), tensor and
+    // pipeline parallel (make_gpu_group), unless hyperparameters.use_cpu;
+    // what it does not cover (gpu_unsupported_reason) trains on the CPU with
+    // a note.
     std::function<std::unique_ptr<CudaModel>(Model&, const CudaModelOptions&)> make_gpu_model;
     // Data parallel on GPUs (dp_comm with more than one rank): the gradient
     // reduction for the executor make_gpu_model built (NCCL, set by `loom
