@@ -24,6 +24,7 @@
 #include "ops/softmax_xent.h"
 #include "optim/lamb_tiles.h"
 #include "parallel/comm.h"
+#include "parallel/norm_ranges.h"
 #include "parallel/zero.h"
 
 namespace loom {
@@ -151,6 +152,8 @@ class CudaExecutor final : public CudaModel {
     template <typename Grad>
     void apply_update(const Grad* g, T* copy, double lr, float grad_scale);
     void check_shard_attached() const;
+    template <typename U>
+    double sum_squares_ranges(const U* base, const std::vector<IndexRange>& ranges);
     // The optimizer and its state live on the owner only (make_instance).
     void check_owner(const char* what) const;
 

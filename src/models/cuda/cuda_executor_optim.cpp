@@ -1,6 +1,7 @@
 // CudaExecutor: the optimizer step (AdamW, LAMB or SGD, CudaModelOptions::
 // optimizer) over the whole flat buffer or, under ZeRO-1/2, over this rank's
-// shard (set_shard), plus the gradient norm and the layout-free state.
+// shard (set_shard), plus the gradient norm (whole or outside excluded flat
+// ranges, over the flat buffer or the shard) and the layout-free state.
 //
 // Whole buffer: the update reads the compute-type gradients and refreshes the
 // compute copy in the same pass. Shard: it reads the fp32 reduced gradient
@@ -25,6 +26,7 @@
 #include "ops/cuda/lamb_cuda.h"
 #include "ops/cuda/sgd_cuda.h"
 #include "optim/moment_state.h"
+#include "parallel/norm_ranges.h"
 
 namespace loom {
 
@@ -207,6 +209,54 @@ double CudaExecutor<T>::grad_norm_sq() {
     return r;
 }
 
+// Sum of squares of base[b, e) over `ranges`: one partial sum per range,
+// added on the host in a fixed order (deterministic).
+template <typename T>
+template <typename U>
+double CudaExecutor<T>::sum_squares_ranges(const U* base, const std::vector<IndexRange>& ranges) {
+    if (ranges.empty()) return 0.0;
+    if (norm_parts_n_ < int64_t(ranges.size())) {
+        if (norm_parts_) LOOM_CUDA_CHECK(cudaFree(norm_parts_));
+        norm_parts_ = nullptr;
+        LOOM_CUDA_CHECK(cudaMalloc(&norm_parts_, ranges.size() * sizeof(double)));
+        norm_parts_n_ = int64_t(ranges.size());
+    }
+    for (size_t i = 0; i < ranges.size(); ++i)
+        sum_squares_cuda<U>(base + ranges[i].first, ranges[i].second - ranges[i].first,
+                            norm_parts_ + i, ctx_);
+    std::vector<double> parts(ranges.size());
+    LOOM_CUDA_CHECK(cudaMemcpyAsync(parts.data(), norm_parts_, parts.size() * sizeof(double),
+                                    cudaMemcpyDeviceToHost, ctx_.stream()));
+    ctx_.synchronize();
+    double sq = 0;
+    for (double p : parts) sq += p;
+    return sq;
+}
+
+template <typename T>
+double CudaExecutor<T>::grad_norm_sq_excluding(
+    const std::vector<std::pair<int64_t, int64_t>>& excluded) {
+    if (excluded.empty()) return grad_norm_sq();
+    check_shard_attached();
+    const std::vector<IndexRange> keep = kept_ranges(flat_, excluded);
+    if (!shard_) return sum_squares_ranges(grads_, keep);  // the replica's reduced gradients
+    // ZeRO: this rank's shard pieces outside the excluded ranges, then the
+    // partial sums over dp (every rank joins, with or without kept pieces).
+    std::vector<ShardPiece> pieces;
+    for (const CudaShard::Chunk& c : shard_->chunks)
+        pieces.push_back({c.flat_begin, c.flat_end, c.shard_begin, c.flat_end - c.flat_begin});
+    const double local = sum_squares_ranges(shard_->grads, shard_kept_ranges(pieces, keep));
+    // `local` outlives the copy: the host waits for the stream below.
+    LOOM_CUDA_CHECK(cudaMemcpyAsync(norm_result_, &local, sizeof(double), cudaMemcpyHostToDevice,
+                                    ctx_.stream()));
+    shard_->all_reduce_sum(norm_result_, 1);
+    double r = 0;
+    LOOM_CUDA_CHECK(
+        cudaMemcpyAsync(&r, norm_result_, sizeof(double), cudaMemcpyDeviceToHost, ctx_.stream()));
+    ctx_.synchronize();
+    return r;
+}
+
 template <typename T>
 template <typename Grad>
 void CudaExecutor<T>::apply_update(const Grad* g, T* copy, double lr, float gs) {
@@ -340,6 +390,8 @@ void CudaExecutor<T>::load_optimizer_state(const std::map<std::string, Tensor>& 
     template void CudaExecutor<T>::optim_release();                                           \
     template void CudaExecutor<T>::set_shard(CudaShard);                                      \
     template double CudaExecutor<T>::grad_norm_sq();                                          \
+    template double CudaExecutor<T>::grad_norm_sq_excluding(                                  \
+        const std::vector<std::pair<int64_t, int64_t>>&);                                     \
     template void CudaExecutor<T>::step(double, double);                                      \
     template std::map<std::string, Tensor> CudaExecutor<T>::optimizer_state();                \
     template void CudaExecutor<T>::load_optimizer_state(const std::map<std::string, Tensor>&, \

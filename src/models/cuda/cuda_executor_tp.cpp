@@ -138,40 +138,6 @@ void CudaExecutor<T>::head_xent_backward(const Linear& decoder, T* logits, const
                                 r.first, V, scale, ctx_);
 }
 
-template <typename T>
-double CudaExecutor<T>::grad_norm_sq_excluding(
-    const std::vector<std::pair<int64_t, int64_t>>& excluded) {
-    if (excluded.empty()) return grad_norm_sq();
-    // The complement of the excluded ranges, in buffer order.
-    std::vector<std::pair<int64_t, int64_t>> keep;
-    int64_t at = 0;
-    for (const auto& [b, e] : excluded) {
-        LOOM_CHECK(b >= at && e >= b && e <= flat_,
-                   "grad_norm_sq_excluding: ranges must be sorted, disjoint and inside [0, {})",
-                   flat_);
-        if (b > at) keep.emplace_back(at, b);
-        at = e;
-    }
-    if (at < flat_) keep.emplace_back(at, flat_);
-    if (keep.empty()) return 0.0;
-    if (norm_parts_n_ < int64_t(keep.size())) {
-        if (norm_parts_) LOOM_CUDA_CHECK(cudaFree(norm_parts_));
-        norm_parts_ = nullptr;
-        LOOM_CUDA_CHECK(cudaMalloc(&norm_parts_, keep.size() * sizeof(double)));
-        norm_parts_n_ = int64_t(keep.size());
-    }
-    for (size_t i = 0; i < keep.size(); ++i)
-        sum_squares_cuda<T>(grads_ + keep[i].first, keep[i].second - keep[i].first, norm_parts_ + i,
-                            ctx_);
-    std::vector<double> parts(keep.size());
-    LOOM_CUDA_CHECK(cudaMemcpyAsync(parts.data(), norm_parts_, parts.size() * sizeof(double),
-                                    cudaMemcpyDeviceToHost, ctx_.stream()));
-    ctx_.synchronize();
-    double sq = 0;
-    for (double p : parts) sq += p;  // fixed order: deterministic
-    return sq;
-}
-
 #define LOOM_INSTANTIATE(T)                                                                       \
     template void CudaExecutor<T>::tp_setup();                                                    \
     template void CudaExecutor<T>::tp_all_reduce(void*, int64_t, DType, ReduceOp);                \
@@ -182,9 +148,7 @@ double CudaExecutor<T>::grad_norm_sq_excluding(
     template XentSum CudaExecutor<T>::head_xent_forward(const Linear&, const T*, const int64_t*,  \
                                                         int64_t, int64_t);                        \
     template void CudaExecutor<T>::head_xent_backward(const Linear&, T*, const int64_t*, int64_t, \
-                                                      int64_t, double);                           \
-    template double CudaExecutor<T>::grad_norm_sq_excluding(                                      \
-        const std::vector<std::pair<int64_t, int64_t>>&);
+                                                      int64_t, double);
 LOOM_INSTANTIATE(float)
 LOOM_INSTANTIATE(__nv_bfloat16)
 LOOM_INSTANTIATE(__half)

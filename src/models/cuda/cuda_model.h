@@ -129,6 +129,8 @@ class CudaModel {
     // The same outside the flat ranges [begin, end) given (sorted, disjoint):
     // under tensor parallelism the rows tp replicates count on one tp rank
     // only (PipelineParallel::norm_excluded), as Megatron's norm does.
+    // Sharded (set_shard): this rank's shard outside those ranges, summed
+    // over dp (collective), as grad_norm_sq() is.
     virtual double grad_norm_sq_excluding(const std::vector<std::pair<int64_t, int64_t>>& excluded);
     // Gradients scaled by `grad_scale` (clipping), one update with `lr` (the
     // options' optimizer; weight decay per row as the table says), the
