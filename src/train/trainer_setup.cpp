@@ -549,20 +549,8 @@ std::string Trainer::gpu_unsupported_reason() const {
     const bool data = opts_.dp_comm && opts_.dp_comm->size() > 1;
     if (pipeline && !opts_.make_gpu_group)
         return "runs pipeline parallelism over NCCL only, and this build or launch has none";
-    // The norm leaves shared and tp-replicated rows out by flat range, which
-    // a ZeRO shard of the reduced gradients does not follow.
-    if (pipeline && job_.distribution.zero_stage > 0)
-        return fmt::format(
-            "runs pipeline parallelism without ZeRO only so far; distribution.zero_stage {} needs "
-            "the CPU, zero_stage: 0 trains on the GPUs",
-            job_.distribution.zero_stage);
     if (tensor && !opts_.make_gpu_group)
         return "runs tensor parallelism over NCCL only, and this build or launch has none";
-    if (tensor && job_.distribution.zero_stage > 0)
-        return fmt::format(
-            "runs tensor parallelism without ZeRO only so far; distribution.zero_stage {} needs "
-            "the CPU, zero_stage: 0 trains on the GPUs",
-            job_.distribution.zero_stage);
     if (data && !opts_.make_gpu_grad_sync)
         return "reduces data-parallel gradients over NCCL only, and this build or launch has none";
     // LAMB's per-tensor norms would span the tp ranks' slices.

@@ -9,7 +9,10 @@
 #     10 AdamW steps at lr 1e-2, for BERT masked LM and GPT-2 causal LM
 #     (tiny-bert's 5859 tokens do not divide by 2: the padded slice runs);
 #     bf16 within train_gpu_dp.sh's bf16 limits;
-#   - dp 2 x tp 2 (4 GPUs; skipped with a note on fewer) against one GPU;
+#   - dp 2 x tp 2 (4 GPUs; skipped with a note on fewer) against one GPU
+#     under ZeRO-0, ZeRO-1 and ZeRO-2 (the sharded norm leaves the
+#     tp-replicated rows out of each dp rank's shard), each checked to have
+#     trained on the GPUs with the stage it asked for;
 #   - a tp 2 checkpoint holds global tensors: resumed on one GPU it
 #     reproduces the uninterrupted run's losses;
 #   - pp 2 x tp 2 (4 GPUs; skipped with a note on fewer): the pipeline's
@@ -64,11 +67,25 @@ cp -r mlm_tp2/checkpoint-4 tp2to1/
 gcompare mlm_g1 tp2to1
 
 if why=$(gpu_usable 3); then
-  echo "== dp 2 x tp 2 on 4 GPUs"
+  echo "== dp 2 x tp 2 on 4 GPUs, ZeRO-0, 1 and 2"
   for t in mlm clm; do
-    train_on gtp_$t.yaml ${t}_dp2tp2 4 $T2 --set hyperparameters.per_device_train_batch_size=4
-    gcompare ${t}_g1 ${t}_dp2tp2
+    for z in 0 1 2; do
+      out=$(mpi 4 "$loom" train gtp_$t.yaml $T2 --set distribution.zero_stage=$z \
+          --set hyperparameters.per_device_train_batch_size=4 \
+          --set hyperparameters.output_dir=${t}_dp2tp2z$z 2>&1) || { echo "$out"; exit 1; }
+      on_gpu "$out" && grep -q "data parallel on GPUs" <<<"$out" ||
+        { echo "$out"; echo "FAIL: dp 2 x tp 2 (ZeRO-$z) did not train on the GPUs"; exit 1; }
+      [[ $z == 0 ]] || grep -q "ZeRO-$z: gradients" <<<"$out" ||
+        { echo "$out"; echo "FAIL: dp 2 x tp 2 did not shard with ZeRO-$z"; exit 1; }
+      gcompare ${t}_g1 ${t}_dp2tp2z$z
+    done
   done
+  echo "== a dp 2 x tp 2 ZeRO-2 checkpoint resumes on one GPU"
+  mkdir dp2tp2z2to1
+  cp -r mlm_dp2tp2z2/checkpoint-4 dp2tp2z2to1/
+  "$loom" train gtp_mlm.yaml --quiet --set hyperparameters.output_dir=dp2tp2z2to1 \
+      --set hyperparameters.resume_from_checkpoint=latest
+  gcompare mlm_g1 dp2tp2z2to1
 else
   echo "NOTE: dp 2 x tp 2 not run, it needs 4 GPUs: $(tail -1 <<<"$why")"
 fi
