@@ -166,12 +166,14 @@ metrics.jsonl, TensorBoard events in runs/ and report.html.
 Ctrl-C (or SIGTERM) finishes the step, writes a checkpoint and exits 0;
 continue with --set hyperparameters.resume_from_checkpoint=latest.
 
-GPU: a loom built with CUDA (the cuda-release preset) trains an AdamW job
-on GPU 0 when one is visible, in fp32, bf16 or fp16 (fp32 master weights,
-fp16 with a dynamic loss scale); evaluation runs there too. Under
-mpirun / loom launch a pure data-parallel job (zero_stage 0) uses one GPU
-per rank and reduces gradients over NCCL while backward runs.
-use_cpu: true keeps it on the CPU; other jobs say why they stay there.
+GPU: a loom built with CUDA (the cuda-release preset) trains on GPU 0 when
+one is visible, in fp32, bf16 or fp16 (fp32 master weights, fp16 with a
+dynamic loss scale), with AdamW, LAMB or SGD; evaluation runs there too.
+Under mpirun / loom launch each rank uses one GPU: data parallel (ZeRO 0, 1
+or 2) reduces gradients over NCCL while backward runs; tensor and pipeline
+parallel post their collectives and stage messages over NCCL.
+use_cpu: true keeps it on the CPU; jobs the GPU path does not cover (LAMB or
+SGD with tensor parallelism) say why they stay there.
 
 Data parallel: the same job on N ranks, e.g. `loom launch --nproc 4 job.yaml`
 or `mpirun -np 4 loom train job.yaml` (or srun). Each rank reads its share of
