@@ -172,8 +172,8 @@ dynamic loss scale), with AdamW, LAMB or SGD; evaluation runs there too.
 Under mpirun / loom launch each rank uses one GPU: data parallel (ZeRO 0, 1
 or 2) reduces gradients over NCCL while backward runs; tensor and pipeline
 parallel post their collectives and stage messages over NCCL.
-use_cpu: true keeps it on the CPU; jobs the GPU path does not cover (LAMB or
-SGD with tensor parallelism) say why they stay there.
+use_cpu: true keeps it on the CPU; a job the GPU path does not cover says
+why it stays there.
 
 Data parallel: the same job on N ranks, e.g. `loom launch --nproc 4 job.yaml`
 or `mpirun -np 4 loom train job.yaml` (or srun). Each rank reads its share of
