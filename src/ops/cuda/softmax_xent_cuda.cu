@@ -7,12 +7,12 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_device.cuh"
+#include "ops/cuda/xent_sum.cuh"
 
 namespace loom {
 namespace {
 
 constexpr int k_block = 512;
-constexpr int k_sum_block = 1024;
 
 template <typename T>
 __device__ void row_max_and_sum(const T* x, int64_t V, float* shared, float& mx, float& sum) {
@@ -63,8 +63,6 @@ __global__ void xent_forward_kernel(float* row_loss, T* losses, const T* logits,
 
 // result = (sum of counted rows in fp64, number of counted rows). One block.
 __global__ void xent_sum_kernel(XentSum* result, const float* row_loss, int64_t N) {
-    __shared__ double s_sum[k_sum_block / gpu::k_warp];
-    __shared__ long long s_cnt[k_sum_block / gpu::k_warp];
     double acc = 0.0;
     long long cnt = 0;
     for (int64_t i = threadIdx.x; i < N; i += blockDim.x) {
@@ -74,26 +72,7 @@ __global__ void xent_sum_kernel(XentSum* result, const float* row_loss, int64_t 
             ++cnt;
         }
     }
-    for (int off = gpu::k_warp / 2; off > 0; off /= 2) {
-        acc += __shfl_xor_sync(0xffffffffu, acc, off);
-        cnt += __shfl_xor_sync(0xffffffffu, cnt, off);
-    }
-    const int lane = threadIdx.x % gpu::k_warp, warp = threadIdx.x / gpu::k_warp;
-    if (lane == 0) {
-        s_sum[warp] = acc;
-        s_cnt[warp] = cnt;
-    }
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        double total = 0.0;
-        long long count = 0;
-        for (int w = 0; w < int(blockDim.x) / gpu::k_warp; ++w) {
-            total += s_sum[w];
-            count += s_cnt[w];
-        }
-        result->loss_sum = total;
-        result->count = count;
-    }
+    xent_block_sum(result, acc, cnt);
 }
 
 template <typename T>
@@ -134,7 +113,7 @@ static void xent_forward_launch(T* losses, const T* logits, const int64_t* targe
     xent_forward_kernel<<<unsigned(N), k_block, 0, ctx.stream()>>>(row_loss, losses, logits,
                                                                    targets, V, ctx.device_errors());
     LOOM_CUDA_CHECK_LAUNCH();
-    xent_sum_kernel<<<1, k_sum_block, 0, ctx.stream()>>>(result, row_loss, N);
+    xent_sum_kernel<<<1, k_xent_sum_block, 0, ctx.stream()>>>(result, row_loss, N);
     LOOM_CUDA_CHECK_LAUNCH();
 }
 

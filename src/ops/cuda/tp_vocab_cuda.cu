@@ -9,13 +9,13 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_device.cuh"
+#include "ops/cuda/xent_sum.cuh"
 
 namespace loom {
 namespace {
 
 constexpr int k_block = 256;
 constexpr int k_row_block = 512;
-constexpr int k_sum_block = 1024;
 
 __device__ bool target_is_bad(int64_t t, int64_t V) {
     return t != k_ignore_index && (t < 0 || t >= V);
@@ -92,8 +92,6 @@ __global__ void local_stats_kernel(float* stats, const T* logits, const int64_t*
 // One block: rows in a fixed order per thread, then warps, then thread 0.
 __global__ void loss_sum_kernel(XentSum* result, const float* row_max, const float* stats,
                                 const int64_t* targets, int64_t N, int64_t V) {
-    __shared__ double s_sum[k_sum_block / gpu::k_warp];
-    __shared__ long long s_cnt[k_sum_block / gpu::k_warp];
     double acc = 0.0;
     long long cnt = 0;
     for (int64_t i = threadIdx.x; i < N; i += blockDim.x) {
@@ -104,26 +102,7 @@ __global__ void loss_sum_kernel(XentSum* result, const float* row_max, const flo
         acc += double(loss);
         ++cnt;
     }
-    for (int off = gpu::k_warp / 2; off > 0; off /= 2) {
-        acc += __shfl_xor_sync(0xffffffffu, acc, off);
-        cnt += __shfl_xor_sync(0xffffffffu, cnt, off);
-    }
-    const int lane = threadIdx.x % gpu::k_warp, warp = threadIdx.x / gpu::k_warp;
-    if (lane == 0) {
-        s_sum[warp] = acc;
-        s_cnt[warp] = cnt;
-    }
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        double total = 0.0;
-        long long count = 0;
-        for (int w = 0; w < int(blockDim.x) / gpu::k_warp; ++w) {
-            total += s_sum[w];
-            count += s_cnt[w];
-        }
-        result->loss_sum = total;
-        result->count = count;
-    }
+    xent_block_sum(result, acc, cnt);
 }
 
 template <typename T>
@@ -210,7 +189,8 @@ void vocab_xent_loss_sum_cuda(XentSum* result, const float* row_max, const float
         LOOM_CUDA_CHECK(cudaMemsetAsync(result, 0, sizeof(XentSum), ctx.stream()));
         return;
     }
-    loss_sum_kernel<<<1, k_sum_block, 0, ctx.stream()>>>(result, row_max, stats, targets, N, V);
+    loss_sum_kernel<<<1, k_xent_sum_block, 0, ctx.stream()>>>(result, row_max, stats, targets, N,
+                                                              V);
     LOOM_CUDA_CHECK_LAUNCH();
 }
 
