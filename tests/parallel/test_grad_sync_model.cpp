@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "models/hf_fixture.h"
@@ -21,17 +23,53 @@ struct Report {
 
 class GradReadyHook : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(GradReadyHook, RangesAreDisjointCompleteAndFinal) {
-    Fixture fx(GetParam());
+// The fixture's model with its weights and dropout on everywhere.
+std::unique_ptr<Model> dropout_model(const Fixture& fx) {
     ModelConfig c = fx.config;
     c.hidden_dropout = c.attention_dropout = c.embedding_dropout = 0.1;
     auto model = build_model(c);
     model->load(SafetensorsFile::open(fx.dir + "/model.safetensors"));
-    const ParamTable& t = model->params();
-    std::vector<Report> reports;
-    model->set_grad_ready_hook([&](int64_t b, int64_t e) {
+    return model;
+}
+
+// Records every report with the gradients of its range at report time.
+void record_reports(Model& model, std::vector<Report>& reports) {
+    const ParamTable& t = model.params();
+    model.set_grad_ready_hook([&reports, &t](int64_t b, int64_t e) {
         reports.push_back({b, e, std::vector<float>(t.grads_data() + b, t.grads_data() + e)});
     });
+}
+
+// The reports tile [0, flat) without gap or overlap, and no reported
+// gradient changed after its report.
+void expect_complete_and_final(const std::vector<Report>& reports, const ParamTable& t,
+                               const std::string& where) {
+    std::vector<Report> sorted = reports;
+    std::sort(sorted.begin(), sorted.end(),
+              [](const Report& a, const Report& b) { return a.begin < b.begin; });
+    int64_t at = 0;
+    for (const Report& r : sorted) {
+        EXPECT_EQ(r.begin, at) << where << ": gap or overlap before [" << r.begin << ", " << r.end
+                               << ")";
+        EXPECT_LT(r.begin, r.end) << where;
+        at = r.end;
+        const float* now = t.grads_data() + r.begin;
+        int64_t changed = 0;
+        for (int64_t i = 0; i < r.end - r.begin; ++i)
+            changed += std::memcmp(&now[i], &r.grads[size_t(i)], sizeof(float)) != 0;
+        EXPECT_EQ(changed, 0) << where << ": [" << r.begin << ", " << r.end
+                              << ") reported final, but " << changed
+                              << " gradients changed afterwards";
+    }
+    EXPECT_EQ(at, t.flat_numel()) << where << ": reports do not reach the end of the buffer";
+}
+
+TEST_P(GradReadyHook, RangesAreDisjointCompleteAndFinal) {
+    Fixture fx(GetParam());
+    auto model = dropout_model(fx);
+    const ParamTable& t = model->params();
+    std::vector<Report> reports;
+    record_reports(*model, reports);
     DropoutPlan drop;
     drop.training = true;
     drop.seed = 3;
@@ -41,28 +79,10 @@ TEST_P(GradReadyHook, RangesAreDisjointCompleteAndFinal) {
         ASSERT_GT(l.count, 0);
         model->backward(1.0 / double(l.count));
 
-        std::vector<Report> sorted = reports;
-        std::sort(sorted.begin(), sorted.end(),
-                  [](const Report& a, const Report& b) { return a.begin < b.begin; });
-        int64_t at = 0;
-        for (const Report& r : sorted) {
-            EXPECT_EQ(r.begin, at) << "gap or overlap before [" << r.begin << ", " << r.end << ")";
-            EXPECT_LT(r.begin, r.end);
-            at = r.end;
-        }
-        EXPECT_EQ(at, t.flat_numel()) << "reports do not reach the end of the buffer";
+        expect_complete_and_final(reports, t, "pass " + std::to_string(pass));
         // Distinct transformer blocks report one by one, then the embeddings.
         EXPECT_GE(reports.size(), 2u) << "only one report: nothing could overlap backward";
         EXPECT_EQ(reports.back().begin, 0) << "the embeddings are the last to be final";
-        for (const Report& r : reports) {
-            const float* now = t.grads_data() + r.begin;
-            int64_t changed = 0;
-            for (int64_t i = 0; i < r.end - r.begin; ++i)
-                changed += std::memcmp(&now[i], &r.grads[size_t(i)], sizeof(float)) != 0;
-            EXPECT_EQ(changed, 0) << "[" << r.begin << ", " << r.end << ") reported final, but "
-                                  << changed << " gradients changed afterwards (pass " << pass
-                                  << ")";
-        }
     }
     model->set_grad_ready_hook({});
     reports.clear();
@@ -77,10 +97,7 @@ TEST_P(GradReadyHook, RangesAreDisjointCompleteAndFinal) {
 // the same order, after the head's part).
 TEST_P(GradReadyHook, SparseEmbeddingRowsReportTheTableFirstAndAddBackExactly) {
     Fixture fx(GetParam());
-    ModelConfig c = fx.config;
-    c.hidden_dropout = c.attention_dropout = c.embedding_dropout = 0.1;
-    auto model = build_model(c);
-    model->load(SafetensorsFile::open(fx.dir + "/model.safetensors"));
+    auto model = dropout_model(fx);
     const ParamTable& t = model->params();
     DropoutPlan drop;
     drop.training = true;
@@ -92,9 +109,7 @@ TEST_P(GradReadyHook, SparseEmbeddingRowsReportTheTableFirstAndAddBackExactly) {
     const std::vector<float> dense(t.grads_data(), t.grads_data() + t.flat_numel());
 
     std::vector<Report> reports;
-    model->set_grad_ready_hook([&](int64_t b, int64_t e) {
-        reports.push_back({b, e, std::vector<float>(t.grads_data() + b, t.grads_data() + e)});
-    });
+    record_reports(*model, reports);
     ASSERT_TRUE(model->set_sparse_embedding_grad(true)) << "a whole model keeps sparse rows";
     const EmbeddingGradRows before = model->embedding_grad_rows();
     const int64_t wb = before.offset, we = wb + before.table_rows * before.width;
@@ -106,19 +121,7 @@ TEST_P(GradReadyHook, SparseEmbeddingRowsReportTheTableFirstAndAddBackExactly) {
     ASSERT_FALSE(reports.empty());
     EXPECT_EQ(reports.front().begin, wb) << "the word table is reported before the blocks";
     EXPECT_EQ(reports.front().end, we);
-    std::vector<Report> sorted = reports;
-    std::sort(sorted.begin(), sorted.end(),
-              [](const Report& a, const Report& b) { return a.begin < b.begin; });
-    int64_t at = 0;
-    for (const Report& r : sorted) {
-        EXPECT_EQ(r.begin, at) << "gap or overlap before [" << r.begin << ", " << r.end << ")";
-        at = r.end;
-        EXPECT_EQ(std::memcmp(r.grads.data(), t.grads_data() + r.begin,
-                              size_t(r.end - r.begin) * sizeof(float)),
-                  0)
-            << "[" << r.begin << ", " << r.end << ") changed after it was reported final";
-    }
-    EXPECT_EQ(at, t.flat_numel());
+    expect_complete_and_final(reports, t, "sparse rows");
 
     // One row per token of the batch.
     ASSERT_EQ(rows.count, fx.inputs().B * fx.inputs().T);
