@@ -99,7 +99,11 @@ class Model {
 
     // Masked LM: with labelled_positions, forward computes logits only where
     // labels != -100 and outputs "labelled_logits" (M, V) in row-major order of
-    // those positions instead of "logits". Other heads ignore it.
+    // those positions instead of "logits". Under labelled_positions a head that
+    // reads only some positions (those, or token 0 for classification) also
+    // has the last post-LN layer run at them alone: same loss and gradients,
+    // about 5/6 of a layer less work, and no last hidden state in outputs().
+    // The trainer sets it for training; all_positions gives HF's outputs.
     virtual void set_logits_scope(LogitsScope scope) = 0;
 
     // Mixed precision (hyperparameters.bf16 / fp16): the transformer blocks'

@@ -243,6 +243,31 @@ const float* StackModel::stage_input_grad() const {
     return dh_;
 }
 
+void StackModel::choose_last_rows() {
+    last_rows_on_ = false;
+    const int64_t N = B_ * T_;
+    if (scope_ != LogitsScope::labelled_positions || !head_ || !config_.part.head ||
+        app_end() != int64_t(schedule_.size()) || app_end() <= app_begin())
+        return;
+    if (!blocks_[size_t(schedule_[size_t(app_end() - 1)])].supports_rows()) return;
+    HeadBatch hb;
+    hb.B = B_;
+    hb.T = T_;
+    hb.labels = labels_.empty() ? nullptr : labels_.data();
+    if (!head_->rows_read(hb, last_rows_)) return;
+    // No rows (a batch with nothing labelled) or every row: the whole layer.
+    last_rows_on_ = !last_rows_.empty() && int64_t(last_rows_.size()) < N;
+}
+
+void StackModel::forward_app(int64_t a) {
+    const TransformerBlock& blk = blocks_[size_t(schedule_[size_t(a)])];
+    if (runs_rows(a))
+        blk.forward_rows(hidden_at(a + 1), acts_[size_t(a)], hidden_at(a), step_for(int(a)),
+                         last_rows());
+    else
+        blk.forward(hidden_at(a + 1), acts_[size_t(a)], hidden_at(a), step_for(int(a)));
+}
+
 LossSum StackModel::forward(const ModelInputs& in, const DropoutPlan& dropout) {
     LOOM_CHECK(in.input_ids != nullptr && in.B > 0 && in.T > 0,
                "model forward needs input_ids of shape (B, T) with B, T > 0");
@@ -273,9 +298,9 @@ LossSum StackModel::forward(const ModelInputs& in, const DropoutPlan& dropout) {
                    "pipeline stage without embeddings: forward needs the previous stage's output");
         std::memcpy(hidden_, in.stage_input, size_t(N * C) * sizeof(float));
     }
+    choose_last_rows();
     for (int64_t a = app_begin(); a < app_end(); ++a) {
-        blocks_[size_t(schedule_[size_t(a)])].forward(hidden_at(a + 1), acts_[size_t(a)],
-                                                      hidden_at(a), step_for(int(a)));
+        forward_app(a);
         if (checkpointed(a)) ckpt_holds_ = a;
     }
     const bool with_head = config_.part.head;
@@ -333,10 +358,14 @@ void StackModel::backward(double loss_scale, const float* d_stage_output) {
             // Recompute: the same ops on the same input with the same dropout
             // counters rewrite the activations (and the output, which the
             // application above has already consumed) bit for bit.
-            blk.forward(hidden_at(a + 1), acts_[size_t(a)], hidden_at(a), step_for(int(a)));
+            forward_app(a);
             ckpt_holds_ = a;
         }
-        blk.backward(dh_, acts_[size_t(a)], hidden_at(a), step_for(int(a)), scratch_);
+        if (runs_rows(a))
+            blk.backward_rows(dh_, acts_[size_t(a)], hidden_at(a), step_for(int(a)), scratch_,
+                              last_rows());
+        else
+            blk.backward(dh_, acts_[size_t(a)], hidden_at(a), step_for(int(a)), scratch_);
         report_blocks_done(int(a), reported);
     }
     if (config_.part.embeddings) embed_backward(dh_);
@@ -364,6 +393,10 @@ Tensor StackModel::hidden_state(int i) const {
     LOOM_CHECK(i >= 0 && i < num_hidden_states(), "hidden state {} out of range [0, {})", i,
                num_hidden_states());
     LOOM_CHECK(planned_B_ > 0, "hidden_state before any forward");
+    LOOM_CHECK(!(last_rows_on_ && i == num_hidden_states() - 1),
+               "hidden state {}: the last layer ran only at the rows the head reads "
+               "(LogitsScope::labelled_positions); use all_positions for hidden states",
+               i);
     const int64_t N = B_ * T_, C = config_.hidden_size;
     const std::string name = "hidden_states." + std::to_string(i);
     // HF: GPT-2's last hidden state has ln_f applied.
@@ -375,8 +408,9 @@ Tensor StackModel::hidden_state(int i) const {
 std::map<std::string, Tensor> StackModel::outputs() const {
     std::map<std::string, Tensor> out;
     if (head_ && config_.part.head) head_->outputs(arena_, out);
-    for (int i = 0; i < num_hidden_states(); ++i)
-        out["hidden_states." + std::to_string(i)] = hidden_state(i);
+    // A last layer run at the head's rows only has no whole output to offer.
+    const int n = num_hidden_states() - (last_rows_on_ && num_hidden_states() > 0 ? 1 : 0);
+    for (int i = 0; i < n; ++i) out["hidden_states." + std::to_string(i)] = hidden_state(i);
     return out;
 }
 

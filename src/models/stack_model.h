@@ -34,6 +34,7 @@ class StackModel : public Model {
             b.attn.qkv.compute = b.attn.proj.compute = b.mlp.fc.compute = b.mlp.proj.compute = d;
     }
     void set_logits_scope(LogitsScope scope) override {
+        scope_ = scope;
         if (head_) head_->set_logits_scope(scope);
     }
     std::map<std::string, Tensor> outputs() const override;
@@ -112,6 +113,19 @@ class StackModel : public Model {
     // Reports [0, end) to the grad-ready hook, less the word table's range
     // when that went out early.
     void report_rest(int64_t end) const;
+
+    // Under LogitsScope::labelled_positions, when the head reads only some
+    // positions and the last layer is post-LN, that layer runs at those rows
+    // alone (TransformerBlock::forward_rows); its output is then partial and
+    // not offered as a hidden state.
+    LogitsScope scope_ = LogitsScope::all_positions;
+    std::vector<int64_t> last_rows_;  // the head's rows, when last_rows_on_
+    bool last_rows_on_ = false;
+    void choose_last_rows();
+    bool runs_rows(int64_t app) const { return last_rows_on_ && app == app_end() - 1; }
+    AttnRows last_rows() const { return {last_rows_.data(), int64_t(last_rows_.size())}; }
+    // Application a's forward, whole or at the head's rows.
+    void forward_app(int64_t a);
 
     bool has_labels_ = false;
     bool ready_for_backward_ = false;

@@ -42,4 +42,27 @@ void SelfAttention::backward(float* dx, const float* dy, const Acts& acts, const
     qkv.backward(dx, s.dqkv, x, N, accumulate_dx);
 }
 
+void SelfAttention::forward_rows(float* y, Acts& acts, const float* x, int64_t B, int64_t T,
+                                 const int64_t* key_padding, const DropoutSpec& drop_probs,
+                                 const AttnRows& rows) const {
+    qkv.forward(acts.qkv, x, B * T);
+    const AttnShape shape{B, T, NH, C / NH, head_offset, NH_total};
+    const AttnMask mask{key_padding, causal};
+    attention_rows_forward(acts.ctx, acts.att, acts.qkv, acts.qkv + C, acts.qkv + 2 * C, 3 * C,
+                           shape, mask, drop_probs, rows);
+    proj.forward(y, acts.ctx, rows.M);
+}
+
+void SelfAttention::backward_rows(float* dx, const float* dy, const Acts& acts, const float* x,
+                                  int64_t B, int64_t T, const int64_t* key_padding,
+                                  const DropoutSpec& drop_probs, const Scratch& s,
+                                  const AttnRows& rows) const {
+    proj.backward(s.dctx, dy, acts.ctx, rows.M);
+    const AttnShape shape{B, T, NH, C / NH, head_offset, NH_total};
+    const AttnMask mask{key_padding, causal};
+    attention_rows_backward(s.dqkv, s.dqkv + C, s.dqkv + 2 * C, s.datt, s.dctx, acts.att, acts.qkv,
+                            acts.qkv + C, acts.qkv + 2 * C, 3 * C, shape, mask, drop_probs, rows);
+    qkv.backward(dx, s.dqkv, x, B * T, /*accumulate_dx=*/false);
+}
+
 }  // namespace loom

@@ -15,14 +15,15 @@
 #include <cstdint>
 
 #include "nn/linear.h"
+#include "ops/attention_rows.h"
 #include "ops/dropout.h"
 
 namespace loom {
 
 struct SelfAttention {
-    int64_t C = 0, NH = 0;      // local: C/tp features, NH/tp heads once sharded
-    int64_t head_offset = 0;    // global index of local head 0
-    int64_t NH_total = 0;       // global head count; 0: NH (not sharded)
+    int64_t C = 0, NH = 0;    // local: C/tp features, NH/tp heads once sharded
+    int64_t head_offset = 0;  // global index of local head 0
+    int64_t NH_total = 0;     // global head count; 0: NH (not sharded)
     bool causal = false;
     Linear qkv;   // C -> 3C
     Linear proj;  // C -> C
@@ -62,6 +63,17 @@ struct SelfAttention {
     void backward(float* dx, const float* dy, const Acts& acts, const float* x, int64_t B,
                   int64_t T, const int64_t* key_padding, const DropoutSpec& drop_probs,
                   const Scratch& s, bool accumulate_dx) const;
+
+    // The same at the query rows `rows` only (ops/attention_rows.h): keys and
+    // values from every position, y (M, C) at those rows; acts.ctx holds
+    // (M, C) and acts.att (M, NH, T). Backward takes dy (M, C) and overwrites
+    // dx (B, T, C) (the residual's part is the caller's).
+    void forward_rows(float* y, Acts& acts, const float* x, int64_t B, int64_t T,
+                      const int64_t* key_padding, const DropoutSpec& drop_probs,
+                      const AttnRows& rows) const;
+    void backward_rows(float* dx, const float* dy, const Acts& acts, const float* x, int64_t B,
+                       int64_t T, const int64_t* key_padding, const DropoutSpec& drop_probs,
+                       const Scratch& s, const AttnRows& rows) const;
 };
 
 }  // namespace loom

@@ -83,6 +83,17 @@ struct TransformerBlock {
     // dio (B, T, C): dy on entry, dx on return.
     void backward(float* dio, const Acts& acts, const float* x, const Step& s,
                   const Scratch& sc) const;
+
+    // Post-LN only (supports_rows): the layer computed at the positions `rows`
+    // alone, for a last layer whose output the head reads there only. Keys and
+    // values still see every position, so y's rows equal forward()'s there;
+    // y's other rows are zero. backward_rows reads dio at those rows only and
+    // overwrites all of it with dx. The Acts hold (M, ...) rows meanwhile.
+    bool supports_rows() const { return norm == NormPlacement::post; }
+    void forward_rows(float* y, Acts& acts, const float* x, const Step& s,
+                      const AttnRows& rows) const;
+    void backward_rows(float* dio, const Acts& acts, const float* x, const Step& s,
+                       const Scratch& sc, const AttnRows& rows) const;
 };
 
 }  // namespace loom

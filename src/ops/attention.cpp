@@ -28,87 +28,22 @@
 #include <vector>
 
 #include "core/check.h"
+#include "ops/attention_common.h"
 #include "ops/gemm.h"
-#include "ops/vec_math.h"
 
 namespace loom {
 namespace {
 
-// Softmax of one score row in place. `visible` (T) is the key-padding mask of
-// this sample (1 = attend); only keys j < limit are causally allowed.
-// Returns false when the row had no visible key; it is then uniform over the
-// keys HF's arithmetic leaves at float32's lowest rather than at -inf: the
-// causally allowed keys plus the real (unpadded) future keys (see the header).
-template <typename T>
-bool softmax_row(T* row, const unsigned char* visible, int64_t limit, int64_t n_keys) {
-    // Accumulate in at least fp32 (T is float or double).
-    constexpr T neg_inf = -std::numeric_limits<T>::infinity();
-    T mx = neg_inf;
-    // Plain selects, not std::max: its by-reference arguments kept the reduction
-    // variable in memory and the loop ran scalar (a third of attention's time).
-#pragma omp simd reduction(max : mx)
-    for (int64_t j = 0; j < limit; ++j) {
-        const T v = visible[j] ? row[j] : neg_inf;
-        mx = v > mx ? v : mx;
-    }
-    if (mx == neg_inf) {
-        int64_t n = limit;
-        for (int64_t j = limit; j < n_keys; ++j) n += visible[j];
-        const T u = T(1) / T(n);
-        std::fill(row, row + limit, u);
-        for (int64_t j = limit; j < n_keys; ++j) row[j] = visible[j] ? u : T(0);
-        return false;
-    }
-    T sum = 0;
-#pragma omp simd reduction(+ : sum)
-    for (int64_t j = 0; j < limit; ++j) {
-        // Select after exp: the masked score may be anything, even inf or NaN.
-        const T e = vmath::exp(row[j] - mx);
-        row[j] = visible[j] ? e : T(0);
-        sum += row[j];
-    }
-    const T inv = T(1) / sum;
-#pragma omp simd
-    for (int64_t j = 0; j < limit; ++j) row[j] *= inv;
-    std::fill(row + limit, row + n_keys, T(0));
-    return true;
-}
-
-struct Geometry {
-    int64_t B, T, NH, HS, C, ld, NH_total;
-    uint64_t drop_base(int64_t sample_offset, int64_t head_offset, int64_t b, int64_t h) const {
-        return (uint64_t(sample_offset + b) * uint64_t(NH_total) + uint64_t(head_offset + h)) *
-               uint64_t(T * T);
-    }
-};
-
-Geometry geometry_of(const AttnShape& s, int64_t ld) {
-    const int64_t nh_total = s.NH_total > 0 ? s.NH_total : s.NH;
-    LOOM_ASSERT(s.B >= 0 && s.T > 0 && s.NH > 0 && s.HS > 0, "attention: bad shape B={} T={} NH={} HS={}",
-                s.B, s.T, s.NH, s.HS);
-    LOOM_ASSERT(ld >= s.NH * s.HS, "attention: row stride {} < NH*HS = {}", ld, s.NH * s.HS);
-    LOOM_ASSERT(s.head_offset >= 0 && s.head_offset + s.NH <= nh_total,
-                "attention: heads [{}, {}) outside NH_total {}", s.head_offset,
-                s.head_offset + s.NH, nh_total);
-    return {s.B, s.T, s.NH, s.HS, s.NH * s.HS, ld, nh_total};
-}
-
-// visible[b * T + j] = key j of sample b may be attended to (padding only).
-std::vector<unsigned char> visible_keys(const AttnMask& mask, int64_t B, int64_t T) {
-    std::vector<unsigned char> vis(size_t(B * T), 1);
-    if (mask.key_padding != nullptr)
-        for (int64_t i = 0; i < B * T; ++i) vis[size_t(i)] = mask.key_padding[i] != 0;
-    return vis;
-}
+using detail::attn_scale;
+using detail::Geometry;
+using detail::geometry_of;
+using detail::softmax_row;
+using detail::softmax_row_backward;
+using detail::visible_keys;
 
 // Threads only pay off past ~10 us of work (tiny shapes in gradient checks).
 bool parallel_heads(const Geometry& g) {
     return g.B * g.NH > 1 && g.B * g.NH * g.T * g.T * g.HS > (1 << 15) && !omp_in_parallel();
-}
-
-template <typename T>
-T attn_scale(int64_t HS) {
-    return T(1) / std::sqrt(T(HS));
 }
 
 }  // namespace
@@ -128,8 +63,7 @@ void attention_forward(T* out, T* att, const T* q, const T* k, const T* v, int64
             const int64_t b = bh / g.NH, h = bh % g.NH;
             const int64_t off = b * g.T * g.ld + h * g.HS;
             T* a = att + bh * TT;  // (T, T)
-            gemm<T>(false, true, g.T, g.T, g.HS, scale, q + off, g.ld, k + off, g.ld, T(0), a,
-                    g.T);
+            gemm<T>(false, true, g.T, g.T, g.HS, scale, q + off, g.ld, k + off, g.ld, T(0), a, g.T);
             for (int64_t i = 0; i < g.T; ++i)
                 softmax_row(a + i * g.T, vis.data() + b * g.T, mask.causal ? i + 1 : g.T, g.T);
             const T* p = a;
@@ -147,8 +81,8 @@ void attention_forward(T* out, T* att, const T* q, const T* k, const T* v, int64
 }
 
 template <typename T>
-void attention_backward(T* dq, T* dk, T* dv, T* scratch, const T* dout, const T* att,
-                        const T* q, const T* k, const T* v, int64_t ld, const AttnShape& s,
+void attention_backward(T* dq, T* dk, T* dv, T* scratch, const T* dout, const T* att, const T* q,
+                        const T* k, const T* v, int64_t ld, const AttnShape& s,
                         const AttnMask& mask, const DropoutSpec& drop) {
     const Geometry g = geometry_of(s, ld);
     const std::vector<unsigned char> vis = visible_keys(mask, g.B, g.T);
@@ -183,20 +117,7 @@ void attention_backward(T* dq, T* dk, T* dv, T* scratch, const T* dout, const T*
             // Softmax backward per row: dS = P (dP - <P, dP>).
             const unsigned char* vb = vis.data() + b * g.T;
             for (int64_t i = 0; i < g.T; ++i) {
-                const int64_t limit = mask.causal ? i + 1 : g.T;
-                const T* ai = a + i * g.T;
-                T* di = ds + i * g.T;
-                bool any = false;
-                for (int64_t j = 0; j < limit && !any; ++j) any = vb[j] != 0;
-                if (!any) {
-                    std::fill(di, di + g.T, T(0));
-                    continue;
-                }
-                T dot = 0;
-#pragma omp simd reduction(+ : dot)
-                for (int64_t j = 0; j < g.T; ++j) dot += ai[j] * di[j];
-#pragma omp simd
-                for (int64_t j = 0; j < g.T; ++j) di[j] = ai[j] * (di[j] - dot);
+                softmax_row_backward(ds + i * g.T, a + i * g.T, vb, mask.causal ? i + 1 : g.T, g.T);
             }
             // dq = scale * dS @ k ; dk = scale * dS^T @ q
             gemm<T>(false, false, g.T, g.HS, g.T, scale, ds, g.T, k + off, g.ld, T(0), dq + off,
@@ -211,15 +132,14 @@ template void attention_forward<float>(float*, float*, const float*, const float
                                        int64_t, const AttnShape&, const AttnMask&,
                                        const DropoutSpec&);
 template void attention_forward<double>(double*, double*, const double*, const double*,
-                                        const double*, int64_t, const AttnShape&,
-                                        const AttnMask&, const DropoutSpec&);
-template void attention_backward<float>(float*, float*, float*, float*, const float*,
-                                        const float*, const float*, const float*, const float*,
-                                        int64_t, const AttnShape&, const AttnMask&,
+                                        const double*, int64_t, const AttnShape&, const AttnMask&,
                                         const DropoutSpec&);
+template void attention_backward<float>(float*, float*, float*, float*, const float*, const float*,
+                                        const float*, const float*, const float*, int64_t,
+                                        const AttnShape&, const AttnMask&, const DropoutSpec&);
 template void attention_backward<double>(double*, double*, double*, double*, const double*,
-                                         const double*, const double*, const double*,
-                                         const double*, int64_t, const AttnShape&,
-                                         const AttnMask&, const DropoutSpec&);
+                                         const double*, const double*, const double*, const double*,
+                                         int64_t, const AttnShape&, const AttnMask&,
+                                         const DropoutSpec&);
 
 }  // namespace loom

@@ -15,11 +15,13 @@
 namespace loom {
 namespace {
 
-constexpr int k_lanes = 16;                  // Philox blocks per batch
+constexpr int k_lanes = 16;                 // Philox blocks per batch
 constexpr int k_batch_elems = 4 * k_lanes;  // draws per batch
 constexpr int64_t k_chunk = 4096;           // elements per task (multiple of 64)
 
-uint32_t keep_threshold(float p) { return uint32_t(std::ceil(double(p) * 16777216.0)); }
+uint32_t keep_threshold(float p) {
+    return uint32_t(std::ceil(double(p) * 16777216.0));
+}
 
 // bits[4l + r] = word r of Philox block (j0 + l), l < 16.
 void philox_batch(const PhiloxStream& s, uint64_t j0, uint32_t* bits) {
@@ -116,20 +118,33 @@ void dropout_forward(T* out, const T* inp, int64_t B, int64_t per_sample, const 
 }
 
 template <typename T>
-void dropout_backward(T* dinp, const T* dout, int64_t B, int64_t per_sample,
-                      const DropoutSpec& d) {
+void dropout_backward(T* dinp, const T* dout, int64_t B, int64_t per_sample, const DropoutSpec& d) {
     // The same mask and scale: d(x * f)/dx = f.
     apply(dinp, dout, uint64_t(d.sample_offset) * uint64_t(per_sample), B * per_sample, d);
+}
+
+template <typename T>
+void dropout_rows(T* out, const T* in, const int64_t* rows, int64_t M, int64_t seq_len,
+                  int64_t width, const DropoutSpec& d) {
+    for (int64_t r = 0; r < M; ++r) {
+        const int64_t b = rows[r] / seq_len, t = rows[r] % seq_len;
+        const uint64_t first =
+            (uint64_t(d.sample_offset + b) * uint64_t(seq_len) + uint64_t(t)) * uint64_t(width);
+        apply(out + r * width, in + r * width, first, width, d);
+    }
 }
 
 template void dropout_multipliers<float>(float*, const DropoutSpec&, uint64_t, int64_t);
 template void dropout_multipliers<double>(double*, const DropoutSpec&, uint64_t, int64_t);
 template void dropout_forward<float>(float*, const float*, int64_t, int64_t, const DropoutSpec&);
-template void dropout_forward<double>(double*, const double*, int64_t, int64_t,
-                                      const DropoutSpec&);
-template void dropout_backward<float>(float*, const float*, int64_t, int64_t,
-                                      const DropoutSpec&);
+template void dropout_forward<double>(double*, const double*, int64_t, int64_t, const DropoutSpec&);
+template void dropout_backward<float>(float*, const float*, int64_t, int64_t, const DropoutSpec&);
 template void dropout_backward<double>(double*, const double*, int64_t, int64_t,
                                        const DropoutSpec&);
+
+template void dropout_rows<float>(float*, const float*, const int64_t*, int64_t, int64_t, int64_t,
+                                  const DropoutSpec&);
+template void dropout_rows<double>(double*, const double*, const int64_t*, int64_t, int64_t,
+                                   int64_t, const DropoutSpec&);
 
 }  // namespace loom

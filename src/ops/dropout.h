@@ -28,6 +28,15 @@ void dropout_forward(T* out, const T* inp, int64_t B, int64_t per_sample, const 
 template <typename T>
 void dropout_backward(T* dinp, const T* dout, int64_t B, int64_t per_sample, const DropoutSpec& d);
 
+// Dropout on some rows of a (B, T, width) batch, gathered: in and out are
+// (M, width), row r being position rows[r] = b * T + t. Row r gets the mask of
+// elements (sample_offset + b) * T * width + t * width + [0, width), the ones
+// dropout_forward(.., B, T * width, d) gives that position. Backward is the
+// same call (the mask is its own derivative). out may alias in.
+template <typename T>
+void dropout_rows(T* out, const T* in, const int64_t* rows, int64_t M, int64_t seq_len,
+                  int64_t width, const DropoutSpec& d);
+
 // The multipliers of a run of global elements: f[i] = keep(first + i) ? 1/(1-p) : 0
 // (all 1 when inactive). Exactly DropoutSpec::keep, computed 64 draws at a time.
 // For kernels that fuse dropout (attention probabilities).

@@ -16,8 +16,8 @@
 #include "io/hf_config.h"
 #include "models/model.h"
 #include "models/stack_view.h"
-#include "nn/linear.h"
 #include "nn/layer_norm.h"
+#include "nn/linear.h"
 #include "ops/activation.h"
 
 namespace loom {
@@ -32,7 +32,7 @@ struct HeadBatch {
 };
 
 class Head {
-public:
+  public:
     virtual ~Head() = default;
     virtual void bind(const ParamTable& t) = 0;
     virtual void plan(ActArena& a, int64_t B, int64_t T) = 0;
@@ -40,6 +40,11 @@ public:
     virtual void backward(float* dhidden, const float* hidden, double loss_scale) = 0;
     virtual void outputs(const ActArena& a, std::map<std::string, Tensor>& out) const = 0;
     virtual void set_logits_scope(LogitsScope) {}
+    // The positions b * T + t (increasing) whose final hidden state forward
+    // will read, when that is only some of them: token 0 of each sample for
+    // classification, the labelled positions for a masked-LM head under
+    // labelled_positions. False (rows untouched): it reads every position.
+    virtual bool rows_read(const HeadBatch&, std::vector<int64_t>& /*rows*/) const { return false; }
     // Tensor parallelism (before allocate, after the word embeddings were
     // sharded): LM heads split their decoder by vocabulary; the others stay
     // whole, replicated on tp (the default: nothing to do).
@@ -52,10 +57,10 @@ public:
 // (V, E) tied to the word embeddings, plus a vocabulary bias. Supports
 // LogitsScope::labelled_positions (the head runs on the labelled rows only).
 struct MlmHeadSpec {
-    std::string dense, norm;    // row prefixes
-    std::string decoder;        // decoder weight name (an alias when tied)
-    std::string bias;           // stored bias row
-    std::string bias_alias;     // "<decoder>.bias" alias of `bias`, "" if none
+    std::string dense, norm;  // row prefixes
+    std::string decoder;      // decoder weight name (an alias when tied)
+    std::string bias;         // stored bias row
+    std::string bias_alias;   // "<decoder>.bias" alias of `bias`, "" if none
     int64_t C = 0, E = 0, V = 0;
     Activation act = Activation::gelu_erf;
     double eps = 1e-12;

@@ -25,7 +25,7 @@ namespace loom {
 namespace {
 
 class MlmHead final : public Head {
-public:
+  public:
     MlmHead(ParamTable& t, const MlmHeadSpec& s) : spec_(s) {
         const LinearInit init{s.init_std, /*head=*/true, TpRole::none};
         dense_ = Linear::make(t, s.dense, s.C, s.E, WeightLayout::out_in, true, init);
@@ -59,6 +59,14 @@ public:
     }
 
     void set_logits_scope(LogitsScope s) override { scope_ = s; }
+
+    bool rows_read(const HeadBatch& hb, std::vector<int64_t>& rows) const override {
+        if (scope_ != LogitsScope::labelled_positions || hb.labels == nullptr) return false;
+        rows.clear();
+        for (int64_t i = 0; i < hb.B * hb.T; ++i)
+            if (hb.labels[i] != k_ignore_index) rows.push_back(i);
+        return true;
+    }
 
     void shard(ParamTable& t, const ModelTp& tp) override {
         if (!tp.active()) return;
@@ -128,7 +136,8 @@ public:
         decoder_.forward(logits_, t3_, M_);
         if (labels_) {
             const XentSum x =
-                tp_ ? vocab_parallel_xent_forward<float>(nullptr, logits_, targets, M_, spec_.V, *tp_)
+                tp_ ? vocab_parallel_xent_forward<float>(nullptr, logits_, targets, M_, spec_.V,
+                                                         *tp_)
                     : softmax_xent_forward<float>(nullptr, logits_, targets, M_, spec_.V);
             l.sum = x.loss_sum;
             l.count = x.count;
@@ -154,7 +163,8 @@ public:
         if (sparse_) {
             std::memset(dhidden, 0, size_t(N * C) * sizeof(float));
             for (int64_t m = 0; m < M_; ++m)
-                std::memcpy(dhidden + rows_[size_t(m)] * C, dxg_ + m * C, size_t(C) * sizeof(float));
+                std::memcpy(dhidden + rows_[size_t(m)] * C, dxg_ + m * C,
+                            size_t(C) * sizeof(float));
         }
     }
 
@@ -166,7 +176,7 @@ public:
             out["logits"] = a.view(logits_, Shape{B_, T_, spec_.V}, "logits");
     }
 
-private:
+  private:
     MlmHeadSpec spec_;
     Linear dense_, decoder_;
     LayerNorm norm_;
@@ -176,18 +186,18 @@ private:
     bool sparse_ = false;
     int64_t B_ = 0, T_ = 0, M_ = 0;  // M: rows the head ran on (N, or the labelled ones)
     const int64_t* labels_ = nullptr;
-    const float* x_ = nullptr;       // head input: hidden (N, C) or xg
-    std::vector<int64_t> rows_;      // (M) labelled positions, sparse mode
-    std::vector<int64_t> targets_;   // (M) their labels
-    float* xg_ = nullptr;       // (M, C) gathered hidden rows
-    float* dxg_ = nullptr;      // (M, C)
-    float* t1_ = nullptr;       // (M, E) dense output
-    float* t2_ = nullptr;       // (M, E) after the activation
-    float* t3_ = nullptr;       // (M, E) after LayerNorm (decoder input)
-    float* logits_ = nullptr;   // (M, V), or (M, Vp/tp) vocab-parallel
-    float* dlogits_ = nullptr;  // like logits_
-    float* d3_ = nullptr;       // (M, E)
-    float* d2_ = nullptr;       // (M, E)
+    const float* x_ = nullptr;      // head input: hidden (N, C) or xg
+    std::vector<int64_t> rows_;     // (M) labelled positions, sparse mode
+    std::vector<int64_t> targets_;  // (M) their labels
+    float* xg_ = nullptr;           // (M, C) gathered hidden rows
+    float* dxg_ = nullptr;          // (M, C)
+    float* t1_ = nullptr;           // (M, E) dense output
+    float* t2_ = nullptr;           // (M, E) after the activation
+    float* t3_ = nullptr;           // (M, E) after LayerNorm (decoder input)
+    float* logits_ = nullptr;       // (M, V), or (M, Vp/tp) vocab-parallel
+    float* dlogits_ = nullptr;      // like logits_
+    float* d3_ = nullptr;           // (M, E)
+    float* d2_ = nullptr;           // (M, E)
 };
 
 }  // namespace

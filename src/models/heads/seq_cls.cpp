@@ -16,7 +16,7 @@ namespace loom {
 namespace {
 
 class SeqClsHead final : public Head {
-public:
+  public:
     SeqClsHead(ParamTable& t, const ClsHeadSpec& s) : spec_(s) {
         const LinearInit init{s.init_std, /*head=*/true, TpRole::none};
         dense_ = Linear::make(t, s.dense, s.C, s.C, WeightLayout::out_in, true, init);
@@ -38,6 +38,12 @@ public:
         v.p_drop_b = spec_.p_drop_b;
         v.n_out = spec_.num_labels;
         return v;
+    }
+
+    bool rows_read(const HeadBatch& hb, std::vector<int64_t>& rows) const override {
+        rows.resize(size_t(hb.B));
+        for (int64_t b = 0; b < hb.B; ++b) rows[size_t(b)] = b * hb.T;
+        return true;
     }
 
     void plan(ActArena& a, int64_t B, int64_t T) override {
@@ -82,7 +88,8 @@ public:
     }
 
     void backward(float* dhidden, const float*, double scale) override {
-        LOOM_CHECK(labels_ != nullptr, "sequence-classification backward needs 'labels' in the batch");
+        LOOM_CHECK(labels_ != nullptr,
+                   "sequence-classification backward needs 'labels' in the batch");
         const int64_t C = spec_.C;
         softmax_xent_backward(dlogits_, logits_, labels_, B_, spec_.num_labels, scale);
         out_.backward(dpost_, dlogits_, post_, B_);
@@ -99,7 +106,7 @@ public:
         out["logits"] = a.view(logits_, Shape{B_, spec_.num_labels}, "logits");
     }
 
-private:
+  private:
     ClsHeadSpec spec_;
     Linear dense_, out_;
     int64_t B_ = 0, T_ = 0;
