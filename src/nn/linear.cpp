@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "ops/gemm.h"
 #include "parallel/comm.h"
 #include "parallel/tp_regions.h"
 
@@ -118,12 +119,15 @@ void Linear::shard(ParamTable& t, const ModelTp& tp) {
 }
 
 void Linear::gemm_forward(float* y, const float* x, const float* b, int64_t N) const {
-    if (compute == ComputeDtype::bf16)
-        matmul_forward_bf16(y, x, weight.data, b, N, in, out, layout);
-    else if (compute == ComputeDtype::fp16)
+    if (compute == ComputeDtype::bf16) {
+        weight16_.resize(size_t(in * out));
+        convert_f32_to_bf16(weight16_.data(), weight.data, in * out);
+        matmul_forward_bf16(y, x, weight.data, b, N, in, out, layout, weight16_.data());
+    } else if (compute == ComputeDtype::fp16) {
         matmul_forward_fp16(y, x, weight.data, b, N, in, out, layout);
-    else
+    } else {
         matmul_forward(y, x, weight.data, b, N, in, out, layout);
+    }
 }
 
 void Linear::gemm_backward(float* dx, const float* dy, const float* x, int64_t N,
@@ -131,7 +135,8 @@ void Linear::gemm_backward(float* dx, const float* dy, const float* x, int64_t N
     float* db = bias.defined() ? bias.grad : nullptr;
     if (compute == ComputeDtype::bf16)
         matmul_backward_bf16(dx, weight.grad, db, dy, x, weight.data, N, in, out, layout,
-                             accumulate_dx);
+                             accumulate_dx,
+                             int64_t(weight16_.size()) == in * out ? weight16_.data() : nullptr);
     else if (compute == ComputeDtype::fp16)
         matmul_backward_fp16(dx, weight.grad, db, dy, x, weight.data, N, in, out, layout,
                              accumulate_dx);

@@ -49,9 +49,9 @@ struct Linear {
     // (autocast); parameters and gradients stay fp32 either way.
     ComputeDtype compute = ComputeDtype::fp32;
     TpRole tp_role = TpRole::none;
-    int tp_blocks = 1;             // see LinearInit
-    int n_fused = 1;               // HF linears packed by make_fused (rows weight.row + k)
-    Communicator* tp = nullptr;    // the tp group once sharded; null: whole layer, no collective
+    int tp_blocks = 1;           // see LinearInit
+    int n_fused = 1;             // HF linears packed by make_fused (rows weight.row + k)
+    Communicator* tp = nullptr;  // the tp group once sharded; null: whole layer, no collective
 
     // Rows "<prefix>.weight" (OC, C) or (C, OC) and "<prefix>.bias" (OC).
     static Linear make(ParamTable& t, const std::string& prefix, int64_t in, int64_t out,
@@ -82,6 +82,9 @@ struct Linear {
                   int64_t N, bool accumulate_dx = false) const;
 
   private:
+    // bf16 compute: the weight as forward rounded it, which backward reuses
+    // (parameters change only between a backward and the next forward).
+    mutable std::vector<uint16_t> weight16_;
     void gemm_forward(float* y, const float* x, const float* b, int64_t N) const;
     void gemm_backward(float* dx, const float* dy, const float* x, int64_t N,
                        bool accumulate_dx) const;

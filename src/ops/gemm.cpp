@@ -146,12 +146,7 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, floa
 
 void convert_f32_to_bf16(uint16_t* out, const float* inp, int64_t n) {
 #pragma omp parallel for simd schedule(static) if (parallel: n > (1 << 16) && !omp_in_parallel())
-    for (int64_t i = 0; i < n; ++i) {
-        uint32_t u = std::bit_cast<uint32_t>(inp[i]);
-        const bool nan = (u & 0x7fffffffu) > 0x7f800000u;
-        const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-        out[i] = uint16_t(nan ? ((u >> 16) | 0x40u) : rounded);  // same rule as f32_to_bf16
-    }
+    for (int64_t i = 0; i < n; ++i) out[i] = f32_to_bf16_bits(inp[i]);
 }
 
 void convert_bf16_to_f32(float* out, const uint16_t* inp, int64_t n) {

@@ -11,14 +11,14 @@
 // runs on the calling thread only (gemm_batched relies on that).
 #pragma once
 
+#include <bit>
 #include <cstdint>
 
 namespace loom {
 
 template <typename T>
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
-          int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc,
-          const T* bias = nullptr);
+          int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc, const T* bias = nullptr);
 
 // `batch` independent GEMMs, operand i at X + i * stride_x (attention's heads).
 // Parallel over the batch, one single-threaded GEMM per item.
@@ -35,6 +35,14 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, floa
 
 // fp32 <-> bf16 over a buffer (round to nearest even), threaded and vectorised.
 void convert_f32_to_bf16(uint16_t* out, const float* inp, int64_t n);
+// One element of it, branch-free so loops around it vectorise: core/dtype.h's
+// f32_to_bf16 rule (NaN stays a quiet NaN).
+inline uint16_t f32_to_bf16_bits(float x) {
+    const uint32_t u = std::bit_cast<uint32_t>(x);
+    const bool nan = (u & 0x7fffffffu) > 0x7f800000u;
+    const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    return uint16_t(nan ? ((u >> 16) | 0x40u) : rounded);
+}
 void convert_bf16_to_f32(float* out, const uint16_t* inp, int64_t n);
 
 // The two oneDNN routes for fp32. gemm<float> picks one by shape with a fixed

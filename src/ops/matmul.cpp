@@ -77,15 +77,43 @@ Bf16Workspaces& bf16_workspaces() {
     return w;
 }
 
+// dy16 = bf16(dout) and dbias += column sums of dout in one pass over dout,
+// with bias_backward's column blocks and row order (the same sums, bit for bit).
+void convert_with_bias_backward(uint16_t* dy16, float* dbias, const float* dout, int64_t N,
+                                int64_t OC) {
+#pragma omp parallel for schedule(static) if (N * OC > (1 << 15) && !omp_in_parallel())
+    for (int64_t c0 = 0; c0 < OC; c0 += k_cols) {
+        const int64_t len = std::min(k_cols, OC - c0);
+        float acc[k_cols] = {};
+        for (int64_t n = 0; n < N; ++n) {
+            const float* row = dout + n * OC + c0;
+            uint16_t* out = dy16 + n * OC + c0;
+#pragma omp simd
+            for (int64_t c = 0; c < len; ++c) {
+                acc[c] += row[c];
+                out[c] = f32_to_bf16_bits(row[c]);
+            }
+        }
+        for (int64_t c = 0; c < len; ++c) dbias[c0 + c] += acc[c];
+    }
+}
+
+const uint16_t* rounded_weight(const float* weight, const uint16_t* weight16, int64_t n) {
+    if (weight16 != nullptr) return weight16;
+    uint16_t* w = workspace(bf16_workspaces().weight, n);
+    convert_f32_to_bf16(w, weight, n);
+    return w;
+}
+
 }  // namespace
 
 void matmul_forward_bf16(float* out, const float* inp, const float* weight, const float* bias,
-                         int64_t N, int64_t C, int64_t OC, WeightLayout layout) {
+                         int64_t N, int64_t C, int64_t OC, WeightLayout layout,
+                         const uint16_t* weight16) {
     Bf16Workspaces& ws = bf16_workspaces();
     uint16_t* x = workspace(ws.inp, N * C);
-    uint16_t* w = workspace(ws.weight, C * OC);
+    const uint16_t* w = rounded_weight(weight, weight16, C * OC);
     convert_f32_to_bf16(x, inp, N * C);
-    convert_f32_to_bf16(w, weight, C * OC);
     if (layout == WeightLayout::out_in)
         gemm_bf16(false, true, N, OC, C, 1.0f, x, C, w, C, 0.0f, out, OC, bias);
     else
@@ -94,16 +122,18 @@ void matmul_forward_bf16(float* out, const float* inp, const float* weight, cons
 
 void matmul_backward_bf16(float* dinp, float* dweight, float* dbias, const float* dout,
                           const float* inp, const float* weight, int64_t N, int64_t C, int64_t OC,
-                          WeightLayout layout, bool accumulate_dinp) {
+                          WeightLayout layout, bool accumulate_dinp, const uint16_t* weight16) {
     Bf16Workspaces& ws = bf16_workspaces();
     uint16_t* x = workspace(ws.inp, N * C);
     uint16_t* dy = workspace(ws.dout, N * OC);
     convert_f32_to_bf16(x, inp, N * C);
-    convert_f32_to_bf16(dy, dout, N * OC);
+    if (dbias != nullptr)
+        convert_with_bias_backward(dy, dbias, dout, N, OC);
+    else
+        convert_f32_to_bf16(dy, dout, N * OC);
     const float beta_inp = accumulate_dinp ? 1.0f : 0.0f;
     if (dinp != nullptr) {
-        uint16_t* w = workspace(ws.weight, C * OC);
-        convert_f32_to_bf16(w, weight, C * OC);
+        const uint16_t* w = rounded_weight(weight, weight16, C * OC);
         if (layout == WeightLayout::out_in)
             gemm_bf16(false, false, N, C, OC, 1.0f, dy, OC, w, C, beta_inp, dinp, C);
         else
@@ -113,7 +143,6 @@ void matmul_backward_bf16(float* dinp, float* dweight, float* dbias, const float
         gemm_bf16(true, false, OC, C, N, 1.0f, dy, OC, x, C, 1.0f, dweight, C);
     else
         gemm_bf16(true, false, C, OC, N, 1.0f, x, C, dy, OC, 1.0f, dweight, OC);
-    if (dbias != nullptr) bias_backward(dbias, dout, N, OC);
 }
 
 template void matmul_forward<float>(float*, const float*, const float*, const float*, int64_t,

@@ -38,12 +38,17 @@ void matmul_backward(T* dinp,          // (N, C) or null (input needs no gradien
 // GEMM operand (input, weight, output gradient) is rounded to bf16, products
 // accumulate in fp32 and results are fp32; the bias and its gradient stay
 // fp32. Same shapes and accumulation rules as above. The rounded copies live
-// in per-thread workspaces that are reused across calls.
+// in per-thread workspaces that are reused across calls. `weight16`, when
+// given, is the weight already rounded (convert_f32_to_bf16 of `weight`, same
+// layout): a linear rounds its weight once in forward and keeps it for
+// backward. Backward rounds dout and sums the bias gradient in one pass.
 void matmul_forward_bf16(float* out, const float* inp, const float* weight, const float* bias,
-                         int64_t N, int64_t C, int64_t OC, WeightLayout layout);
+                         int64_t N, int64_t C, int64_t OC, WeightLayout layout,
+                         const uint16_t* weight16 = nullptr);
 void matmul_backward_bf16(float* dinp, float* dweight, float* dbias, const float* dout,
                           const float* inp, const float* weight, int64_t N, int64_t C, int64_t OC,
-                          WeightLayout layout, bool accumulate_dinp = false);
+                          WeightLayout layout, bool accumulate_dinp = false,
+                          const uint16_t* weight16 = nullptr);
 
 // fp16 mixed precision, as CUDA autocast runs nn.Linear in half: the input,
 // weight and output gradient are rounded to fp16 (round to nearest even;

@@ -11,6 +11,7 @@
 
 #include "core/dtype.h"
 #include "hf_fixture.h"
+#include "ops/gemm.h"
 #include "ops/matmul.h"
 
 namespace loom::test {
@@ -76,6 +77,36 @@ TEST(MixedPrecision, MatmulIsTheProductOfRoundedOperands) {
             for (int64_t n = 0; n < N; ++n) ref += dy[size_t(n * OC + o)];
             EXPECT_NEAR(db[size_t(o)], ref, 1e-4);
         }
+    }
+}
+
+// A weight rounded once by the caller (what Linear keeps from forward for
+// backward) gives the same bits as rounding inside; the bias gradient, summed
+// in the same pass that rounds dout, is the fp32 path's column sum bit for bit.
+TEST(MixedPrecision, PreRoundedWeightAndFusedBiasSumAreExact) {
+    for (auto layout : {WeightLayout::out_in, WeightLayout::in_out}) {
+        const int64_t N = 300, C = 70, OC = 150;  // several column blocks, threaded
+        const auto x = random_vec(N * C, 5), w = random_vec(C * OC, 6), b = random_vec(OC, 7),
+                   dy = random_vec(N * OC, 8);
+        std::vector<uint16_t> w16(w.size());
+        convert_f32_to_bf16(w16.data(), w.data(), int64_t(w.size()));
+        std::vector<float> y1(size_t(N * OC)), y2(y1.size());
+        matmul_forward_bf16(y1.data(), x.data(), w.data(), b.data(), N, C, OC, layout);
+        matmul_forward_bf16(y2.data(), x.data(), w.data(), b.data(), N, C, OC, layout, w16.data());
+        EXPECT_EQ(y1, y2);
+        std::vector<float> dx1(size_t(N * C)), dx2(dx1.size()), dw1(w.size(), 0.f),
+            dw2(w.size(), 0.f), db1(size_t(OC), 0.5f), db2(db1), db_ref(db1);
+        matmul_backward_bf16(dx1.data(), dw1.data(), db1.data(), dy.data(), x.data(), w.data(), N,
+                             C, OC, layout);
+        matmul_backward_bf16(dx2.data(), dw2.data(), db2.data(), dy.data(), x.data(), w.data(), N,
+                             C, OC, layout, false, w16.data());
+        EXPECT_EQ(dx1, dx2);
+        EXPECT_EQ(dw1, dw2);
+        EXPECT_EQ(db1, db2);
+        std::vector<float> dx_f(dx1.size()), dw_f(w.size(), 0.f);
+        matmul_backward<float>(dx_f.data(), dw_f.data(), db_ref.data(), dy.data(), x.data(),
+                               w.data(), N, C, OC, layout);
+        EXPECT_EQ(db1, db_ref);
     }
 }
 
