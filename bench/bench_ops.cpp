@@ -96,35 +96,51 @@ struct AttnBuffers {
     double flops() const { return 4.0 * double(s.B * s.NH * s.T * s.T * s.HS); }
 };
 
+// range(0): 0 = fp32 GEMMs, 1 = bf16 GEMMs (attention_*_bf16, as with bf16 compute).
 void bm_attention_forward(benchmark::State& state) {
     AttnBuffers a;
     const AttnMask mask{a.pad.data(), false};
+    const auto kernel = state.range(0) == 1 ? attention_forward_bf16 : attention_forward<float>;
     for (auto _ : state) {
-        attention_forward<float>(a.out.data(), a.att.data(), a.qkv.data(), a.qkv.data() + a.C,
-                                 a.qkv.data() + 2 * a.C, a.ld, a.s, mask, a.drop);
+        kernel(a.out.data(), a.att.data(), a.qkv.data(), a.qkv.data() + a.C, a.qkv.data() + 2 * a.C,
+               a.ld, a.s, mask, a.drop);
         benchmark::DoNotOptimize(a.out.data());
     }
     state.counters["GFLOP/s"] = benchmark::Counter(a.flops(), benchmark::Counter::kIsIterationInvariantRate,
                                                    benchmark::Counter::kIs1000);
+    state.SetLabel(state.range(0) == 1 ? "bf16" : "f32");
 }
-BENCHMARK(bm_attention_forward)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(bm_attention_forward)
+    ->ArgName("bf16")
+    ->Arg(0)
+    ->Arg(1)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 void bm_attention_backward(benchmark::State& state) {
     AttnBuffers a;
     const AttnMask mask{a.pad.data(), false};
-    attention_forward<float>(a.out.data(), a.att.data(), a.qkv.data(), a.qkv.data() + a.C,
-                             a.qkv.data() + 2 * a.C, a.ld, a.s, mask, a.drop);
+    const bool bf16 = state.range(0) == 1;
+    const auto forward = bf16 ? attention_forward_bf16 : attention_forward<float>;
+    const auto backward = bf16 ? attention_backward_bf16 : attention_backward<float>;
+    forward(a.out.data(), a.att.data(), a.qkv.data(), a.qkv.data() + a.C, a.qkv.data() + 2 * a.C,
+            a.ld, a.s, mask, a.drop);
     for (auto _ : state) {
-        attention_backward<float>(a.dqkv.data(), a.dqkv.data() + a.C, a.dqkv.data() + 2 * a.C,
-                                  a.scratch.data(), a.dout.data(), a.att.data(), a.qkv.data(),
-                                  a.qkv.data() + a.C, a.qkv.data() + 2 * a.C, a.ld, a.s, mask,
-                                  a.drop);
+        backward(a.dqkv.data(), a.dqkv.data() + a.C, a.dqkv.data() + 2 * a.C, a.scratch.data(),
+                 a.dout.data(), a.att.data(), a.qkv.data(), a.qkv.data() + a.C,
+                 a.qkv.data() + 2 * a.C, a.ld, a.s, mask, a.drop);
         benchmark::DoNotOptimize(a.dqkv.data());
     }
     state.counters["GFLOP/s"] = benchmark::Counter(2.0 * a.flops(), benchmark::Counter::kIsIterationInvariantRate,
                                                    benchmark::Counter::kIs1000);
+    state.SetLabel(bf16 ? "bf16" : "f32");
 }
-BENCHMARK(bm_attention_backward)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(bm_attention_backward)
+    ->ArgName("bf16")
+    ->Arg(0)
+    ->Arg(1)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 // Memory-bound ops report bytes moved (each input read once, each output written once).
 void set_bytes(benchmark::State& state, double bytes) {

@@ -30,8 +30,10 @@ class StackModel : public Model {
     void share_parameters(const Model& owner) override;
     int64_t num_layer_applications() const override { return int64_t(schedule_.size()); }
     void set_compute_dtype(ComputeDtype d) override {
-        for (TransformerBlock& b : blocks_)
+        for (TransformerBlock& b : blocks_) {
             b.attn.qkv.compute = b.attn.proj.compute = b.mlp.fc.compute = b.mlp.proj.compute = d;
+            b.attn.compute = d;
+        }
     }
     void set_logits_scope(LogitsScope scope) override {
         scope_ = scope;

@@ -24,8 +24,10 @@ void SelfAttention::forward(float* y, Acts& acts, const float* x, int64_t B, int
     qkv.forward(acts.qkv, x, N);
     const AttnShape shape{B, T, NH, C / NH, head_offset, NH_total};
     const AttnMask mask{key_padding, causal};
-    attention_forward(acts.ctx, acts.att, acts.qkv, acts.qkv + C, acts.qkv + 2 * C, 3 * C, shape,
-                      mask, drop_probs);
+    auto* const kernel =
+        compute == ComputeDtype::bf16 ? attention_forward_bf16 : attention_forward<float>;
+    kernel(acts.ctx, acts.att, acts.qkv, acts.qkv + C, acts.qkv + 2 * C, 3 * C, shape, mask,
+           drop_probs);
     proj.forward(y, acts.ctx, N);
 }
 
@@ -37,8 +39,10 @@ void SelfAttention::backward(float* dx, const float* dy, const Acts& acts, const
     proj.backward(s.dctx, dy, acts.ctx, N);
     const AttnShape shape{B, T, NH, C / NH, head_offset, NH_total};
     const AttnMask mask{key_padding, causal};
-    attention_backward(s.dqkv, s.dqkv + C, s.dqkv + 2 * C, s.datt, s.dctx, acts.att, acts.qkv,
-                       acts.qkv + C, acts.qkv + 2 * C, 3 * C, shape, mask, drop_probs);
+    auto* const kernel =
+        compute == ComputeDtype::bf16 ? attention_backward_bf16 : attention_backward<float>;
+    kernel(s.dqkv, s.dqkv + C, s.dqkv + 2 * C, s.datt, s.dctx, acts.att, acts.qkv, acts.qkv + C,
+           acts.qkv + 2 * C, 3 * C, shape, mask, drop_probs);
     qkv.backward(dx, s.dqkv, x, N, accumulate_dx);
 }
 

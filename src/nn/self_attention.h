@@ -25,6 +25,9 @@ struct SelfAttention {
     int64_t head_offset = 0;  // global index of local head 0
     int64_t NH_total = 0;     // global head count; 0: NH (not sharded)
     bool causal = false;
+    // bf16: attention's own GEMMs take bf16 operands (ops/attention.h), as the
+    // linears' do. fp16 is not emulated here: attention then stays fp32.
+    ComputeDtype compute = ComputeDtype::fp32;
     Linear qkv;   // C -> 3C
     Linear proj;  // C -> C
 

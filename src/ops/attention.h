@@ -41,10 +41,25 @@ void attention_forward(T* out,          // (B, T, NH*HS) contiguous
 
 template <typename T>
 void attention_backward(T* dq, T* dk, T* dv,  // like q, k, v (stride ld), overwritten
-                        T* scratch,           // (B, NH, T, T) workspace
+                        T* scratch,           // (B, NH, T, T) workspace; holds dS on return
                         const T* dout,        // (B, T, NH*HS)
                         const T* att,         // (B, NH, T, T) from forward
                         const T* q, const T* k, const T* v, int64_t ld, const AttnShape& s,
                         const AttnMask& mask, const DropoutSpec& drop);
+
+// bf16 autocast, as PyTorch's runs attention's matmuls: the operands of the six
+// GEMMs (q, k, v, dout, the probabilities after dropout, and dS, the gradient
+// of the scaled scores) are rounded to bf16, products accumulate in fp32, and
+// att, scratch, out and the gradients are fp32. Masks, softmax, dropout and
+// the softmax backward are the fp32 kernel's, unchanged. Same arguments as the
+// float kernels; the rounded copies live in per-thread buffers reused across
+// calls.
+void attention_forward_bf16(float* out, float* att, const float* q, const float* k, const float* v,
+                            int64_t ld, const AttnShape& s, const AttnMask& mask,
+                            const DropoutSpec& drop);
+void attention_backward_bf16(float* dq, float* dk, float* dv, float* scratch, const float* dout,
+                             const float* att, const float* q, const float* k, const float* v,
+                             int64_t ld, const AttnShape& s, const AttnMask& mask,
+                             const DropoutSpec& drop);
 
 }  // namespace loom

@@ -6,7 +6,8 @@
 // run on those rows alone, while keys and values still come from every
 // position. Per query row these kernels do what attention_forward/backward do
 // (same masks, same dropout elements, same softmax), so the rows they give
-// equal the whole-sequence result at those rows.
+// equal the whole-sequence result at those rows. Their GEMMs are fp32 under
+// any compute dtype: a handful of query rows, one layer.
 #pragma once
 
 #include <cstdint>

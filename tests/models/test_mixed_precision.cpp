@@ -1,7 +1,9 @@
 // bf16 mixed precision (Model::set_compute_dtype): the linear layers' GEMMs
-// take bf16-rounded operands and accumulate in fp32. Checked two ways:
+// and attention's own (q k^T, P v and their gradients) take bf16-rounded
+// operands and accumulate in fp32. Checked two ways:
 //   - the bf16 matmul equals an fp64 product of the same rounded operands
-//     (so only the rounding of the inputs differs from fp32, nothing else);
+//     (so only the rounding of the inputs differs from fp32, nothing else;
+//     tests/ops/test_attention_bf16.cpp does the same for attention);
 //   - every HF fixture's logits, loss and gradients stay within bf16's
 //     precision of transformers' fp32 numbers.
 #include <gtest/gtest.h>
@@ -11,6 +13,7 @@
 
 #include "core/dtype.h"
 #include "hf_fixture.h"
+#include "models/stack_model.h"
 #include "ops/gemm.h"
 #include "ops/matmul.h"
 
@@ -118,6 +121,20 @@ double rel_l2(const float* x, const float* ref, int64_t n) {
         den += double(ref[i]) * ref[i];
     }
     return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
+// The switch reaches every block's attention, not only its linears.
+TEST(MixedPrecision, ComputeDtypeReachesAttention) {
+    for (const std::string& name : hf_fixture_names()) {
+        SCOPED_TRACE(name);
+        auto model = Fixture(name).load_model();
+        const auto* stack = dynamic_cast<const StackModel*>(model.get());
+        ASSERT_NE(stack, nullptr);
+        for (ComputeDtype d : {ComputeDtype::bf16, ComputeDtype::fp32}) {
+            model->set_compute_dtype(d);
+            for (const TransformerBlock& b : *stack->view().blocks) EXPECT_EQ(b.attn.compute, d);
+        }
+    }
 }
 
 TEST(MixedPrecision, FixturesStayWithinBf16OfTransformers) {
