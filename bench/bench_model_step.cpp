@@ -144,6 +144,8 @@ int main(int argc, char** argv) {
         return v[v.size() / 2];
     };
     const double step_ms = median(tt);
+    // The whole model's FLOPs, as the PyTorch peer counts them: work Loom skips
+    // (logits and the last layer only at the rows the head reads) still counts.
     const int64_t I = 4 * C;
     double per_tok = double(L) * (2.0 * double(4 * C * C + 2 * C * I) + 4.0 * double(T * C));
     if (mlm) per_tok += 2.0 * double(C * C + C * V);

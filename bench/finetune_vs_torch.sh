@@ -9,7 +9,10 @@
 # PyTorch peer has neither). Loom's steady-state rate is taken between two runs of different length (so
 # start-up and the first step's page faults cancel out); the share of step
 # time spent waiting for data comes from the longer run's summary.
-#   bench/finetune_vs_torch.sh [BUILD_DIR]
+# This machine's speed drifts by 10-20% from minute to minute, so the whole
+# side-by-side measurement repeats ROUNDS times (default 3), interleaved, and
+# the medians are reported next to every round's figures.
+#   [ROUNDS=3] bench/finetune_vs_torch.sh [BUILD_DIR]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build/cpu-release}
@@ -64,25 +67,42 @@ s = [r for r in rows if "train_runtime" in r][-1]
 print(s["train_runtime"], s["train_tokens_per_second"] * s["train_runtime"], s["data_wait_share"])' "$work/out/metrics.jsonl"
 }
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg), cores: $(nproc)"
-read -r t_short n_short _ < <(run 3)
-read -r t_long n_long wait_long < <(run 13)
-loom_tps=$(python3 -c "print(($n_long - $n_short) / ($t_long - $t_short))")
-read -r t_short n_short _ < <(run 3 --set hyperparameters.bf16=true)
-read -r t_long n_long wait_bf16 < <(run 13 --set hyperparameters.bf16=true)
-loom_bf16=$(python3 -c "print(($n_long - $n_short) / ($t_long - $t_short))")
-torch_fp32=$("$python" "$root/bench/torch_bert_step.py" --task cls --dtype fp32 --steps 5 | tail -1)
-torch_bf16=$("$python" "$root/bench/torch_bert_step.py" --task cls --dtype bf16 --steps 5 | tail -1)
-echo "$torch_fp32"
-echo "$torch_bf16"
-python3 - "$loom_tps" "$wait_long" "$loom_bf16" "$wait_bf16" "$torch_fp32" "$torch_bf16" <<'PY'
-import json, sys
-loom, wait, lb16, wait16 = map(float, sys.argv[1:5])
-f32, b16 = json.loads(sys.argv[5]), json.loads(sys.argv[6])
-for dt, tps, w in (("fp32", loom, wait), ("bf16", lb16, wait16)):
-    print(json.dumps({"peer": "loom train", "task": "cls", "dtype": dt, "tokens_per_s": round(tps, 1),
-                      "data_wait_share": round(w, 4)}))
-print(f"fine-tuning, BERT-base classifier, batch 8 x 128 (tokens/s):")
-print(f"  fp32: loom {loom:.0f}, pytorch {f32['tokens_per_s']:.0f} -> {loom / f32['tokens_per_s']:.2f}x")
-print(f"  bf16: loom {lb16:.0f}, pytorch autocast {b16['tokens_per_s']:.0f} -> {lb16 / b16['tokens_per_s']:.2f}x")
-print(f"  loom waited for data {100 * wait:.2f}% (fp32) and {100 * wait16:.2f}% (bf16) of the time")
-PY
+rate() {  # rate DTYPE_FLAGS... -> "tokens_per_s wait_share" from a 3-step and a 13-step run
+  local t_short n_short t_long n_long wait
+  read -r t_short n_short _ < <(run 3 "$@")
+  read -r t_long n_long wait < <(run 13 "$@")
+  echo "$(python3 -c "print(($n_long - $n_short) / ($t_long - $t_short))") $wait"
+}
+rounds=${ROUNDS:-3}
+results=()
+for ((r = 1; r <= rounds; r++)); do
+  read -r loom_fp32 wait_fp32 < <(rate)
+  read -r loom_bf16 wait_bf16 < <(rate --set hyperparameters.bf16=true)
+  torch_fp32=$("$python" "$root/bench/torch_bert_step.py" --task cls --dtype fp32 --steps 5 | tail -1)
+  torch_bf16=$("$python" "$root/bench/torch_bert_step.py" --task cls --dtype bf16 --steps 5 | tail -1)
+  results+=("$loom_fp32 $wait_fp32 $loom_bf16 $wait_bf16 $torch_fp32 $torch_bf16")
+  echo "round $r: loom fp32 $loom_fp32, bf16 $loom_bf16 tokens/s; $torch_fp32; $torch_bf16"
+done
+printf '%s\n' "${results[@]}" | python3 -c '
+import json, statistics, sys
+rows = []
+for line in sys.stdin:
+    f = line.split(" ", 4)
+    rest = f[4]
+    i = rest.index("} ") + 1
+    t32, t16 = json.loads(rest[:i]), json.loads(rest[i:])
+    rows.append((float(f[0]), float(f[1]), float(f[2]), float(f[3]),
+                 t32["tokens_per_s"], t16["tokens_per_s"]))
+med = lambda k: statistics.median(r[k] for r in rows)
+ratio = lambda a, b: statistics.median(r[a] / r[b] for r in rows)
+for dt, k, w, t in (("fp32", 0, 1, 4), ("bf16", 2, 3, 5)):
+    print(json.dumps({"peer": "loom train", "task": "cls", "dtype": dt, "rounds": len(rows),
+                      "tokens_per_s": round(med(k), 1), "pytorch_tokens_per_s": round(med(t), 1),
+                      "ratio": round(ratio(k, t), 3), "data_wait_share": round(max(r[w] for r in rows), 4)}))
+print(f"fine-tuning, BERT-base classifier, batch 8 x 128 (tokens/s, median of {len(rows)} rounds):")
+for dt, peer, k, t in (("fp32", "pytorch", 0, 4), ("bf16", "pytorch autocast", 2, 5)):
+    per = ", ".join(f"{r[k] / r[t]:.2f}" for r in rows)
+    print(f"  {dt}: loom {med(k):.0f}, {peer} {med(t):.0f} -> {ratio(k, t):.2f}x (rounds: {per})")
+print(f"  loom waited for data at most {100 * max(r[1] for r in rows):.2f}% (fp32) and "
+      f"{100 * max(r[3] for r in rows):.2f}% (bf16) of the time")
+'
