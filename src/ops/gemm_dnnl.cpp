@@ -50,19 +50,19 @@ dnnl::engine& cpu_engine() {
 }
 
 // op(A) is (M, K) whichever way A is stored: strides describe the transpose.
-memory::desc operand_md(memory::data_type dt, int64_t rows, int64_t cols, int64_t ld,
-                        bool trans) {
+memory::desc operand_md(memory::data_type dt, int64_t rows, int64_t cols, int64_t ld, bool trans) {
     return memory::desc({rows, cols}, dt, trans ? memory::dims{1, ld} : memory::dims{ld, 1});
 }
 
 MatmulEntry make_entry(const MatmulKey& k) {
-    const auto dt = k.type == int(MatmulType::bf16) ? memory::data_type::bf16
-                                                    : memory::data_type::f32;
+    const auto dt =
+        k.type == int(MatmulType::bf16) ? memory::data_type::bf16 : memory::data_type::f32;
     MatmulEntry e;
     e.a_md = operand_md(dt, k.M, k.K, k.lda, k.trans_a);
     e.b_md = operand_md(dt, k.K, k.N, k.ldb, k.trans_b);
     e.c_md = memory::desc({k.M, k.N}, memory::data_type::f32, memory::dims{k.ldc, 1});
-    if (k.has_bias) e.bias_md = memory::desc({1, k.N}, memory::data_type::f32, memory::dims{k.N, 1});
+    if (k.has_bias)
+        e.bias_md = memory::desc({1, k.N}, memory::data_type::f32, memory::dims{k.N, 1});
 
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
@@ -96,6 +96,38 @@ std::shared_ptr<const MatmulEntry> cached_entry(const MatmulKey& key) {
     return it->second;
 }
 
+// A primitive's argument memories, made once per thread and re-pointed per
+// call: making four dnnl::memory objects and an argument map on every call cost
+// ~2 us, which attention's thousands of 128x128x64 GEMMs per step noticed.
+struct Bound {
+    std::shared_ptr<const MatmulEntry> entry;  // keeps the descs alive
+    memory a, b, c, bias, scratch;
+    std::unordered_map<int, memory> args;
+};
+
+Bound& bound_args(const std::shared_ptr<const MatmulEntry>& e, bool with_bias) {
+    thread_local std::unordered_map<const MatmulEntry*, Bound> bound;
+    auto it = bound.find(e.get());
+    if (it != bound.end()) return it->second;
+    // Bounded like the primitive cache; cleared entries drop their primitive.
+    if (bound.size() >= 512) bound.clear();
+    Bound nb;
+    nb.entry = e;
+    nb.a = memory(e->a_md, cpu_engine(), DNNL_MEMORY_NONE);
+    nb.b = memory(e->b_md, cpu_engine(), DNNL_MEMORY_NONE);
+    nb.c = memory(e->c_md, cpu_engine(), DNNL_MEMORY_NONE);
+    nb.scratch = memory(e->scratch_md, cpu_engine(), DNNL_MEMORY_NONE);
+    nb.args = {{DNNL_ARG_SRC, nb.a},
+               {DNNL_ARG_WEIGHTS, nb.b},
+               {DNNL_ARG_DST, nb.c},
+               {DNNL_ARG_SCRATCHPAD, nb.scratch}};
+    if (with_bias) {
+        nb.bias = memory(e->bias_md, cpu_engine(), DNNL_MEMORY_NONE);
+        nb.args.emplace(DNNL_ARG_BIAS, nb.bias);
+    }
+    return bound.emplace(e.get(), std::move(nb)).first->second;
+}
+
 }  // namespace
 
 void dnnl_matmul_run(MatmulType type, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
@@ -106,8 +138,8 @@ void dnnl_matmul_run(MatmulType type, bool trans_a, bool trans_b, int64_t M, int
     // only fuse the bias when there is no alpha to apply.
     const bool fuse_bias = bias != nullptr && alpha == 1.0f;
     const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
-    MatmulKey key{int(type), trans_a, trans_b, fuse_bias, M, N, K, lda, ldb, ldc,
-                  alpha, beta, threads};
+    MatmulKey key{int(type), trans_a, trans_b, fuse_bias, M,    N,      K,
+                  lda,       ldb,     ldc,     alpha,     beta, threads};
     if (K == 0) {
         // oneDNN rejects K = 0; the product is empty, so C = beta * C (+ bias).
         for (int64_t i = 0; i < M; ++i)
@@ -121,15 +153,13 @@ void dnnl_matmul_run(MatmulType type, bool trans_a, bool trans_b, int64_t M, int
         thread_local std::vector<char> scratch;
         thread_local dnnl::stream strm(cpu_engine());
         if (scratch.size() < e->scratch_bytes) scratch.resize(e->scratch_bytes);
-        std::unordered_map<int, memory> args{
-            {DNNL_ARG_SRC, memory(e->a_md, cpu_engine(), const_cast<void*>(A))},
-            {DNNL_ARG_WEIGHTS, memory(e->b_md, cpu_engine(), const_cast<void*>(B))},
-            {DNNL_ARG_DST, memory(e->c_md, cpu_engine(), C)},
-            {DNNL_ARG_SCRATCHPAD, memory(e->scratch_md, cpu_engine(), scratch.data())}};
-        if (fuse_bias)
-            args.emplace(DNNL_ARG_BIAS,
-                         memory(e->bias_md, cpu_engine(), const_cast<float*>(bias)));
-        e->prim.execute(strm, args);
+        Bound& b = bound_args(e, fuse_bias);
+        b.a.set_data_handle(const_cast<void*>(A));
+        b.b.set_data_handle(const_cast<void*>(B));
+        b.c.set_data_handle(C);
+        b.scratch.set_data_handle(scratch.data());
+        if (fuse_bias) b.bias.set_data_handle(const_cast<float*>(bias));
+        e->prim.execute(strm, b.args);
         strm.wait();
     } catch (const dnnl::error& err) {
         LOOM_FAIL("gemm: oneDNN matmul ({}{} M={} N={} K={} lda={} ldb={} ldc={}) failed: {}",
