@@ -2,11 +2,13 @@
 # A static library loom_NAME from every .cpp in DIRS (an INTERFACE library while a
 # folder is still empty). Include root is src/, so includes read "core/tensor.h".
 set(LOOM_COMPONENTS "")
-# torch's AdamW rounds the decayed parameter before it adds the step
-# (src/ops/adamw.cpp matches it bit for bit): no multiply-add may be fused there,
-# whatever the compiler would otherwise contract once the loop is vectorised.
+# AdamW's update (src/ops/adamw.cpp): with errno semantics GCC keeps std::sqrt
+# scalar (a check and a libm call per element) even under `omp simd`, and the
+# update ran at half the memory bandwidth; nothing reads errno there. torch's
+# AdamW rounds the decayed parameter before it adds the step, and the kernel
+# matches it bit for bit: no multiply-add may be fused once it is vectorised.
 set_source_files_properties(${PROJECT_SOURCE_DIR}/src/ops/adamw.cpp PROPERTIES COMPILE_OPTIONS
-                            -ffp-contract=off)
+                            "-fno-math-errno;-ffp-contract=off")
 function(loom_component name)
   cmake_parse_arguments(ARG "" "" "DIRS;DEPS" ${ARGN})
   set(sources "")

@@ -22,9 +22,3 @@ endif()
 if(NOT LOOM_PORTABLE)
   add_compile_options($<$<COMPILE_LANGUAGE:CXX>:-march=native>)
 endif()
-# Nothing reads errno after a math call. With errno semantics GCC keeps
-# std::sqrt scalar (a check and a libm call per element), even under
-# `omp simd`: AdamW's update ran at half the memory bandwidth. sqrt and
-# division stay correctly rounded IEEE operations either way, so results are
-# bit for bit the same.
-add_compile_options($<$<COMPILE_LANGUAGE:CXX>:-fno-math-errno>)
