@@ -10,6 +10,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "ops/gemm.h"
@@ -19,8 +20,10 @@ namespace {
 
 constexpr int64_t k_cols = 64;  // dbias columns per task
 
+// With dy16 (float only), dout is rounded to bf16 in the same pass over it
+// (the bf16 backward reads dout once, and its bias sums stay the fp32 ones).
 template <typename T>
-void bias_backward(T* dbias, const T* dout, int64_t N, int64_t OC) {
+void bias_backward(T* dbias, const T* dout, int64_t N, int64_t OC, uint16_t* dy16 = nullptr) {
 #pragma omp parallel for schedule(static) if (N * OC > (1 << 15) && !omp_in_parallel())
     for (int64_t c0 = 0; c0 < OC; c0 += k_cols) {
         const int64_t len = std::min(k_cols, OC - c0);
@@ -29,6 +32,12 @@ void bias_backward(T* dbias, const T* dout, int64_t N, int64_t OC) {
             const T* row = dout + n * OC + c0;
 #pragma omp simd
             for (int64_t c = 0; c < len; ++c) acc[c] += row[c];
+            if constexpr (std::is_same_v<T, float>)
+                if (dy16 != nullptr) {
+                    uint16_t* out = dy16 + n * OC + c0;
+#pragma omp simd
+                    for (int64_t c = 0; c < len; ++c) out[c] = f32_to_bf16_bits(row[c]);
+                }
         }
         for (int64_t c = 0; c < len; ++c) dbias[c0 + c] += acc[c];
     }
@@ -77,27 +86,6 @@ Bf16Workspaces& bf16_workspaces() {
     return w;
 }
 
-// dy16 = bf16(dout) and dbias += column sums of dout in one pass over dout,
-// with bias_backward's column blocks and row order (the same sums, bit for bit).
-void convert_with_bias_backward(uint16_t* dy16, float* dbias, const float* dout, int64_t N,
-                                int64_t OC) {
-#pragma omp parallel for schedule(static) if (N * OC > (1 << 15) && !omp_in_parallel())
-    for (int64_t c0 = 0; c0 < OC; c0 += k_cols) {
-        const int64_t len = std::min(k_cols, OC - c0);
-        float acc[k_cols] = {};
-        for (int64_t n = 0; n < N; ++n) {
-            const float* row = dout + n * OC + c0;
-            uint16_t* out = dy16 + n * OC + c0;
-#pragma omp simd
-            for (int64_t c = 0; c < len; ++c) {
-                acc[c] += row[c];
-                out[c] = f32_to_bf16_bits(row[c]);
-            }
-        }
-        for (int64_t c = 0; c < len; ++c) dbias[c0 + c] += acc[c];
-    }
-}
-
 const uint16_t* rounded_weight(const float* weight, const uint16_t* weight16, int64_t n) {
     if (weight16 != nullptr) return weight16;
     uint16_t* w = workspace(bf16_workspaces().weight, n);
@@ -128,7 +116,7 @@ void matmul_backward_bf16(float* dinp, float* dweight, float* dbias, const float
     uint16_t* dy = workspace(ws.dout, N * OC);
     convert_f32_to_bf16(x, inp, N * C);
     if (dbias != nullptr)
-        convert_with_bias_backward(dy, dbias, dout, N, OC);
+        bias_backward(dbias, dout, N, OC, dy);
     else
         convert_f32_to_bf16(dy, dout, N * OC);
     const float beta_inp = accumulate_dinp ? 1.0f : 0.0f;
