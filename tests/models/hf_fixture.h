@@ -25,7 +25,9 @@
 
 namespace loom::test {
 
-inline std::string hf_dir() { return std::string(LOOM_TEST_DATA_DIR) + "/hf"; }
+inline std::string hf_dir() {
+    return std::string(LOOM_TEST_DATA_DIR) + "/hf";
+}
 
 // Every fixture folder (a folder with a config.json), sorted.
 inline std::vector<std::string> hf_fixture_names() {
@@ -121,6 +123,14 @@ inline ::testing::AssertionResult close(const std::string& what, const Tensor& x
         return ::testing::AssertionFailure() << what << ": shape " << x.shape.to_string()
                                              << " vs reference " << ref.shape.to_string();
     return close(what, x.data<float>(), ref.data<float>(), x.numel(), tol);
+}
+
+// Test names for fixture-parameterised suites: "bert-cls" -> "bert_cls".
+inline std::string fixture_test_name(const ::testing::TestParamInfo<std::string>& info) {
+    std::string s = info.param;
+    for (char& c : s)
+        if (c == '-') c = '_';
+    return s;
 }
 
 }  // namespace loom::test

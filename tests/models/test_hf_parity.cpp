@@ -14,7 +14,7 @@ namespace loom::test {
 namespace {
 
 class HfParity : public ::testing::TestWithParam<std::string> {
-protected:
+  protected:
     void SetUp() override { fx_ = std::make_unique<Fixture>(GetParam()); }
     std::unique_ptr<Fixture> fx_;
 };
@@ -22,9 +22,9 @@ protected:
 // The fixture set is discovered from the folder; make sure it is all there,
 // so a missing data directory cannot pass vacuously.
 TEST(HfFixtures, AllNinePresent) {
-    const std::vector<std::string> want = {"albert-cls", "albert-mlm", "bert-cls",
-                                           "bert-mlm",   "bert-qa",    "distilbert-cls",
-                                           "distilbert-mlm", "gpt2-lm", "roberta-cls"};
+    const std::vector<std::string> want = {"albert-cls",     "albert-mlm", "bert-cls",
+                                           "bert-mlm",       "bert-qa",    "distilbert-cls",
+                                           "distilbert-mlm", "gpt2-lm",    "roberta-cls"};
     const auto have = hf_fixture_names();
     for (const auto& w : want)
         EXPECT_NE(std::find(have.begin(), have.end(), w), have.end()) << "missing fixture " << w;
@@ -147,13 +147,6 @@ TEST_P(HfParity, RepeatedForwardIsBitwiseStable) {
     const Tensor second = model->hidden_state(model->num_hidden_states() - 1);
     EXPECT_EQ(a.sum, b.sum);
     EXPECT_EQ(0, std::memcmp(first.raw(), second.raw(), first.nbytes()));
-}
-
-std::string fixture_test_name(const ::testing::TestParamInfo<std::string>& info) {
-    std::string s = info.param;
-    for (char& c : s)
-        if (c == '-') c = '_';
-    return s;
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, HfParity, ::testing::ValuesIn(hf_fixture_names()),

@@ -58,12 +58,7 @@ TEST_P(LogitsScopeTest, LabelledRowsOnlyMatchFullHead) {
 
 INSTANTIATE_TEST_SUITE_P(MaskedLm, LogitsScopeTest,
                          ::testing::Values("bert-mlm", "albert-mlm", "distilbert-mlm"),
-                         [](const ::testing::TestParamInfo<std::string>& p) {
-                             std::string s = p.param;
-                             for (char& c : s)
-                                 if (c == '-') c = '_';
-                             return s;
-                         });
+                         fixture_test_name);
 
 struct StepRun {
     LossSum loss;
@@ -153,12 +148,7 @@ INSTANTIATE_TEST_SUITE_P(HeadsReadingSomeRows, LastLayerRowsTest,
                          ::testing::Values("bert-cls", "roberta-cls", "distilbert-cls",
                                            "albert-cls", "bert-mlm", "albert-mlm",
                                            "distilbert-mlm"),
-                         [](const ::testing::TestParamInfo<std::string>& p) {
-                             std::string s = p.param;
-                             for (char& c : s)
-                                 if (c == '-') c = '_';
-                             return s;
-                         });
+                         fixture_test_name);
 
 // Heads that read every position (QA, causal LM) keep the whole last layer.
 TEST(LastLayerRows, HeadsReadingEveryRowKeepTheWholeLayer) {

@@ -55,7 +55,7 @@ struct SubBatch {
 };
 
 class TrainingPath : public ::testing::TestWithParam<std::string> {
-protected:
+  protected:
     void SetUp() override {
         fx_ = std::make_unique<Fixture>(GetParam());
         config_ = with_dropout(fx_->config, 0.1);
@@ -111,8 +111,8 @@ TEST_P(TrainingPath, SplitBatchMatchesWholeBatch) {
     EXPECT_EQ(l1.count + l2.count, lw.count);
     EXPECT_NEAR(l1.sum + l2.sum, lw.sum, 1e-5 * std::max(1.0, std::fabs(lw.sum)));
     const int64_t per_row = hw.numel() / full.B;
-    EXPECT_TRUE(close("hidden rows [0, 1)", h1.data<float>(), hw.data<float>(), per_row,
-                      Tol{1e-5, 1e-5}));
+    EXPECT_TRUE(
+        close("hidden rows [0, 1)", h1.data<float>(), hw.data<float>(), per_row, Tol{1e-5, 1e-5}));
     EXPECT_TRUE(close("hidden rows [1, B)", h2.data<float>(), hw.data<float>() + per_row,
                       (full.B - cut) * per_row, Tol{1e-5, 1e-5}));
     const ParamTable& tw = whole->params();
@@ -143,7 +143,8 @@ TEST_P(TrainingPath, GradientMatchesFiniteDifferenceUnderDropout) {
 
     const double eps = 1e-3;
     auto loss_at = [&](double e) {
-        for (int64_t i = 0; i < n; ++i) t.params_data()[i] = float(theta[size_t(i)] + e * dir[size_t(i)]);
+        for (int64_t i = 0; i < n; ++i)
+            t.params_data()[i] = float(theta[size_t(i)] + e * dir[size_t(i)]);
         return m->forward(in, drop).mean();
     };
     const double numeric = (loss_at(eps) - loss_at(-eps)) / (2 * eps);
@@ -153,12 +154,7 @@ TEST_P(TrainingPath, GradientMatchesFiniteDifferenceUnderDropout) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, TrainingPath,
                          ::testing::Values("bert-mlm", "bert-qa", "roberta-cls", "distilbert-cls",
                                            "albert-cls", "gpt2-lm"),
-                         [](const ::testing::TestParamInfo<std::string>& p) {
-                             std::string s = p.param;
-                             for (char& c : s)
-                                 if (c == '-') c = '_';
-                             return s;
-                         });
+                         fixture_test_name);
 
 }  // namespace
 }  // namespace loom::test
