@@ -1,6 +1,8 @@
 // ParamTable: layout, init, and HF-named load/save of the flat parameter buffer.
 #include "nn/param_table.h"
 
+#include <omp.h>
+
 #include <cmath>
 #include <cstring>
 #include <set>
@@ -25,7 +27,8 @@ uint32_t name_hash(const std::string& s) {
 }
 
 bool ends_with(const std::string& s, const std::string& suffix) {
-    return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+    return s.size() >= suffix.size() &&
+           s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 // Non-parameter buffers some HF checkpoints carry (GPT-2's causal-mask
@@ -129,10 +132,9 @@ void ParamTable::lay_out() {
 
 void ParamTable::share_buffers(const ParamTable& owner) {
     if (!allocated()) lay_out();
-    LOOM_ASSERT(owner.allocated() && owner.flat_numel_ == flat_numel_ &&
-                    owner.rows_.size() == rows_.size(),
-                "share_buffers: the tables differ ({} vs {} elements)", owner.flat_numel_,
-                flat_numel_);
+    LOOM_ASSERT(
+        owner.allocated() && owner.flat_numel_ == flat_numel_ && owner.rows_.size() == rows_.size(),
+        "share_buffers: the tables differ ({} vs {} elements)", owner.flat_numel_, flat_numel_);
     params_ = owner.params_;
     grads_ = owner.grads_;
 }
@@ -173,7 +175,15 @@ Tensor ParamTable::grad_tensor(int i) const {
 }
 
 void ParamTable::zero_grad() {
-    std::memset(grads_data(), 0, size_t(flat_numel_) * sizeof(float));
+    float* g = grads_data();
+    const int64_t n = flat_numel_;
+    // On every core: one thread's memset of BERT-base's 440 MB took ~8 ms a step.
+#pragma omp parallel if (n > (1 << 20) && !omp_in_parallel())
+    {
+        const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
+        const int64_t lo = n * t / nt, hi = n * (t + 1) / nt;
+        std::memset(g + lo, 0, size_t(hi - lo) * sizeof(float));
+    }
 }
 
 void ParamTable::init_all(uint64_t seed) {
@@ -199,8 +209,12 @@ void ParamTable::init_row(int i, uint64_t seed) {
 void ParamTable::init_values(const ParamRow& r, const Shape& shape, float* p, uint64_t seed) {
     const int64_t n = shape.numel();
     switch (r.init) {
-        case InitRule::zeros: std::fill(p, p + n, 0.0f); break;
-        case InitRule::ones: std::fill(p, p + n, 1.0f); break;
+        case InitRule::zeros:
+            std::fill(p, p + n, 0.0f);
+            break;
+        case InitRule::ones:
+            std::fill(p, p + n, 1.0f);
+            break;
         case InitRule::normal: {
             // Box-Muller over Philox uniforms: element e uses draws 2e and 2e+1.
             const PhiloxStream rng(seed, 0, name_hash(r.name));
@@ -209,8 +223,8 @@ void ParamTable::init_values(const ParamRow& r, const Shape& shape, float* p, ui
                 const size_t k = size_t(e & 1) * 2;
                 const double u1 = (double(b[k] >> 8) + 1.0) / 16777217.0;  // (0, 1]
                 const double u2 = double(b[k + 1] >> 8) / 16777216.0;
-                p[e] = float(r.init_std * std::sqrt(-2.0 * std::log(u1)) *
-                             std::cos(2.0 * M_PI * u2));
+                p[e] =
+                    float(r.init_std * std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2));
             }
             break;
         }
@@ -258,8 +272,10 @@ LoadReport ParamTable::load(const SafetensorsFile& file, const std::string& expe
         std::vector<std::string> candidates{r.name};
         candidates.insert(candidates.end(), r.tied.begin(), r.tied.end());
         if (!prefix.empty()) {
-            if (r.name.rfind(prefix, 0) == 0) candidates.push_back(r.name.substr(prefix.size()));
-            else candidates.push_back(prefix + r.name);
+            if (r.name.rfind(prefix, 0) == 0)
+                candidates.push_back(r.name.substr(prefix.size()));
+            else
+                candidates.push_back(prefix + r.name);
         }
         const std::string* found = nullptr;
         for (const auto& c : candidates)

@@ -10,35 +10,83 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/check.h"
 
 namespace loom {
 
-void adamw_update(float* param, const float* grad, float* m, float* v, int64_t n,
-                  const AdamWParams& hp, int64_t step) {
-    LOOM_CHECK(step >= 1, "adamw: step must count from 1, got {}", step);
-    const float decay = float(1.0 - hp.lr * hp.weight_decay);
-    const float b1 = float(hp.beta1), one_minus_b1 = float(1.0 - hp.beta1);
-    const float b2 = float(hp.beta2), one_minus_b2 = float(1.0 - hp.beta2);
-    const double bc1 = 1.0 - std::pow(hp.beta1, double(step));
-    const double bc2 = 1.0 - std::pow(hp.beta2, double(step));
-    const float step_size = float(hp.lr / bc1);
-    const float bc2_sqrt = float(std::sqrt(bc2));
-    const float eps = float(hp.eps);
-#pragma omp parallel for simd schedule(static) if (parallel: n > (1 << 15) && !omp_in_parallel())
-    for (int64_t i = 0; i < n; ++i) {
+namespace {
+
+// The update's scalars, formed once per step.
+struct Coefficients {
+    float decay, b1, one_minus_b1, b2, one_minus_b2, step_size, bc2_sqrt, eps;
+    Coefficients(const AdamWParams& hp, int64_t step, bool decayed) {
+        LOOM_CHECK(step >= 1, "adamw: step must count from 1, got {}", step);
+        decay = float(1.0 - hp.lr * (decayed ? hp.weight_decay : 0.0));
+        b1 = float(hp.beta1);
+        one_minus_b1 = float(1.0 - hp.beta1);
+        b2 = float(hp.beta2);
+        one_minus_b2 = float(1.0 - hp.beta2);
+        const double bc1 = 1.0 - std::pow(hp.beta1, double(step));
+        const double bc2 = 1.0 - std::pow(hp.beta2, double(step));
+        step_size = float(hp.lr / bc1);
+        bc2_sqrt = float(std::sqrt(bc2));
+        eps = float(hp.eps);
+    }
+};
+
+// Elements [lo, hi) on the calling thread.
+void update_range(float* param, const float* grad, float* m, float* v, int64_t lo, int64_t hi,
+                  const Coefficients& k) {
+#pragma omp simd
+    for (int64_t i = lo; i < hi; ++i) {
         const float g = grad[i];
-        const float p = param[i] * decay;
+        const float p = param[i] * k.decay;
         // torch's add_(other, alpha) and addcmul_ kernels are fused multiply-adds
         // onto the already-decayed moment; addcdiv_ is self + (value * t1) / t2.
-        const float mi = std::fma(g, one_minus_b1, m[i] * b1);
-        const float vi = std::fma(one_minus_b2 * g, g, v[i] * b2);
-        const float denom = std::sqrt(vi) / bc2_sqrt + eps;
+        const float mi = std::fma(g, k.one_minus_b1, m[i] * k.b1);
+        const float vi = std::fma(k.one_minus_b2 * g, g, v[i] * k.b2);
+        const float denom = std::sqrt(vi) / k.bc2_sqrt + k.eps;
         m[i] = mi;
         v[i] = vi;
-        param[i] = p + (-step_size * mi) / denom;
+        param[i] = p + (-k.step_size * mi) / denom;
+    }
+}
+
+bool worth_threads(int64_t n) {
+    return n > (1 << 15) && !omp_in_parallel();
+}
+
+}  // namespace
+
+void adamw_update(float* param, const float* grad, float* m, float* v, int64_t n,
+                  const AdamWParams& hp, int64_t step) {
+    adamw_update_runs(param, grad, m, v, {AdamWRun{0, 0, n, true}}, hp, step);
+}
+
+void adamw_update_runs(float* param, const float* grad, float* m, float* v,
+                       const std::vector<AdamWRun>& runs, const AdamWParams& hp, int64_t step) {
+    const Coefficients with(hp, step, true), without(hp, step, false);
+    int64_t total = 0;
+    for (const AdamWRun& r : runs) total += r.n;
+#pragma omp parallel if (worth_threads(total))
+    {
+        // This thread's slice of the runs laid end to end, cut at multiples
+        // of 16 elements so vector loops stay whole.
+        const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
+        const int64_t per = (total / nt + 15) / 16 * 16;
+        const int64_t lo = std::min(total, t * per),
+                      hi = t + 1 == nt ? total : std::min(total, lo + per);
+        int64_t base = 0;
+        for (const AdamWRun& r : runs) {
+            const int64_t a = std::max(lo, base), b = std::min(hi, base + r.n);
+            if (a < b)
+                update_range(param + r.param_offset, grad + r.state_offset, m + r.state_offset,
+                             v + r.state_offset, a - base, b - base, r.decay ? with : without);
+            base += r.n;
+        }
     }
 }
 

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 namespace loom {
 
@@ -15,5 +16,17 @@ struct AdamWParams {
 
 void adamw_update(float* param, const float* grad, float* m, float* v, int64_t n,
                   const AdamWParams& hp, int64_t step);
+
+// A run of the flat buffers: n elements at param + param_offset and at grad, m,
+// v + state_offset, with hp's weight decay or none.
+struct AdamWRun {
+    int64_t param_offset = 0, state_offset = 0, n = 0;
+    bool decay = true;
+};
+// adamw_update over every run, in one parallel region split evenly by elements.
+// BERT alternates decayed and undecayed rows (~100 runs); a region per run cost
+// tens of microseconds of thread wake-up each under a passive OpenMP wait policy.
+void adamw_update_runs(float* param, const float* grad, float* m, float* v,
+                       const std::vector<AdamWRun>& runs, const AdamWParams& hp, int64_t step);
 
 }  // namespace loom

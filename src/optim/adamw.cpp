@@ -23,11 +23,11 @@ AdamW::AdamW(ParamTable& table, const AdamWParams& hp, DecayPolicy decay) : tabl
             continue;
         }
         const bool d = decay == DecayPolicy::all || r.decay;
-        if (extend && segments_.back().decay == d) {
-            Segment& s = segments_.back();
-            s.n = r.offset + r.numel() - s.offset;
+        if (extend && runs_.back().decay == d) {
+            AdamWRun& s = runs_.back();
+            s.n = r.offset + r.numel() - s.param_offset;
         } else {
-            segments_.push_back({r.offset, r.numel(), d});
+            runs_.push_back({r.offset, r.offset, r.numel(), d});
         }
         extend = true;
     }
@@ -39,13 +39,8 @@ void AdamW::step(double lr) {
     hp.lr = lr;
     float* p = table_.params_data();
     const float* g = table_.grads_data();
-    float* m = static_cast<float*>(m_->data());
-    float* v = static_cast<float*>(v_->data());
-    for (const Segment& s : segments_) {
-        AdamWParams shp = hp;
-        if (!s.decay) shp.weight_decay = 0.0;
-        adamw_update(p + s.offset, g + s.offset, m + s.offset, v + s.offset, s.n, shp, step_);
-    }
+    adamw_update_runs(p, g, static_cast<float*>(m_->data()), static_cast<float*>(v_->data()), runs_,
+                      hp, step_);
 }
 
 std::map<std::string, Tensor> AdamW::state_tensors() const {

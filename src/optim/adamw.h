@@ -44,13 +44,9 @@ class AdamW : public Optimizer {
     void load_state(const std::map<std::string, Tensor>& state, int64_t step) override;
 
   private:
-    struct Segment {
-        int64_t offset, n;
-        bool decay;
-    };
     ParamTable& table_;
     AdamWParams hp_;
-    std::vector<Segment> segments_;   // runs of rows with the same decay flag
+    std::vector<AdamWRun> runs_;      // rows with the same decay flag, merged
     std::shared_ptr<Storage> m_, v_;  // (flat_numel) each
     int64_t step_ = 0;
 };

@@ -16,13 +16,14 @@ namespace loom {
 
 namespace {
 
-double mib(int64_t bytes) { return double(bytes) / double(1 << 20); }
+double mib(int64_t bytes) {
+    return double(bytes) / double(1 << 20);
+}
 
 }  // namespace
 
 std::vector<ShardSegment> shard_segments(const ParamTable& table,
-                                         const std::vector<ShardPiece>& pieces,
-                                         DecayPolicy decay) {
+                                         const std::vector<ShardPiece>& pieces, DecayPolicy decay) {
     // Rows sorted by offset, so each piece walks only the rows it overlaps.
     std::vector<int> order;
     for (int i = 0; i < table.size(); ++i)
@@ -46,8 +47,7 @@ std::vector<ShardSegment> shard_segments(const ParamTable& table,
     return out;
 }
 
-ZeroAdamW::ZeroAdamW(ParamTable& table, GradSync& sync, const AdamWParams& hp,
-                     DecayPolicy decay)
+ZeroAdamW::ZeroAdamW(ParamTable& table, GradSync& sync, const AdamWParams& hp, DecayPolicy decay)
     : table_(table), sync_(sync), hp_(hp) {
     LOOM_ASSERT(table.allocated(), "ZeroAdamW over an unallocated parameter table");
     LOOM_CHECK(sync.zero() != ZeroStage::none,
@@ -94,13 +94,12 @@ void ZeroAdamW::step(double lr) {
     ++step_;
     float* p = table_.params_data();
     const float* g = sync_.shard_grads();
-    for (const ShardSegment& s : segments_) {
-        AdamWParams h = hp_;
-        h.lr = lr;
-        if (!s.decay) h.weight_decay = 0.0;
-        adamw_update(p + s.flat, g + s.shard, m_.data() + s.shard, v_.data() + s.shard, s.n, h,
-                     step_);
-    }
+    AdamWParams h = hp_;
+    h.lr = lr;
+    std::vector<AdamWRun> runs;
+    runs.reserve(segments_.size());
+    for (const ShardSegment& s : segments_) runs.push_back({s.flat, s.shard, s.n, s.decay});
+    adamw_update_runs(p, g, m_.data(), v_.data(), runs, h, step_);
     // All-gather on the dp group: every rank's updated chunks into every
     // rank's parameter buffer. The send side is a copy (MPI forbids a send
     // buffer inside the receive buffer), staged in the gradient shard, which
@@ -208,8 +207,7 @@ int64_t DpMemoryPlan::total_bytes() const {
     return param_bytes + grad_bytes + grad_shard_bytes + optimizer_bytes + comm_bytes;
 }
 
-DpMemoryPlan dp_memory_plan(int64_t flat_numel, int64_t bucket_elems, int dp_size,
-                            ZeroStage zero) {
+DpMemoryPlan dp_memory_plan(int64_t flat_numel, int64_t bucket_elems, int dp_size, ZeroStage zero) {
     const auto buckets = grad_buckets_plan(flat_numel, bucket_elems, dp_size);
     const int64_t F = flat_numel * int64_t(sizeof(float));
     const int64_t S = shard_numel(buckets) * int64_t(sizeof(float));
@@ -222,7 +220,9 @@ DpMemoryPlan dp_memory_plan(int64_t flat_numel, int64_t bucket_elems, int dp_siz
     m.param_bytes = F;
     m.grad_bytes = F;
     switch (zero) {
-        case ZeroStage::none: m.optimizer_bytes = 2 * F; break;
+        case ZeroStage::none:
+            m.optimizer_bytes = 2 * F;
+            break;
         case ZeroStage::optimizer:
             m.grad_shard_bytes = S;
             m.optimizer_bytes = 2 * S;
@@ -239,10 +239,11 @@ DpMemoryPlan dp_memory_plan(int64_t flat_numel, int64_t bucket_elems, int dp_siz
 }
 
 std::string DpMemoryPlan::describe() const {
-    std::string s = fmt::format(
-        "{} dp {}: params {:.1f} MiB, grads {:.1f} MiB", zero == ZeroStage::none ? "DDP" :
-        zero == ZeroStage::optimizer ? "ZeRO-1" : "ZeRO-2", dp_size, mib(param_bytes),
-        mib(grad_bytes));
+    std::string s = fmt::format("{} dp {}: params {:.1f} MiB, grads {:.1f} MiB",
+                                zero == ZeroStage::none        ? "DDP"
+                                : zero == ZeroStage::optimizer ? "ZeRO-1"
+                                                               : "ZeRO-2",
+                                dp_size, mib(param_bytes), mib(grad_bytes));
     if (grad_shard_bytes) s += fmt::format(" + shard {:.1f} MiB", mib(grad_shard_bytes));
     s += fmt::format(", optimizer {:.1f} MiB", mib(optimizer_bytes));
     if (comm_bytes) s += fmt::format(", buffers {:.1f} MiB", mib(comm_bytes));
