@@ -118,11 +118,12 @@ void Linear::shard(ParamTable& t, const ModelTp& tp) {
     this->tp = tp.comm;
 }
 
-void Linear::gemm_forward(float* y, const float* x, const float* b, int64_t N) const {
+void Linear::gemm_forward(float* y, const float* x, const float* b, int64_t N,
+                          uint16_t* keep_x16) const {
     if (compute == ComputeDtype::bf16) {
         weight16_.resize(size_t(in * out));
         convert_f32_to_bf16(weight16_.data(), weight.data, in * out);
-        matmul_forward_bf16(y, x, weight.data, b, N, in, out, layout, weight16_.data());
+        matmul_forward_bf16(y, x, weight.data, b, N, in, out, layout, weight16_.data(), keep_x16);
     } else if (compute == ComputeDtype::fp16) {
         matmul_forward_fp16(y, x, weight.data, b, N, in, out, layout);
     } else {
@@ -131,12 +132,13 @@ void Linear::gemm_forward(float* y, const float* x, const float* b, int64_t N) c
 }
 
 void Linear::gemm_backward(float* dx, const float* dy, const float* x, int64_t N,
-                           bool accumulate_dx) const {
+                           bool accumulate_dx, const uint16_t* x16) const {
     float* db = bias.defined() ? bias.grad : nullptr;
     if (compute == ComputeDtype::bf16)
         matmul_backward_bf16(dx, weight.grad, db, dy, x, weight.data, N, in, out, layout,
                              accumulate_dx,
-                             int64_t(weight16_.size()) == in * out ? weight16_.data() : nullptr);
+                             int64_t(weight16_.size()) == in * out ? weight16_.data() : nullptr,
+                             x16);
     else if (compute == ComputeDtype::fp16)
         matmul_backward_fp16(dx, weight.grad, db, dy, x, weight.data, N, in, out, layout,
                              accumulate_dx);
@@ -144,34 +146,34 @@ void Linear::gemm_backward(float* dx, const float* dy, const float* x, int64_t N
         matmul_backward(dx, weight.grad, db, dy, x, weight.data, N, in, out, layout, accumulate_dx);
 }
 
-void Linear::forward(float* y, const float* x, int64_t N) const {
+void Linear::forward(float* y, const float* x, int64_t N, uint16_t* keep_x16) const {
     const bool row_parallel = tp != nullptr && tp_role == TpRole::row;
     const float* b = bias.defined() ? bias.data : nullptr;
     if (!row_parallel) {
         // Column parallel: Megatron "f" is the identity forward.
-        gemm_forward(y, x, b, N);
+        gemm_forward(y, x, b, N, keep_x16);
         return;
     }
     // Megatron "g": the partial products of the input-feature slices summed
     // on tp; the bias joins after the sum, or it would count tp times.
-    gemm_forward(y, x, nullptr, N);
+    gemm_forward(y, x, nullptr, N, keep_x16);
     reduce_from_tp_forward(y, y, N * out, *tp);
     if (b)
         for (int64_t n = 0; n < N; ++n)
             for (int64_t o = 0; o < out; ++o) y[n * out + o] += b[o];
 }
 
-void Linear::backward(float* dx, const float* dy, const float* x, int64_t N,
-                      bool accumulate_dx) const {
+void Linear::backward(float* dx, const float* dy, const float* x, int64_t N, bool accumulate_dx,
+                      const uint16_t* x16) const {
     // Row parallel: Megatron "g" bwd is the identity (dy is replicated, the
     // bias gradient is the same sum on every rank), so only the column role
     // has work: Megatron "f" bwd, all-reduce(sum, tp) of the input gradient.
     if (tp == nullptr || tp_role != TpRole::column || dx == nullptr) {
-        gemm_backward(dx, dy, x, N, accumulate_dx);
+        gemm_backward(dx, dy, x, N, accumulate_dx, x16);
         return;
     }
     if (!accumulate_dx) {
-        gemm_backward(dx, dy, x, N, false);
+        gemm_backward(dx, dy, x, N, false, x16);
         copy_to_tp_backward(dx, dx, N * in, *tp);
         return;
     }
@@ -182,7 +184,7 @@ void Linear::backward(float* dx, const float* dy, const float* x, int64_t N,
     // as threads), grown to the largest (N, C) seen.
     thread_local std::vector<float> partial;
     partial.resize(size_t(N * in));
-    gemm_backward(partial.data(), dy, x, N, false);
+    gemm_backward(partial.data(), dy, x, N, false, x16);
     copy_to_tp_backward(partial.data(), partial.data(), N * in, *tp);
     for (int64_t i = 0; i < N * in; ++i) dx[i] += partial[size_t(i)];
 }

@@ -72,22 +72,26 @@ struct Linear {
         weight.bind(t);
         bias.bind(t);
     }
-    // Sizes are the local ones (`in`, `out`) once sharded.
+    // Sizes are the local ones (`in`, `out`) once sharded. Under bf16 compute,
+    // forward writes x's bf16 rounding to keep_x16 (N, C) when given (an
+    // activation the caller saves), and backward takes it as x16 instead of
+    // rounding x again; both null: rounded into a workspace each time.
     void forward(float* y,        // (N, OC)
                  const float* x,  // (N, C)
-                 int64_t N) const;
+                 int64_t N, uint16_t* keep_x16 = nullptr) const;
     void backward(float* dx,        // (N, C) or null
                   const float* dy,  // (N, OC)
                   const float* x,   // (N, C)
-                  int64_t N, bool accumulate_dx = false) const;
+                  int64_t N, bool accumulate_dx = false, const uint16_t* x16 = nullptr) const;
 
   private:
     // bf16 compute: the weight as forward rounded it, which backward reuses
     // (parameters change only between a backward and the next forward).
     mutable std::vector<uint16_t> weight16_;
-    void gemm_forward(float* y, const float* x, const float* b, int64_t N) const;
-    void gemm_backward(float* dx, const float* dy, const float* x, int64_t N,
-                       bool accumulate_dx) const;
+    void gemm_forward(float* y, const float* x, const float* b, int64_t N,
+                      uint16_t* keep_x16) const;
+    void gemm_backward(float* dx, const float* dy, const float* x, int64_t N, bool accumulate_dx,
+                       const uint16_t* x16) const;
 };
 
 }  // namespace loom

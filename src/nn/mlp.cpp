@@ -4,16 +4,16 @@
 namespace loom {
 
 void Mlp::forward(float* y, Acts& acts, const float* x, int64_t N) const {
-    fc.forward(acts.fc, x, N);
+    fc.forward(acts.fc, x, N, acts.x16);
     activation_forward(acts.act, acts.fc, N * fc.out, act);
-    proj.forward(y, acts.act, N);
+    proj.forward(y, acts.act, N, acts.act16);
 }
 
 void Mlp::backward(float* dx, const float* dy, const Acts& acts, const float* x, int64_t N,
                    float* dI, bool accumulate_dx) const {
-    proj.backward(dI, dy, acts.act, N);
+    proj.backward(dI, dy, acts.act, N, false, acts.act16);
     activation_backward(dI, acts.fc, dI, N * fc.out, act);  // in place
-    fc.backward(dx, dI, x, N, accumulate_dx);
+    fc.backward(dx, dI, x, N, accumulate_dx, acts.x16);
 }
 
 }  // namespace loom

@@ -16,9 +16,15 @@ struct Mlp {
     struct Acts {
         float* fc = nullptr;   // (N, I) pre-activation
         float* act = nullptr;  // (N, I) post-activation (proj's input)
-        void plan(ActArena& a, int64_t N, int64_t I) {
-            fc = a.take(N * I);
-            act = a.take(N * I);
+        // bf16 compute only: the linears' inputs as forward rounded them.
+        uint16_t* x16 = nullptr;    // (N, C)
+        uint16_t* act16 = nullptr;  // (N, I)
+        void plan(ActArena& a, int64_t N, const Mlp& m) {
+            fc = a.take(N * m.fc.out);
+            act = a.take(N * m.fc.out);
+            const bool bf16 = m.fc.compute == ComputeDtype::bf16;
+            x16 = bf16 ? a.take16(N * m.fc.in) : nullptr;
+            act16 = bf16 ? a.take16(N * m.proj.in) : nullptr;
         }
     };
 

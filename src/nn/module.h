@@ -58,6 +58,8 @@ class ActArena {
         used_ += (n + 15) / 16 * 16;
         return p;
     }
+    // n bf16 values (raw bits), in float-sized slots.
+    uint16_t* take16(int64_t n) { return reinterpret_cast<uint16_t*>(take((n + 1) / 2)); }
     int64_t capacity_elems() const { return capacity_; }
     // What the last build() laid out (<= capacity after a smaller plan).
     int64_t planned_elems() const { return used_; }

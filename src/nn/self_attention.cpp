@@ -21,14 +21,14 @@ void SelfAttention::shard(ParamTable& t, const ModelTp& tp) {
 void SelfAttention::forward(float* y, Acts& acts, const float* x, int64_t B, int64_t T,
                             const int64_t* key_padding, const DropoutSpec& drop_probs) const {
     const int64_t N = B * T;
-    qkv.forward(acts.qkv, x, N);
+    qkv.forward(acts.qkv, x, N, acts.x16);
     const AttnShape shape{B, T, NH, C / NH, head_offset, NH_total};
     const AttnMask mask{key_padding, causal};
     auto* const kernel =
         compute == ComputeDtype::bf16 ? attention_forward_bf16 : attention_forward<float>;
     kernel(acts.ctx, acts.att, acts.qkv, acts.qkv + C, acts.qkv + 2 * C, 3 * C, shape, mask,
            drop_probs);
-    proj.forward(y, acts.ctx, N);
+    proj.forward(y, acts.ctx, N, acts.ctx16);
 }
 
 void SelfAttention::backward(float* dx, const float* dy, const Acts& acts, const float* x,
@@ -36,37 +36,37 @@ void SelfAttention::backward(float* dx, const float* dy, const Acts& acts, const
                              const DropoutSpec& drop_probs, const Scratch& s,
                              bool accumulate_dx) const {
     const int64_t N = B * T;
-    proj.backward(s.dctx, dy, acts.ctx, N);
+    proj.backward(s.dctx, dy, acts.ctx, N, false, acts.ctx16);
     const AttnShape shape{B, T, NH, C / NH, head_offset, NH_total};
     const AttnMask mask{key_padding, causal};
     auto* const kernel =
         compute == ComputeDtype::bf16 ? attention_backward_bf16 : attention_backward<float>;
     kernel(s.dqkv, s.dqkv + C, s.dqkv + 2 * C, s.datt, s.dctx, acts.att, acts.qkv, acts.qkv + C,
            acts.qkv + 2 * C, 3 * C, shape, mask, drop_probs);
-    qkv.backward(dx, s.dqkv, x, N, accumulate_dx);
+    qkv.backward(dx, s.dqkv, x, N, accumulate_dx, acts.x16);
 }
 
 void SelfAttention::forward_rows(float* y, Acts& acts, const float* x, int64_t B, int64_t T,
                                  const int64_t* key_padding, const DropoutSpec& drop_probs,
                                  const AttnRows& rows) const {
-    qkv.forward(acts.qkv, x, B * T);
+    qkv.forward(acts.qkv, x, B * T, acts.x16);
     const AttnShape shape{B, T, NH, C / NH, head_offset, NH_total};
     const AttnMask mask{key_padding, causal};
     attention_rows_forward(acts.ctx, acts.att, acts.qkv, acts.qkv + C, acts.qkv + 2 * C, 3 * C,
                            shape, mask, drop_probs, rows);
-    proj.forward(y, acts.ctx, rows.M);
+    proj.forward(y, acts.ctx, rows.M, acts.ctx16);
 }
 
 void SelfAttention::backward_rows(float* dx, const float* dy, const Acts& acts, const float* x,
                                   int64_t B, int64_t T, const int64_t* key_padding,
                                   const DropoutSpec& drop_probs, const Scratch& s,
                                   const AttnRows& rows) const {
-    proj.backward(s.dctx, dy, acts.ctx, rows.M);
+    proj.backward(s.dctx, dy, acts.ctx, rows.M, false, acts.ctx16);
     const AttnShape shape{B, T, NH, C / NH, head_offset, NH_total};
     const AttnMask mask{key_padding, causal};
     attention_rows_backward(s.dqkv, s.dqkv + C, s.dqkv + 2 * C, s.datt, s.dctx, acts.att, acts.qkv,
                             acts.qkv + C, acts.qkv + 2 * C, 3 * C, shape, mask, drop_probs, rows);
-    qkv.backward(dx, s.dqkv, x, B * T, /*accumulate_dx=*/false);
+    qkv.backward(dx, s.dqkv, x, B * T, /*accumulate_dx=*/false, acts.x16);
 }
 
 }  // namespace loom

@@ -35,10 +35,16 @@ struct SelfAttention {
         float* qkv = nullptr;  // (B, T, 3C)
         float* att = nullptr;  // (B, NH, T, T) softmax probabilities
         float* ctx = nullptr;  // (B, T, C) attention output, before proj
-        void plan(ActArena& a, int64_t B, int64_t T, int64_t C, int64_t NH) {
-            qkv = a.take(B * T * 3 * C);
-            att = a.take(B * NH * T * T);
-            ctx = a.take(B * T * C);
+        // bf16 compute only: the linears' inputs as forward rounded them.
+        uint16_t* x16 = nullptr;    // (B, T, qkv.in)
+        uint16_t* ctx16 = nullptr;  // (B, T, C)
+        void plan(ActArena& a, int64_t B, int64_t T, const SelfAttention& m) {
+            qkv = a.take(B * T * 3 * m.C);
+            att = a.take(B * m.NH * T * T);
+            ctx = a.take(B * T * m.C);
+            const bool bf16 = m.qkv.compute == ComputeDtype::bf16;
+            x16 = bf16 ? a.take16(B * T * m.qkv.in) : nullptr;
+            ctx16 = bf16 ? a.take16(B * T * m.proj.in) : nullptr;
         }
     };
     // Backward workspace, shared by every layer.

@@ -17,8 +17,8 @@ namespace loom {
 
 void TransformerBlock::plan(Acts& acts, ActArena& a, int64_t B, int64_t T) const {
     const int64_t N = B * T;
-    acts.attn.plan(a, B, T, attn.C, attn.NH);
-    acts.mlp.plan(a, N, I);
+    acts.attn.plan(a, B, T, attn);
+    acts.mlp.plan(a, N, mlp);
     acts.ln1.plan(a, N);
     acts.ln2.plan(a, N);
     acts.ln1_out = a.take(N * C);

@@ -121,9 +121,8 @@ const uint16_t* rounded_weight(const float* weight, const uint16_t* weight16, in
 
 void matmul_forward_bf16(float* out, const float* inp, const float* weight, const float* bias,
                          int64_t N, int64_t C, int64_t OC, WeightLayout layout,
-                         const uint16_t* weight16) {
-    Bf16Workspaces& ws = bf16_workspaces();
-    uint16_t* x = workspace(ws.inp, N * C);
+                         const uint16_t* weight16, uint16_t* keep_inp16) {
+    uint16_t* x = keep_inp16 != nullptr ? keep_inp16 : workspace(bf16_workspaces().inp, N * C);
     const uint16_t* w = rounded_weight(weight, weight16, C * OC);
     convert_f32_to_bf16(x, inp, N * C);
     if (layout == WeightLayout::out_in)
@@ -134,11 +133,16 @@ void matmul_forward_bf16(float* out, const float* inp, const float* weight, cons
 
 void matmul_backward_bf16(float* dinp, float* dweight, float* dbias, const float* dout,
                           const float* inp, const float* weight, int64_t N, int64_t C, int64_t OC,
-                          WeightLayout layout, bool accumulate_dinp, const uint16_t* weight16) {
+                          WeightLayout layout, bool accumulate_dinp, const uint16_t* weight16,
+                          const uint16_t* inp16) {
     Bf16Workspaces& ws = bf16_workspaces();
-    uint16_t* x = workspace(ws.inp, N * C);
+    const uint16_t* x = inp16;
+    if (x == nullptr) {
+        uint16_t* rounded = workspace(ws.inp, N * C);
+        convert_f32_to_bf16(rounded, inp, N * C);
+        x = rounded;
+    }
     uint16_t* dy = workspace(ws.dout, N * OC);
-    convert_f32_to_bf16(x, inp, N * C);
     if (dbias != nullptr)
         bias_backward(dbias, dout, N, OC, dy);
     else

@@ -41,14 +41,17 @@ void matmul_backward(T* dinp,          // (N, C) or null (input needs no gradien
 // in per-thread workspaces that are reused across calls. `weight16`, when
 // given, is the weight already rounded (convert_f32_to_bf16 of `weight`, same
 // layout): a linear rounds its weight once in forward and keeps it for
-// backward. Backward rounds dout and sums the bias gradient in one pass.
+// backward. Likewise `keep_inp16` (forward), when given, receives the rounded
+// input (N, C), and `inp16` (backward), when given, is that rounding, used in
+// place of rounding `inp` again. Backward rounds dout and sums the bias
+// gradient in one pass.
 void matmul_forward_bf16(float* out, const float* inp, const float* weight, const float* bias,
                          int64_t N, int64_t C, int64_t OC, WeightLayout layout,
-                         const uint16_t* weight16 = nullptr);
+                         const uint16_t* weight16 = nullptr, uint16_t* keep_inp16 = nullptr);
 void matmul_backward_bf16(float* dinp, float* dweight, float* dbias, const float* dout,
                           const float* inp, const float* weight, int64_t N, int64_t C, int64_t OC,
                           WeightLayout layout, bool accumulate_dinp = false,
-                          const uint16_t* weight16 = nullptr);
+                          const uint16_t* weight16 = nullptr, const uint16_t* inp16 = nullptr);
 
 // fp16 mixed precision, as CUDA autocast runs nn.Linear in half: the input,
 // weight and output gradient are rounded to fp16 (round to nearest even;

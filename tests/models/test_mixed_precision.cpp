@@ -84,7 +84,8 @@ TEST(MixedPrecision, MatmulIsTheProductOfRoundedOperands) {
 }
 
 // A weight rounded once by the caller (what Linear keeps from forward for
-// backward) gives the same bits as rounding inside; the bias gradient, summed
+// backward), and the input as forward rounded it (what the blocks save for
+// backward), give the same bits as rounding inside; the bias gradient, summed
 // in the same pass that rounds dout, is the fp32 path's column sum bit for bit.
 TEST(MixedPrecision, PreRoundedWeightAndFusedBiasSumAreExact) {
     for (auto layout : {WeightLayout::out_in, WeightLayout::in_out}) {
@@ -95,14 +96,20 @@ TEST(MixedPrecision, PreRoundedWeightAndFusedBiasSumAreExact) {
         convert_f32_to_bf16(w16.data(), w.data(), int64_t(w.size()));
         std::vector<float> y1(size_t(N * OC)), y2(y1.size());
         matmul_forward_bf16(y1.data(), x.data(), w.data(), b.data(), N, C, OC, layout);
-        matmul_forward_bf16(y2.data(), x.data(), w.data(), b.data(), N, C, OC, layout, w16.data());
+        std::vector<uint16_t> x16(x.size(), 0xffff), x16_ref(x.size());
+        matmul_forward_bf16(y2.data(), x.data(), w.data(), b.data(), N, C, OC, layout, w16.data(),
+                            x16.data());
         EXPECT_EQ(y1, y2);
+        convert_f32_to_bf16(x16_ref.data(), x.data(), int64_t(x.size()));
+        EXPECT_EQ(x16, x16_ref);
         std::vector<float> dx1(size_t(N * C)), dx2(dx1.size()), dw1(w.size(), 0.f),
             dw2(w.size(), 0.f), db1(size_t(OC), 0.5f), db2(db1), db_ref(db1);
         matmul_backward_bf16(dx1.data(), dw1.data(), db1.data(), dy.data(), x.data(), w.data(), N,
                              C, OC, layout);
-        matmul_backward_bf16(dx2.data(), dw2.data(), db2.data(), dy.data(), x.data(), w.data(), N,
-                             C, OC, layout, false, w16.data());
+        // x16 alone stands for the input: the fp32 input passed here is garbage.
+        const std::vector<float> garbage(x.size(), 1e30f);
+        matmul_backward_bf16(dx2.data(), dw2.data(), db2.data(), dy.data(), garbage.data(),
+                             w.data(), N, C, OC, layout, false, w16.data(), x16.data());
         EXPECT_EQ(dx1, dx2);
         EXPECT_EQ(dw1, dw2);
         EXPECT_EQ(db1, db2);
