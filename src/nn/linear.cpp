@@ -118,16 +118,22 @@ void Linear::shard(ParamTable& t, const ModelTp& tp) {
     this->tp = tp.comm;
 }
 
-void Linear::gemm_forward(float* y, const float* x, const float* b, int64_t N,
-                          uint16_t* keep_x16) const {
+void Linear::gemm_forward(float* y, const Input& x, const float* b, int64_t N) const {
+    LOOM_ASSERT(x.rounded == nullptr || compute == ComputeDtype::bf16,
+                "a bf16-rounded input to a linear that does not compute in bf16");
     if (compute == ComputeDtype::bf16) {
         weight16_.resize(size_t(in * out));
         convert_f32_to_bf16(weight16_.data(), weight.data, in * out);
-        matmul_forward_bf16(y, x, weight.data, b, N, in, out, layout, weight16_.data(), keep_x16);
+        if (x.rounded != nullptr)
+            matmul_forward_bf16_rounded(y, x.rounded, weight.data, b, N, in, out, layout,
+                                        weight16_.data());
+        else
+            matmul_forward_bf16(y, x.x, weight.data, b, N, in, out, layout, weight16_.data(),
+                                x.keep16);
     } else if (compute == ComputeDtype::fp16) {
-        matmul_forward_fp16(y, x, weight.data, b, N, in, out, layout);
+        matmul_forward_fp16(y, x.x, weight.data, b, N, in, out, layout);
     } else {
-        matmul_forward(y, x, weight.data, b, N, in, out, layout);
+        matmul_forward(y, x.x, weight.data, b, N, in, out, layout);
     }
 }
 
@@ -135,10 +141,9 @@ void Linear::gemm_backward(float* dx, const float* dy, const float* x, int64_t N
                            bool accumulate_dx, const uint16_t* x16) const {
     float* db = bias.defined() ? bias.grad : nullptr;
     if (compute == ComputeDtype::bf16)
-        matmul_backward_bf16(dx, weight.grad, db, dy, x, weight.data, N, in, out, layout,
-                             accumulate_dx,
-                             int64_t(weight16_.size()) == in * out ? weight16_.data() : nullptr,
-                             x16);
+        matmul_backward_bf16(
+            dx, weight.grad, db, dy, x, weight.data, N, in, out, layout, accumulate_dx,
+            int64_t(weight16_.size()) == in * out ? weight16_.data() : nullptr, x16);
     else if (compute == ComputeDtype::fp16)
         matmul_backward_fp16(dx, weight.grad, db, dy, x, weight.data, N, in, out, layout,
                              accumulate_dx);
@@ -147,16 +152,24 @@ void Linear::gemm_backward(float* dx, const float* dy, const float* x, int64_t N
 }
 
 void Linear::forward(float* y, const float* x, int64_t N, uint16_t* keep_x16) const {
+    forward_input(y, Input{x, keep_x16, nullptr}, N);
+}
+
+void Linear::forward_rounded(float* y, const uint16_t* x16, int64_t N) const {
+    forward_input(y, Input{nullptr, nullptr, x16}, N);
+}
+
+void Linear::forward_input(float* y, const Input& x, int64_t N) const {
     const bool row_parallel = tp != nullptr && tp_role == TpRole::row;
     const float* b = bias.defined() ? bias.data : nullptr;
     if (!row_parallel) {
         // Column parallel: Megatron "f" is the identity forward.
-        gemm_forward(y, x, b, N, keep_x16);
+        gemm_forward(y, x, b, N);
         return;
     }
     // Megatron "g": the partial products of the input-feature slices summed
     // on tp; the bias joins after the sum, or it would count tp times.
-    gemm_forward(y, x, nullptr, N, keep_x16);
+    gemm_forward(y, x, nullptr, N);
     reduce_from_tp_forward(y, y, N * out, *tp);
     if (b)
         for (int64_t n = 0; n < N; ++n)

@@ -79,6 +79,9 @@ struct Linear {
     void forward(float* y,        // (N, OC)
                  const float* x,  // (N, C)
                  int64_t N, uint16_t* keep_x16 = nullptr) const;
+    // bf16 compute only: the input given already rounded (what keep_x16 holds;
+    // an activation written straight to bf16).
+    void forward_rounded(float* y, const uint16_t* x16, int64_t N) const;
     void backward(float* dx,        // (N, C) or null
                   const float* dy,  // (N, OC)
                   const float* x,   // (N, C)
@@ -88,8 +91,15 @@ struct Linear {
     // bf16 compute: the weight as forward rounded it, which backward reuses
     // (parameters change only between a backward and the next forward).
     mutable std::vector<uint16_t> weight16_;
-    void gemm_forward(float* y, const float* x, const float* b, int64_t N,
-                      uint16_t* keep_x16) const;
+    // The input of a forward: fp32 x (its rounding kept in keep16 when given),
+    // or already rounded.
+    struct Input {
+        const float* x;
+        uint16_t* keep16;
+        const uint16_t* rounded;
+    };
+    void forward_input(float* y, const Input& x, int64_t N) const;
+    void gemm_forward(float* y, const Input& x, const float* b, int64_t N) const;
     void gemm_backward(float* dx, const float* dy, const float* x, int64_t N, bool accumulate_dx,
                        const uint16_t* x16) const;
 };

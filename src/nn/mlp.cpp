@@ -5,8 +5,13 @@ namespace loom {
 
 void Mlp::forward(float* y, Acts& acts, const float* x, int64_t N) const {
     fc.forward(acts.fc, x, N, acts.x16);
+    if (acts.act16 != nullptr) {
+        activation_forward_bf16(acts.act16, acts.fc, N * fc.out, act);
+        proj.forward_rounded(y, acts.act16, N);
+        return;
+    }
     activation_forward(acts.act, acts.fc, N * fc.out, act);
-    proj.forward(y, acts.act, N, acts.act16);
+    proj.forward(y, acts.act, N);
 }
 
 void Mlp::backward(float* dx, const float* dy, const Acts& acts, const float* x, int64_t N,

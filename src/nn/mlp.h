@@ -13,16 +13,19 @@ struct Mlp {
     Linear proj;  // I -> C
     Activation act = Activation::gelu_erf;
 
+    // Under bf16 compute the post-activation is only ever read by proj, as
+    // bf16: it is stored rounded (act16), with no fp32 copy.
     struct Acts {
         float* fc = nullptr;   // (N, I) pre-activation
-        float* act = nullptr;  // (N, I) post-activation (proj's input)
-        // bf16 compute only: the linears' inputs as forward rounded them.
-        uint16_t* x16 = nullptr;    // (N, C)
-        uint16_t* act16 = nullptr;  // (N, I)
+        float* act = nullptr;  // (N, I) post-activation (proj's input); fp32/fp16 compute
+        // bf16 compute only: the linears' inputs in bf16.
+        uint16_t* x16 = nullptr;    // (N, C) as fc's forward rounded it
+        uint16_t* act16 = nullptr;  // (N, I) post-activation
         void plan(ActArena& a, int64_t N, const Mlp& m) {
+            const bool bf16 =
+                m.fc.compute == ComputeDtype::bf16 && m.proj.compute == ComputeDtype::bf16;
             fc = a.take(N * m.fc.out);
-            act = a.take(N * m.fc.out);
-            const bool bf16 = m.fc.compute == ComputeDtype::bf16;
+            act = bf16 ? nullptr : a.take(N * m.fc.out);
             x16 = bf16 ? a.take16(N * m.fc.in) : nullptr;
             act16 = bf16 ? a.take16(N * m.proj.in) : nullptr;
         }

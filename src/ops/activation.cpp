@@ -9,6 +9,9 @@
 
 #include <omp.h>
 
+#include <type_traits>
+
+#include "ops/gemm.h"
 #include "ops/vec_math.h"
 
 namespace loom {
@@ -52,16 +55,25 @@ LOOM_VINLINE T gelu_tanh_df(T x) {
 // a bare if clause also guards the simd part and is evaluated inside the team,
 // where omp_in_parallel() is true, so the loop silently ran scalar (40x slower
 // with 2 threads). Every combined construct in src/ops uses the modifier.
-template <typename T, typename F>
-void map_unary(T* out, const T* inp, int64_t n, F f) {
-#pragma omp parallel for simd schedule(static) if (parallel: n > k_par_grain && !omp_in_parallel())
-    for (int64_t i = 0; i < n; ++i) out[i] = f(inp[i]);
+// O: T, or uint16_t for bf16 bits (the result rounded as it is stored).
+template <typename O, typename T>
+LOOM_VINLINE O stored(T x) {
+    if constexpr (std::is_same_v<O, uint16_t>)
+        return f32_to_bf16_bits(x);
+    else
+        return x;
+}
+
+template <typename T, typename O, typename F>
+void map_unary(O* out, const T* inp, int64_t n, F f) {
+#pragma omp parallel for simd schedule(static) if (parallel : n > k_par_grain && !omp_in_parallel())
+    for (int64_t i = 0; i < n; ++i) out[i] = stored<O>(f(inp[i]));
 }
 
 // out[i] = dout[i] * df(inp[i]); out may alias dout (each element read before written).
 template <typename T, typename F>
 void map_grad(T* out, const T* inp, const T* dout, int64_t n, F df) {
-#pragma omp parallel for simd schedule(static) if (parallel: n > k_par_grain && !omp_in_parallel())
+#pragma omp parallel for simd schedule(static) if (parallel : n > k_par_grain && !omp_in_parallel())
     for (int64_t i = 0; i < n; ++i) out[i] = dout[i] * df(inp[i]);
 }
 
@@ -78,16 +90,22 @@ std::optional<Activation> activation_from_hf(std::string_view name) {
 
 std::string_view activation_name(Activation a) {
     switch (a) {
-        case Activation::gelu_erf: return "gelu";
-        case Activation::gelu_tanh: return "gelu_new";
-        case Activation::relu: return "relu";
-        case Activation::tanh: return "tanh";
+        case Activation::gelu_erf:
+            return "gelu";
+        case Activation::gelu_tanh:
+            return "gelu_new";
+        case Activation::relu:
+            return "relu";
+        case Activation::tanh:
+            return "tanh";
     }
     return "?";
 }
 
-template <typename T>
-void activation_forward(T* out, const T* inp, int64_t n, Activation a) {
+namespace {
+
+template <typename T, typename O>
+void forward_into(O* out, const T* inp, int64_t n, Activation a) {
     switch (a) {
         case Activation::gelu_erf:
             map_unary(out, inp, n, [](T x) LOOM_VINLINE_LAMBDA { return gelu_erf_f(x); });
@@ -102,6 +120,17 @@ void activation_forward(T* out, const T* inp, int64_t n, Activation a) {
             map_unary(out, inp, n, [](T x) LOOM_VINLINE_LAMBDA { return vmath::tanh(x); });
             break;
     }
+}
+
+}  // namespace
+
+template <typename T>
+void activation_forward(T* out, const T* inp, int64_t n, Activation a) {
+    forward_into(out, inp, n, a);
+}
+
+void activation_forward_bf16(uint16_t* out, const float* inp, int64_t n, Activation a) {
+    forward_into(out, inp, n, a);
 }
 
 template <typename T>

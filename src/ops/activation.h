@@ -18,6 +18,9 @@ std::string_view activation_name(Activation a);
 
 template <typename T>
 void activation_forward(T* out, const T* inp, int64_t n, Activation a);
+// The same, each result rounded to bf16 bits as it is stored (what a bf16
+// linear reading the output would round it to): one pass, no fp32 copy.
+void activation_forward_bf16(uint16_t* out, const float* inp, int64_t n, Activation a);
 
 // Uses the forward input (not output) so every activation has one signature.
 template <typename T>

@@ -123,8 +123,14 @@ void matmul_forward_bf16(float* out, const float* inp, const float* weight, cons
                          int64_t N, int64_t C, int64_t OC, WeightLayout layout,
                          const uint16_t* weight16, uint16_t* keep_inp16) {
     uint16_t* x = keep_inp16 != nullptr ? keep_inp16 : workspace(bf16_workspaces().inp, N * C);
-    const uint16_t* w = rounded_weight(weight, weight16, C * OC);
     convert_f32_to_bf16(x, inp, N * C);
+    matmul_forward_bf16_rounded(out, x, weight, bias, N, C, OC, layout, weight16);
+}
+
+void matmul_forward_bf16_rounded(float* out, const uint16_t* x, const float* weight,
+                                 const float* bias, int64_t N, int64_t C, int64_t OC,
+                                 WeightLayout layout, const uint16_t* weight16) {
+    const uint16_t* w = rounded_weight(weight, weight16, C * OC);
     if (layout == WeightLayout::out_in)
         gemm_bf16(false, true, N, OC, C, 1.0f, x, C, w, C, 0.0f, out, OC, bias);
     else

@@ -48,6 +48,10 @@ void matmul_backward(T* dinp,          // (N, C) or null (input needs no gradien
 void matmul_forward_bf16(float* out, const float* inp, const float* weight, const float* bias,
                          int64_t N, int64_t C, int64_t OC, WeightLayout layout,
                          const uint16_t* weight16 = nullptr, uint16_t* keep_inp16 = nullptr);
+// The same forward on an input already rounded to bf16 (inp16, (N, C)).
+void matmul_forward_bf16_rounded(float* out, const uint16_t* inp16, const float* weight,
+                                 const float* bias, int64_t N, int64_t C, int64_t OC,
+                                 WeightLayout layout, const uint16_t* weight16 = nullptr);
 void matmul_backward_bf16(float* dinp, float* dweight, float* dbias, const float* dout,
                           const float* inp, const float* weight, int64_t N, int64_t C, int64_t OC,
                           WeightLayout layout, bool accumulate_dinp = false,

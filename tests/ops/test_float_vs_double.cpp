@@ -5,6 +5,7 @@
 #include "ops/attention.h"
 #include "ops/dropout.h"
 #include "ops/embedding.h"
+#include "ops/gemm.h"
 #include "ops/layer_norm.h"
 #include "ops/matmul.h"
 #include "ops/softmax_xent.h"
@@ -30,10 +31,10 @@ TEST(FloatVsDouble, Matmul) {
     for (WeightLayout layout : {WeightLayout::out_in, WeightLayout::in_out}) {
         Pair inp(randn(N * C, 1)), weight(randn(OC * C, 2, 0.05)), bias(randn(OC, 3));
         Pair out(N * OC, 0.0), dout(randn(N * OC, 4));
-        matmul_forward<float>(out.f.data(), inp.f.data(), weight.f.data(), bias.f.data(), N, C,
-                              OC, layout);
-        matmul_forward<double>(out.d.data(), inp.d.data(), weight.d.data(), bias.d.data(), N, C,
-                               OC, layout);
+        matmul_forward<float>(out.f.data(), inp.f.data(), weight.f.data(), bias.f.data(), N, C, OC,
+                              layout);
+        matmul_forward<double>(out.d.data(), inp.d.data(), weight.d.data(), bias.d.data(), N, C, OC,
+                               layout);
         EXPECT_TRUE(all_close("out", out.f, out.d, tol::f32_fwd));
         Pair dinp(N * C, 0.0), dweight(randn(OC * C, 5)), dbias(randn(OC, 6));
         matmul_backward<float>(dinp.f.data(), dweight.f.data(), dbias.f.data(), dout.f.data(),
@@ -63,8 +64,7 @@ TEST(FloatVsDouble, LayerNorm) {
     layer_norm_backward<float>(dinp.f.data(), dweight.f.data(), dbias.f.data(), dout.f.data(),
                                inp.f.data(), weight.f.data(), mean.f.data(), rstd.f.data(), N, C);
     layer_norm_backward<double>(dinp.d.data(), dweight.d.data(), dbias.d.data(), dout.d.data(),
-                                inp.d.data(), weight.d.data(), mean.d.data(), rstd.d.data(), N,
-                                C);
+                                inp.d.data(), weight.d.data(), mean.d.data(), rstd.d.data(), N, C);
     EXPECT_TRUE(all_close("dinp", dinp.f, dinp.d, tol::f32_bwd));
     EXPECT_TRUE(all_close("dweight", dweight.f, dweight.d, tol::f32_bwd));
     EXPECT_TRUE(all_close("dbias", dbias.f, dbias.d, tol::f32_bwd));
@@ -78,12 +78,17 @@ TEST(FloatVsDouble, Activations) {
         Pair out(n, 0.0), dinp(n, 0.0);
         activation_forward<float>(out.f.data(), x.f.data(), n, a);
         activation_forward<double>(out.d.data(), x.d.data(), n, a);
-        EXPECT_TRUE(all_close(std::string(activation_name(a)) + " forward", out.f, out.d,
-                              tol::f32_fwd));
+        EXPECT_TRUE(
+            all_close(std::string(activation_name(a)) + " forward", out.f, out.d, tol::f32_fwd));
+        // The bf16-storing forward is the fp32 forward rounded, bit for bit.
+        std::vector<uint16_t> out16(static_cast<size_t>(n), 0xffff), want16(static_cast<size_t>(n));
+        activation_forward_bf16(out16.data(), x.f.data(), n, a);
+        convert_f32_to_bf16(want16.data(), out.f.data(), n);
+        EXPECT_EQ(out16, want16) << activation_name(a) << " forward to bf16";
         activation_backward<float>(dinp.f.data(), x.f.data(), dout.f.data(), n, a);
         activation_backward<double>(dinp.d.data(), x.d.data(), dout.d.data(), n, a);
-        EXPECT_TRUE(all_close(std::string(activation_name(a)) + " backward", dinp.f, dinp.d,
-                              tol::f32_fwd));
+        EXPECT_TRUE(
+            all_close(std::string(activation_name(a)) + " backward", dinp.f, dinp.d, tol::f32_fwd));
     }
 }
 
@@ -120,12 +125,13 @@ TEST(FloatVsDouble, SoftmaxXent) {
     const int64_t N = 37, V = 1999;
     Pair logits(randn(N * V, 41, 4.0));
     std::vector<int64_t> targets(static_cast<size_t>(N));
-    for (int64_t n = 0; n < N; ++n) targets[size_t(n)] = n % 5 == 3 ? k_ignore_index : (n * 131) % V;
+    for (int64_t n = 0; n < N; ++n)
+        targets[size_t(n)] = n % 5 == 3 ? k_ignore_index : (n * 131) % V;
     Pair losses(N, 0.0);
-    const XentSum sf = softmax_xent_forward<float>(losses.f.data(), logits.f.data(),
-                                                   targets.data(), N, V);
-    const XentSum sd = softmax_xent_forward<double>(losses.d.data(), logits.d.data(),
-                                                    targets.data(), N, V);
+    const XentSum sf =
+        softmax_xent_forward<float>(losses.f.data(), logits.f.data(), targets.data(), N, V);
+    const XentSum sd =
+        softmax_xent_forward<double>(losses.d.data(), logits.d.data(), targets.data(), N, V);
     EXPECT_EQ(sf.count, sd.count);
     EXPECT_NEAR(sf.loss_sum, sd.loss_sum, 1e-6 * std::fabs(sd.loss_sum));
     EXPECT_TRUE(all_close("losses", losses.f, losses.d, tol::f32_fwd));
