@@ -122,18 +122,13 @@ void Linear::gemm_forward(float* y, const Input& x, const float* b, int64_t N) c
     LOOM_ASSERT(x.rounded == nullptr || compute == ComputeDtype::bf16,
                 "a bf16-rounded input to a linear that does not compute in bf16");
     if (compute == ComputeDtype::bf16) {
-        // Parameters change only between a backward and the next forward: pack
-        // for this forward and for the backward's input gradient, in one read
-        // of the weight (a forward with no backward, in eval, packs the second
-        // for nothing: cheaper than reading the weight twice in training).
-        packed_fwd_.resize(size_t(packed_b_size(in, out)));
-        packed_dinp_.resize(size_t(packed_b_size(out, in)));
-        pack_weight_bf16(packed_fwd_.data(), packed_dinp_.data(), weight.data, in, out, layout);
+        weight16_.resize(size_t(in * out));
+        convert_f32_to_bf16(weight16_.data(), weight.data, in * out);
         if (x.rounded != nullptr)
             matmul_forward_bf16_rounded(y, x.rounded, weight.data, b, N, in, out, layout,
-                                        packed_fwd_.data());
+                                        weight16_.data());
         else
-            matmul_forward_bf16(y, x.x, weight.data, b, N, in, out, layout, packed_fwd_.data(),
+            matmul_forward_bf16(y, x.x, weight.data, b, N, in, out, layout, weight16_.data(),
                                 x.keep16);
     } else if (compute == ComputeDtype::fp16) {
         matmul_forward_fp16(y, x.x, weight.data, b, N, in, out, layout);
@@ -145,14 +140,11 @@ void Linear::gemm_forward(float* y, const Input& x, const float* b, int64_t N) c
 void Linear::gemm_backward(float* dx, const float* dy, const float* x, int64_t N,
                            bool accumulate_dx, const uint16_t* x16) const {
     float* db = bias.defined() ? bias.grad : nullptr;
-    if (compute == ComputeDtype::bf16) {
-        // As the last forward packed it (parameters change only between a
-        // backward and the next forward); none yet: packed into a workspace.
-        const bool packed = int64_t(packed_dinp_.size()) == packed_b_size(out, in);
-        const uint16_t* w = packed ? packed_dinp_.data() : nullptr;
-        matmul_backward_bf16(dx, weight.grad, db, dy, x, weight.data, N, in, out, layout,
-                             accumulate_dx, w, x16);
-    } else if (compute == ComputeDtype::fp16)
+    if (compute == ComputeDtype::bf16)
+        matmul_backward_bf16(
+            dx, weight.grad, db, dy, x, weight.data, N, in, out, layout, accumulate_dx,
+            int64_t(weight16_.size()) == in * out ? weight16_.data() : nullptr, x16);
+    else if (compute == ComputeDtype::fp16)
         matmul_backward_fp16(dx, weight.grad, db, dy, x, weight.data, N, in, out, layout,
                              accumulate_dx);
     else

@@ -88,9 +88,9 @@ struct Linear {
                   int64_t N, bool accumulate_dx = false, const uint16_t* x16 = nullptr) const;
 
   private:
-    // bf16 compute: the weight rounded and packed for the forward GEMM and for
-    // the input-gradient GEMM (ops/matmul.h), both made by the forward.
-    mutable std::vector<uint16_t> packed_fwd_, packed_dinp_;
+    // bf16 compute: the weight as forward rounded it, which backward reuses
+    // (parameters change only between a backward and the next forward).
+    mutable std::vector<uint16_t> weight16_;
     // The input of a forward: fp32 x (its rounding kept in keep16 when given),
     // or already rounded.
     struct Input {

@@ -11,14 +11,12 @@
 // double is only for gradient checks: correct, threaded, not tuned.
 #include "ops/gemm.h"
 
-#include <immintrin.h>
 #include <omp.h>
 
-#include <oneapi/dnnl/dnnl.h>
-#include <algorithm>
 #include <bit>
 #include <cstring>
 #include <type_traits>
+#include <oneapi/dnnl/dnnl.h>
 #include <vector>
 
 #include "core/check.h"
@@ -40,8 +38,8 @@ void sgemm_run(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, floa
                const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
                int64_t ldc, const float* bias) {
     if (M == 0 || N == 0) return;
-    const dnnl_status_t st = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, alpha, A,
-                                        lda, B, ldb, beta, C, ldc);
+    const dnnl_status_t st = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, alpha,
+                                        A, lda, B, ldb, beta, C, ldc);
     LOOM_CHECK(st == dnnl_success, "gemm: dnnl_sgemm ({}{} M={} N={} K={}) failed with status {}",
                trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, int(st));
     if (bias != nullptr) detail::add_bias_rows(C, ldc, bias, M, N);
@@ -135,8 +133,8 @@ template void gemm_batched<float>(int64_t, bool, bool, int64_t, int64_t, int64_t
                                   const float*, int64_t, int64_t, const float*, int64_t, int64_t,
                                   float, float*, int64_t, int64_t);
 template void gemm_batched<double>(int64_t, bool, bool, int64_t, int64_t, int64_t, double,
-                                   const double*, int64_t, int64_t, const double*, int64_t, int64_t,
-                                   double, double*, int64_t, int64_t);
+                                   const double*, int64_t, int64_t, const double*, int64_t,
+                                   int64_t, double, double*, int64_t, int64_t);
 
 void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                const uint16_t* A, int64_t lda, const uint16_t* B, int64_t ldb, float beta, float* C,
@@ -146,205 +144,13 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, floa
                             ldb, beta, C, ldc, bias);
 }
 
-namespace {
-constexpr int64_t k_pack_k = 32, k_pack_n = 64;  // BA16a64b2a's block: 16x2 K by 64 N
-int64_t round_up(int64_t x, int64_t m) {
-    return (x + m - 1) / m * m;
-}
-}  // namespace
-
-int64_t packed_b_size(int64_t K, int64_t N) {
-    return round_up(K, k_pack_k) * round_up(N, k_pack_n);
-}
-
-// Block (kb, nb) is 2048 contiguous elements at ((nb * K_blocks) + kb) * 2048;
-// inside it B[kb*32 + 2*i + p][nb*64 + j] sits at (i * 64 + j) * 2 + p.
-void pack_b_bf16(uint16_t* dst, const float* src, int64_t K, int64_t N, bool trans_src) {
-    LOOM_ASSERT(K > 0 && N > 0, "pack_b_bf16: empty operand ({} x {})", K, N);
-    const int64_t kblocks = round_up(K, k_pack_k) / k_pack_k;
-    const int64_t nblocks = round_up(N, k_pack_n) / k_pack_n;
-#pragma omp parallel for collapse(2) schedule(static) if (K * N > (1 << 15) && !omp_in_parallel())
-    for (int64_t nb = 0; nb < nblocks; ++nb)
-        for (int64_t kb = 0; kb < kblocks; ++kb) {
-            uint16_t* blk = dst + (nb * kblocks + kb) * k_pack_k * k_pack_n;
-            const int64_t k0 = kb * k_pack_k, n0 = nb * k_pack_n;
-            const bool whole = k0 + k_pack_k <= K && n0 + k_pack_n <= N;
-            if (whole && trans_src) {
-                // Row n of src holds the block's 32 K values of column n: round
-                // them into 16 (k, k+1) pairs, then transpose the 64 x 16 pairs.
-                uint32_t pairs[k_pack_n][k_pack_k / 2];
-                for (int64_t j = 0; j < k_pack_n; ++j) {
-                    const float* row = src + (n0 + j) * K + k0;
-#pragma omp simd
-                    for (int64_t i = 0; i < k_pack_k / 2; ++i)
-                        pairs[j][i] = uint32_t(f32_to_bf16_bits(row[2 * i])) |
-                                      uint32_t(f32_to_bf16_bits(row[2 * i + 1])) << 16;
-                }
-                uint32_t line[k_pack_n];
-                for (int64_t i = 0; i < k_pack_k / 2; ++i) {
-                    for (int64_t j = 0; j < k_pack_n; ++j) line[j] = pairs[j][i];
-                    std::memcpy(blk + i * k_pack_n * 2, line, sizeof line);
-                }
-            } else if (whole) {
-                for (int64_t i = 0; i < k_pack_k / 2; ++i) {
-                    const float* r0 = src + (k0 + 2 * i) * N + n0;
-                    const float* r1 = r0 + N;
-                    uint16_t* out = blk + i * k_pack_n * 2;
-#pragma omp simd
-                    for (int64_t j = 0; j < k_pack_n; ++j) {
-                        out[2 * j] = f32_to_bf16_bits(r0[j]);
-                        out[2 * j + 1] = f32_to_bf16_bits(r1[j]);
-                    }
-                }
-            } else {
-                for (int64_t i = 0; i < k_pack_k / 2; ++i)
-                    for (int64_t j = 0; j < k_pack_n; ++j)
-                        for (int64_t p = 0; p < 2; ++p) {
-                            const int64_t k = k0 + 2 * i + p, n = n0 + j;
-                            const float v = k < K && n < N
-                                                ? (trans_src ? src[n * K + k] : src[k * N + n])
-                                                : 0.0f;
-                            blk[(i * k_pack_n + j) * 2 + p] = f32_to_bf16_bits(v);
-                        }
-            }
-        }
-}
-
-#if defined(__AVX512F__) && defined(__AVX512BW__)
-// GCC 12 warns inside its own unpack intrinsics (an undefined merge source).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-// In-register transpose of 16 rows of 16 32-bit lanes (one bf16 pair each).
-inline void transpose16x16(__m512i r[16]) {
-    __m512i t[16];
-    for (int i = 0; i < 8; ++i) {
-        t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
-    }
-    for (int i = 0; i < 4; ++i) {
-        r[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
-        r[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
-        r[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
-        r[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
-    }
-    for (int i = 0; i < 2; ++i)
-        for (int k = 0; k < 4; ++k) {
-            t[8 * i + k] = _mm512_shuffle_i32x4(r[8 * i + k], r[8 * i + k + 4], 0x88);
-            t[8 * i + k + 4] = _mm512_shuffle_i32x4(r[8 * i + k], r[8 * i + k + 4], 0xdd);
-        }
-    for (int k = 0; k < 8; ++k) {
-        r[k] = _mm512_shuffle_i32x4(t[k], t[k + 8], 0x88);
-        r[k + 8] = _mm512_shuffle_i32x4(t[k], t[k + 8], 0xdd);
-    }
-}
-#pragma GCC diagnostic pop
-#endif
-
-// Tiles of 64 x 64 of src: rounded once into t, then written to the two
-// packed operands. For packed_ab (K = rows) the tile is two K-blocks of one
-// N-block, rows interleaved in pairs; for packed_ba (K = columns) it is two
-// K-blocks of one N-block of the transpose, column pairs transposed.
-void pack_b_bf16_both(uint16_t* packed_ab, uint16_t* packed_ba, const float* src, int64_t R,
-                      int64_t Cs) {
-    LOOM_ASSERT(R > 0 && Cs > 0, "pack_b_bf16_both: empty operand ({} x {})", R, Cs);
-    constexpr int64_t tile = 64, half = k_pack_k, pairs = k_pack_k / 2, block = k_pack_k * k_pack_n;
-    const int64_t rtiles = (R + tile - 1) / tile, ctiles = (Cs + tile - 1) / tile;
-    const int64_t ab_kblocks = round_up(R, k_pack_k) / k_pack_k;   // K = R
-    const int64_t ba_kblocks = round_up(Cs, k_pack_k) / k_pack_k;  // K = Cs
-#pragma omp parallel for collapse(2) schedule(static) if (R * Cs > (1 << 15) && !omp_in_parallel())
-    for (int64_t rt = 0; rt < rtiles; ++rt)
-        for (int64_t ct = 0; ct < ctiles; ++ct) {
-            const int64_t r0 = rt * tile, c0 = ct * tile;
-            alignas(64) uint16_t t[tile][tile];  // rounded tile, zero past the edges
-            const int64_t rn = std::min(tile, R - r0), cn = std::min(tile, Cs - c0);
-            for (int64_t r = 0; r < tile; ++r) {
-                const float* row = src + (r0 + r) * Cs + c0;
-                if (r < rn && cn == tile) {
-#pragma omp simd
-                    for (int64_t c = 0; c < tile; ++c) t[r][c] = f32_to_bf16_bits(row[c]);
-                } else {
-                    for (int64_t c = 0; c < tile; ++c)
-                        t[r][c] = r < rn && c < cn ? f32_to_bf16_bits(row[c]) : uint16_t(0);
-                }
-            }
-            // packed_ab: N-block ct (64 columns), K-blocks 2 rt and 2 rt + 1 (each may
-            // be padding only when R ends inside the tile).
-            for (int64_t h = 0; h < 2; ++h) {
-                const int64_t kb = 2 * rt + h;
-                if (kb >= ab_kblocks) break;
-                uint16_t* blk = packed_ab + (ct * ab_kblocks + kb) * block;
-                for (int64_t i = 0; i < pairs; ++i) {
-                    const uint16_t* a = t[h * half + 2 * i];
-                    const uint16_t* b = t[h * half + 2 * i + 1];
-                    uint16_t* out = blk + i * k_pack_n * 2;
-#if defined(__AVX512F__) && defined(__AVX512BW__)
-                    // a0 b0 a1 b1 ...: lanes 0-31 index a, 32-63 index b.
-                    alignas(64) static constexpr uint16_t lo[32] = {
-                        0, 32, 1, 33, 2,  34, 3,  35, 4,  36, 5,  37, 6,  38, 7,  39,
-                        8, 40, 9, 41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
-                    alignas(64) static constexpr uint16_t hi[32] = {
-                        16, 48, 17, 49, 18, 50, 19, 51, 20, 52, 21, 53, 22, 54, 23, 55,
-                        24, 56, 25, 57, 26, 58, 27, 59, 28, 60, 29, 61, 30, 62, 31, 63};
-                    const __m512i ilo = _mm512_load_si512(lo), ihi = _mm512_load_si512(hi);
-                    for (int64_t q = 0; q < 2; ++q) {
-                        const __m512i va = _mm512_load_si512(a + 32 * q);
-                        const __m512i vb = _mm512_load_si512(b + 32 * q);
-                        _mm512_storeu_si512(out + 64 * q, _mm512_permutex2var_epi16(va, ilo, vb));
-                        _mm512_storeu_si512(out + 64 * q + 32,
-                                            _mm512_permutex2var_epi16(va, ihi, vb));
-                    }
-#else
-                    for (int64_t j = 0; j < k_pack_n; ++j) {
-                        out[2 * j] = a[j];
-                        out[2 * j + 1] = b[j];
-                    }
-#endif
-                }
-            }
-            // packed_ba: N-block rt (64 rows of src), K-blocks 2 ct and 2 ct + 1.
-            for (int64_t h = 0; h < 2; ++h) {
-                const int64_t kb = 2 * ct + h;
-                if (kb >= ba_kblocks) break;
-                uint16_t* blk = packed_ba + (rt * ba_kblocks + kb) * block;
-#if defined(__AVX512F__) && defined(__AVX512BW__)
-                // Rows of t as 32 pairs; pair column (h * 16 + i) of rows j becomes
-                // line i of the block: 64 x 16 pairs transposed, 16 rows at a time.
-                for (int64_t jb = 0; jb < k_pack_n / 16; ++jb) {
-                    __m512i r[16];
-                    for (int k = 0; k < 16; ++k)
-                        r[k] = _mm512_load_si512(&t[jb * 16 + k][h * half]);
-                    transpose16x16(r);
-                    for (int64_t i = 0; i < pairs; ++i)
-                        _mm512_storeu_si512(blk + (i * k_pack_n + jb * 16) * 2, r[i]);
-                }
-#else
-                uint32_t line[k_pack_n];
-                for (int64_t i = 0; i < pairs; ++i) {
-                    for (int64_t j = 0; j < k_pack_n; ++j)
-                        line[j] = uint32_t(t[j][h * half + 2 * i]) |
-                                  uint32_t(t[j][h * half + 2 * i + 1]) << 16;
-                    std::memcpy(blk + i * k_pack_n * 2, line, sizeof line);
-                }
-#endif
-            }
-        }
-}
-
-void gemm_bf16_packed_b(bool trans_a, int64_t M, int64_t N, int64_t K, float alpha,
-                        const uint16_t* A, int64_t lda, const uint16_t* B_packed, float beta,
-                        float* C, int64_t ldc, const float* bias) {
-    check_gemm_args(trans_a, false, M, N, K, lda, N, ldc);
-    detail::dnnl_matmul_run(detail::MatmulType::bf16_packed_b, trans_a, false, M, N, K, alpha, A,
-                            lda, B_packed, 0, beta, C, ldc, bias);
-}
-
 void convert_f32_to_bf16(uint16_t* out, const float* inp, int64_t n) {
-#pragma omp parallel for simd schedule(static) if (parallel : n > (1 << 16) && !omp_in_parallel())
+#pragma omp parallel for simd schedule(static) if (parallel: n > (1 << 16) && !omp_in_parallel())
     for (int64_t i = 0; i < n; ++i) out[i] = f32_to_bf16_bits(inp[i]);
 }
 
 void convert_bf16_to_f32(float* out, const uint16_t* inp, int64_t n) {
-#pragma omp parallel for simd schedule(static) if (parallel : n > (1 << 16) && !omp_in_parallel())
+#pragma omp parallel for simd schedule(static) if (parallel: n > (1 << 16) && !omp_in_parallel())
     for (int64_t i = 0; i < n; ++i) out[i] = std::bit_cast<float>(uint32_t(inp[i]) << 16);
 }
 

@@ -33,29 +33,6 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, floa
                const uint16_t* A, int64_t lda, const uint16_t* B, int64_t ldb, float beta, float* C,
                int64_t ldc, const float* bias = nullptr);
 
-// A bf16 B operand packed once in the layout oneDNN's brgemm kernels compute
-// from (its "BA16a64b2a": blocks of 32 K-rows by 64 N-columns, block-columns
-// outermost, K pairs interleaved; zero padding up to K % 32 and N % 64). A
-// GEMM given B packed skips the copy oneDNN otherwise makes of B on every
-// call, which is worth it for a weight used by several GEMMs a step.
-// packed_b_size: elements of the packed (K, N) operand.
-int64_t packed_b_size(int64_t K, int64_t N);
-// Packs B (K, N) rounded to bf16, from src row-major (K, N), or from src
-// row-major (N, K) when trans_src (B = src^T: a linear's (OC, C) weight as the
-// B of x @ W^T).
-void pack_b_bf16(uint16_t* dst, const float* src, int64_t K, int64_t N, bool trans_src);
-// Both packings of one matrix in a single read of it: packed_ab gets B = src
-// (K = R, N = Cs) and packed_ba gets B = src^T (K = Cs, N = R), src row-major
-// (R, Cs). A linear's weight is the B of its forward GEMM one way round and of
-// its input-gradient GEMM the other; reading it once from memory is most of
-// the cost.
-void pack_b_bf16_both(uint16_t* packed_ab, uint16_t* packed_ba, const float* src, int64_t R,
-                      int64_t Cs);
-// gemm_bf16 with op(B) = B given packed by pack_b_bf16.
-void gemm_bf16_packed_b(bool trans_a, int64_t M, int64_t N, int64_t K, float alpha,
-                        const uint16_t* A, int64_t lda, const uint16_t* B_packed, float beta,
-                        float* C, int64_t ldc, const float* bias = nullptr);
-
 // fp32 <-> bf16 over a buffer (round to nearest even), threaded and vectorised.
 void convert_f32_to_bf16(uint16_t* out, const float* inp, int64_t n);
 // One element of it, branch-free so loops around it vectorise: core/dtype.h's

@@ -55,14 +55,11 @@ memory::desc operand_md(memory::data_type dt, int64_t rows, int64_t cols, int64_
 }
 
 MatmulEntry make_entry(const MatmulKey& k) {
-    const bool packed = k.type == int(MatmulType::bf16_packed_b);
     const auto dt =
-        k.type == int(MatmulType::f32) ? memory::data_type::f32 : memory::data_type::bf16;
+        k.type == int(MatmulType::bf16) ? memory::data_type::bf16 : memory::data_type::f32;
     MatmulEntry e;
     e.a_md = operand_md(dt, k.M, k.K, k.lda, k.trans_a);
-    // The brgemm kernels' own weight layout (what they would copy B into).
-    e.b_md = packed ? memory::desc({k.K, k.N}, dt, memory::format_tag::BA16a64b2a)
-                    : operand_md(dt, k.K, k.N, k.ldb, k.trans_b);
+    e.b_md = operand_md(dt, k.K, k.N, k.ldb, k.trans_b);
     e.c_md = memory::desc({k.M, k.N}, memory::data_type::f32, memory::dims{k.ldc, 1});
     if (k.has_bias)
         e.bias_md = memory::desc({1, k.N}, memory::data_type::f32, memory::dims{k.N, 1});

@@ -10,9 +10,7 @@
 
 namespace loom::detail {
 
-// bf16_packed_b: B is bf16 in pack_b_bf16's layout (gemm.h); ldb and
-// trans_b are ignored.
-enum class MatmulType { f32, bf16, bf16_packed_b };
+enum class MatmulType { f32, bf16 };
 
 // C = alpha * op(A) @ op(B) + beta * C (+ bias (N) per row), as gemm<float>.
 void dnnl_matmul_run(MatmulType type, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,

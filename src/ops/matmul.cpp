@@ -110,15 +110,10 @@ Bf16Workspaces& bf16_workspaces() {
     return w;
 }
 
-// The packed weight given, or packed here into a workspace.
-const uint16_t* packed_or(const uint16_t* given, std::vector<uint16_t>& ws, const float* weight,
-                          int64_t C, int64_t OC, WeightLayout layout, bool for_dinp) {
-    if (given != nullptr) return given;
-    uint16_t* w = workspace(ws, for_dinp ? packed_b_size(OC, C) : packed_b_size(C, OC));
-    if (for_dinp)
-        pack_weight_dinp_bf16(w, weight, C, OC, layout);
-    else
-        pack_weight_forward_bf16(w, weight, C, OC, layout);
+const uint16_t* rounded_weight(const float* weight, const uint16_t* weight16, int64_t n) {
+    if (weight16 != nullptr) return weight16;
+    uint16_t* w = workspace(bf16_workspaces().weight, n);
+    convert_f32_to_bf16(w, weight, n);
     return w;
 }
 
@@ -135,29 +130,11 @@ void matmul_forward_bf16(float* out, const float* inp, const float* weight, cons
 void matmul_forward_bf16_rounded(float* out, const uint16_t* x, const float* weight,
                                  const float* bias, int64_t N, int64_t C, int64_t OC,
                                  WeightLayout layout, const uint16_t* weight16) {
-    const uint16_t* w =
-        packed_or(weight16, bf16_workspaces().weight, weight, C, OC, layout, /*for_dinp=*/false);
-    gemm_bf16_packed_b(false, N, OC, C, 1.0f, x, C, w, 0.0f, out, OC, bias);
-}
-
-void pack_weight_forward_bf16(uint16_t* dst, const float* weight, int64_t C, int64_t OC,
-                              WeightLayout layout) {
-    // B (C, OC) of x @ W^T (out_in) or x @ W (in_out).
-    pack_b_bf16(dst, weight, C, OC, layout == WeightLayout::out_in);
-}
-
-void pack_weight_bf16(uint16_t* forward, uint16_t* dinp, const float* weight, int64_t C, int64_t OC,
-                      WeightLayout layout) {
+    const uint16_t* w = rounded_weight(weight, weight16, C * OC);
     if (layout == WeightLayout::out_in)
-        pack_b_bf16_both(dinp, forward, weight, OC, C);  // W (OC, C): dinp's B is W
+        gemm_bf16(false, true, N, OC, C, 1.0f, x, C, w, C, 0.0f, out, OC, bias);
     else
-        pack_b_bf16_both(forward, dinp, weight, C, OC);  // W (C, OC): forward's B is W
-}
-
-void pack_weight_dinp_bf16(uint16_t* dst, const float* weight, int64_t C, int64_t OC,
-                           WeightLayout layout) {
-    // B (OC, C) of dout @ W (out_in) or dout @ W^T (in_out).
-    pack_b_bf16(dst, weight, OC, C, layout == WeightLayout::in_out);
+        gemm_bf16(false, false, N, OC, C, 1.0f, x, C, w, OC, 0.0f, out, OC, bias);
 }
 
 void matmul_backward_bf16(float* dinp, float* dweight, float* dbias, const float* dout,
@@ -178,9 +155,11 @@ void matmul_backward_bf16(float* dinp, float* dweight, float* dbias, const float
         convert_f32_to_bf16(dy, dout, N * OC);
     const float beta_inp = accumulate_dinp ? 1.0f : 0.0f;
     if (dinp != nullptr) {
-        const uint16_t* w =
-            packed_or(weight16, ws.weight, weight, C, OC, layout, /*for_dinp=*/true);
-        gemm_bf16_packed_b(false, N, C, OC, 1.0f, dy, OC, w, beta_inp, dinp, C);
+        const uint16_t* w = rounded_weight(weight, weight16, C * OC);
+        if (layout == WeightLayout::out_in)
+            gemm_bf16(false, false, N, C, OC, 1.0f, dy, OC, w, C, beta_inp, dinp, C);
+        else
+            gemm_bf16(false, true, N, C, OC, 1.0f, dy, OC, w, OC, beta_inp, dinp, C);
     }
     if (layout == WeightLayout::out_in)
         gemm_bf16(true, false, OC, C, N, 1.0f, dy, OC, x, C, 1.0f, dweight, C);

@@ -37,14 +37,14 @@ void matmul_backward(T* dinp,          // (N, C) or null (input needs no gradien
 // Mixed precision, as PyTorch's CPU autocast runs nn.Linear in bf16: every
 // GEMM operand (input, weight, output gradient) is rounded to bf16, products
 // accumulate in fp32 and results are fp32; the bias and its gradient stay
-// fp32. Same shapes and accumulation rules as above. The weight goes to its
-// two GEMMs rounded and packed (gemm.h's pack_b_bf16): `weight16`, when given,
-// is it already packed by pack_weight_forward_bf16 (forward) or
-// pack_weight_dinp_bf16 (backward), as a linear packs its weight once per
-// forward; otherwise it is packed into a per-thread workspace. Likewise
-// `keep_inp16` (forward), when given, receives the rounded input (N, C), and
-// `inp16` (backward), when given, is that rounding, used in place of rounding
-// `inp` again. Backward rounds dout and sums the bias gradient in one pass.
+// fp32. Same shapes and accumulation rules as above. The rounded copies live
+// in per-thread workspaces that are reused across calls. `weight16`, when
+// given, is the weight already rounded (convert_f32_to_bf16 of `weight`, same
+// layout): a linear rounds its weight once in forward and keeps it for
+// backward. Likewise `keep_inp16` (forward), when given, receives the rounded
+// input (N, C), and `inp16` (backward), when given, is that rounding, used in
+// place of rounding `inp` again. Backward rounds dout and sums the bias
+// gradient in one pass.
 void matmul_forward_bf16(float* out, const float* inp, const float* weight, const float* bias,
                          int64_t N, int64_t C, int64_t OC, WeightLayout layout,
                          const uint16_t* weight16 = nullptr, uint16_t* keep_inp16 = nullptr);
@@ -56,16 +56,6 @@ void matmul_backward_bf16(float* dinp, float* dweight, float* dbias, const float
                           const float* inp, const float* weight, int64_t N, int64_t C, int64_t OC,
                           WeightLayout layout, bool accumulate_dinp = false,
                           const uint16_t* weight16 = nullptr, const uint16_t* inp16 = nullptr);
-// The weight (layout's shape) rounded and packed as the B of the forward GEMM
-// (packed_b_size(C, OC) elements) or of the input-gradient GEMM
-// (packed_b_size(OC, C)).
-void pack_weight_forward_bf16(uint16_t* dst, const float* weight, int64_t C, int64_t OC,
-                              WeightLayout layout);
-void pack_weight_dinp_bf16(uint16_t* dst, const float* weight, int64_t C, int64_t OC,
-                           WeightLayout layout);
-// Both at once, reading the weight once (what a linear does per forward).
-void pack_weight_bf16(uint16_t* forward, uint16_t* dinp, const float* weight, int64_t C, int64_t OC,
-                      WeightLayout layout);
 
 // fp16 mixed precision, as CUDA autocast runs nn.Linear in half: the input,
 // weight and output gradient are rounded to fp16 (round to nearest even;

@@ -83,23 +83,21 @@ TEST(MixedPrecision, MatmulIsTheProductOfRoundedOperands) {
     }
 }
 
-// A weight packed once by the caller (what Linear does per forward for its two
-// GEMMs), and the input as forward rounded it (what the blocks save for
-// backward), give the same bits as packing and rounding inside; the bias
-// gradient, summed in the same pass that rounds dout, is the fp32 path's
-// column sum bit for bit.
+// A weight rounded once by the caller (what Linear keeps from forward for
+// backward), and the input as forward rounded it (what the blocks save for
+// backward), give the same bits as rounding inside; the bias gradient, summed
+// in the same pass that rounds dout, is the fp32 path's column sum bit for bit.
 TEST(MixedPrecision, PreRoundedWeightAndFusedBiasSumAreExact) {
     for (auto layout : {WeightLayout::out_in, WeightLayout::in_out}) {
         const int64_t N = 300, C = 70, OC = 150;  // several column blocks, threaded
         const auto x = random_vec(N * C, 5), w = random_vec(C * OC, 6), b = random_vec(OC, 7),
                    dy = random_vec(N * OC, 8);
-        std::vector<uint16_t> wf(size_t(packed_b_size(C, OC))), wd(size_t(packed_b_size(OC, C)));
-        pack_weight_forward_bf16(wf.data(), w.data(), C, OC, layout);
-        pack_weight_dinp_bf16(wd.data(), w.data(), C, OC, layout);
+        std::vector<uint16_t> w16(w.size());
+        convert_f32_to_bf16(w16.data(), w.data(), int64_t(w.size()));
         std::vector<float> y1(size_t(N * OC)), y2(y1.size());
         matmul_forward_bf16(y1.data(), x.data(), w.data(), b.data(), N, C, OC, layout);
         std::vector<uint16_t> x16(x.size(), 0xffff), x16_ref(x.size());
-        matmul_forward_bf16(y2.data(), x.data(), w.data(), b.data(), N, C, OC, layout, wf.data(),
+        matmul_forward_bf16(y2.data(), x.data(), w.data(), b.data(), N, C, OC, layout, w16.data(),
                             x16.data());
         EXPECT_EQ(y1, y2);
         convert_f32_to_bf16(x16_ref.data(), x.data(), int64_t(x.size()));
@@ -111,7 +109,7 @@ TEST(MixedPrecision, PreRoundedWeightAndFusedBiasSumAreExact) {
         // x16 alone stands for the input: the fp32 input passed here is garbage.
         const std::vector<float> garbage(x.size(), 1e30f);
         matmul_backward_bf16(dx2.data(), dw2.data(), db2.data(), dy.data(), garbage.data(),
-                             w.data(), N, C, OC, layout, false, wd.data(), x16.data());
+                             w.data(), N, C, OC, layout, false, w16.data(), x16.data());
         EXPECT_EQ(dx1, dx2);
         EXPECT_EQ(dw1, dw2);
         EXPECT_EQ(db1, db2);

@@ -72,8 +72,8 @@ std::vector<Case> odd_cases() {
 
 std::string label(const Case& c) {
     std::ostringstream os;
-    os << (c.ta ? 'T' : 'N') << (c.tb ? 'T' : 'N') << " M=" << c.M << " N=" << c.N << " K=" << c.K
-       << " alpha=" << c.alpha << " beta=" << c.beta << " bias=" << c.bias;
+    os << (c.ta ? 'T' : 'N') << (c.tb ? 'T' : 'N') << " M=" << c.M << " N=" << c.N
+       << " K=" << c.K << " alpha=" << c.alpha << " beta=" << c.beta << " bias=" << c.bias;
     return os.str();
 }
 
@@ -98,8 +98,8 @@ TEST(Gemm, F32BothRoutesMatchF64) {
         for (const Case& c : odd_cases()) {
             Operands o = make_operands(c, seed += 10);
             std::vector<double> want = o.C0;
-            gemm<double>(c.ta, c.tb, c.M, c.N, c.K, c.alpha, o.A.data(), o.lda, o.B.data(), o.ldb,
-                         c.beta, want.data(), o.ldc, c.bias ? o.bias.data() : nullptr);
+            gemm<double>(c.ta, c.tb, c.M, c.N, c.K, c.alpha, o.A.data(), o.lda, o.B.data(),
+                         o.ldb, c.beta, want.data(), o.ldc, c.bias ? o.bias.data() : nullptr);
             std::vector<float> A = to_f32(o.A), B = to_f32(o.B), C = to_f32(o.C0),
                                bias = to_f32(o.bias);
             gemm_f32_with(impl, c.ta, c.tb, c.M, c.N, c.K, float(c.alpha), A.data(), o.lda,
@@ -166,8 +166,8 @@ TEST(Gemm, BatchedMatchesLoopOfSingleGemms) {
                              l.ldb, l.sb, 0.0, gotd.data(), l.ldc, l.sc);
         EXPECT_TRUE(all_close(std::string(l.name) + " f64", gotd, want, Tol{1e-12, 1e-12}));
         std::vector<float> Af = to_f32(A), Bf = to_f32(B), got(size_t(l.nc), 0.0f);
-        gemm_batched<float>(NH, l.ta, l.tb, l.M, l.N, l.K, 0.5f, Af.data(), l.lda, l.sa, Bf.data(),
-                            l.ldb, l.sb, 0.0f, got.data(), l.ldc, l.sc);
+        gemm_batched<float>(NH, l.ta, l.tb, l.M, l.N, l.K, 0.5f, Af.data(), l.lda, l.sa,
+                            Bf.data(), l.ldb, l.sb, 0.0f, got.data(), l.ldc, l.sc);
         EXPECT_TRUE(all_close(std::string(l.name) + " f32", got, want, tol::gemm_f32));
     }
 }
@@ -185,68 +185,12 @@ TEST(Gemm, Bf16MatchesF64OnRoundedOperands) {
         for (size_t i = 0; i < Ab.size(); ++i) Ar[i] = bf16_to_f32(Ab[i]);
         for (size_t i = 0; i < Bb.size(); ++i) Br[i] = bf16_to_f32(Bb[i]);
         std::vector<double> want = o.C0;
-        gemm<double>(c.ta, c.tb, c.M, c.N, c.K, c.alpha, Ar.data(), o.lda, Br.data(), o.ldb, c.beta,
-                     want.data(), o.ldc, c.bias ? o.bias.data() : nullptr);
+        gemm<double>(c.ta, c.tb, c.M, c.N, c.K, c.alpha, Ar.data(), o.lda, Br.data(), o.ldb,
+                     c.beta, want.data(), o.ldc, c.bias ? o.bias.data() : nullptr);
         std::vector<float> C = to_f32(o.C0), bias = to_f32(o.bias);
         gemm_bf16(c.ta, c.tb, c.M, c.N, c.K, float(c.alpha), Ab.data(), o.lda, Bb.data(), o.ldb,
                   float(c.beta), C.data(), o.ldc, c.bias ? bias.data() : nullptr);
         EXPECT_TRUE(all_close(label(c) + " bf16", C, want, tol::gemm_bf16));
-    }
-}
-
-// B packed once (pack_b_bf16, from B or from B^T as a linear's weight is
-// stored) gives the product of the rounded operands, at sizes that leave
-// partial 32 x 64 blocks; and the fp32 path's padding never leaks in.
-TEST(Gemm, Bf16PackedBMatchesF64OnRoundedOperands) {
-    uint64_t seed = 900;
-    for (const Case& c : odd_cases()) {
-        if (c.tb) continue;  // op(B) = B: the packed operand has no transpose
-        Operands o = make_operands(c, seed += 10);
-        std::vector<float> Af = to_f32(o.A);
-        std::vector<uint16_t> Ab(Af.size());
-        convert_f32_to_bf16(Ab.data(), Af.data(), int64_t(Af.size()));
-        // Dense B (K, N) and its transpose (N, K), the two sources pack_b_bf16 takes.
-        std::vector<float> B(size_t(c.K * c.N)), Bt(B.size());
-        std::vector<double> Br(B.size());
-        for (int64_t k = 0; k < c.K; ++k)
-            for (int64_t n = 0; n < c.N; ++n) {
-                const float v = float(o.B[size_t(k * o.ldb + n)]);
-                B[size_t(k * c.N + n)] = v;
-                Bt[size_t(n * c.K + k)] = v;
-                Br[size_t(k * c.N + n)] = bf16_to_f32(f32_to_bf16(v));
-            }
-        std::vector<double> Ar(Ab.size());
-        for (size_t i = 0; i < Ab.size(); ++i) Ar[i] = bf16_to_f32(Ab[i]);
-        std::vector<double> want = o.C0;
-        gemm<double>(c.ta, false, c.M, c.N, c.K, c.alpha, Ar.data(), o.lda, Br.data(), c.N, c.beta,
-                     want.data(), o.ldc, c.bias ? o.bias.data() : nullptr);
-        for (bool from_transposed : {false, true}) {
-            std::vector<uint16_t> packed(size_t(packed_b_size(c.K, c.N)), 0xffff);
-            pack_b_bf16(packed.data(), from_transposed ? Bt.data() : B.data(), c.K, c.N,
-                        from_transposed);
-            std::vector<float> C = to_f32(o.C0), bias = to_f32(o.bias);
-            gemm_bf16_packed_b(c.ta, c.M, c.N, c.K, float(c.alpha), Ab.data(), o.lda, packed.data(),
-                               float(c.beta), C.data(), o.ldc, c.bias ? bias.data() : nullptr);
-            EXPECT_TRUE(all_close(label(c) + (from_transposed ? " packed from B^T" : " packed"), C,
-                                  want, tol::gemm_bf16));
-        }
-    }
-}
-
-// One read, both packings: the same bits as packing each way on its own,
-// including the zero padding of partial blocks.
-TEST(Gemm, Bf16PackBothEqualsEachPacking) {
-    for (const auto& [R, Cs] : std::vector<std::pair<int64_t, int64_t>>{
-             {5, 3}, {64, 64}, {100, 257}, {300, 70}, {128, 192}}) {
-        const std::vector<float> src = to_f32(randn(R * Cs, uint64_t(R + Cs)));
-        std::vector<uint16_t> ab(size_t(packed_b_size(R, Cs)), 0xffff),
-            ba(size_t(packed_b_size(Cs, R)), 0xffff);
-        std::vector<uint16_t> ab_ref(ab.size()), ba_ref(ba.size());
-        pack_b_bf16_both(ab.data(), ba.data(), src.data(), R, Cs);
-        pack_b_bf16(ab_ref.data(), src.data(), R, Cs, false);
-        pack_b_bf16(ba_ref.data(), src.data(), Cs, R, true);
-        EXPECT_EQ(ab, ab_ref) << R << " x " << Cs << " as B";
-        EXPECT_EQ(ba, ba_ref) << R << " x " << Cs << " as B^T";
     }
 }
 
