@@ -14,14 +14,14 @@ bin="$build/bench/bench_model_step"
 [[ -x $bin ]] || { echo "bert_step_vs_torch.sh: build bench_model_step first: cmake --build $build --target bench_model_step" >&2; exit 2; }
 python=/usr/bin/python3
 "$python" -c 'import torch' 2>/dev/null || { echo "bert_step_vs_torch.sh: needs Debian's python3-torch (LOOM_WITH_TORCH=1 scripts/install_deps.sh)" >&2; exit 2; }
-# OpenMP's default wait policy (threads spin a while, then sleep): PyTorch's
-# bf16 step ran 10-20% slower here under OMP_WAIT_POLICY=passive, which these
-# scripts used to set, so the peer gets its faster setting, and so does Loom.
+# OpenMP wait policy: Loom runs under the default, PyTorch under whichever of
+# default and passive is faster for it (bench/torch_peer.sh).
 unset OPENBLAS_CORETYPE OMP_WAIT_POLICY
+source "$root/bench/torch_peer.sh"
 export MALLOC_MMAP_THRESHOLD_=1073741824 MALLOC_TRIM_THRESHOLD_=1073741824
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg), cores: $(nproc)"
 loom=$("$bin" "$@" | tail -1)
-torch=$("$python" "$root/bench/torch_bert_step.py" "$@" | tail -1)
+torch=$(torch_best "$@")
 echo "$loom"
 echo "$torch"
 "$python" - "$loom" "$torch" <<'PY'

@@ -20,10 +20,10 @@ loom=$build/loom
 [[ -x $loom ]] || { echo "finetune_vs_torch.sh: build loom first (cmake --build $build --target loom)" >&2; exit 2; }
 python=/usr/bin/python3
 "$python" -c 'import torch' 2>/dev/null || { echo "finetune_vs_torch.sh: needs Debian's python3-torch" >&2; exit 2; }
-# OpenMP's default wait policy (threads spin a while, then sleep): PyTorch's
-# bf16 step ran 10-20% slower here under OMP_WAIT_POLICY=passive, which these
-# scripts used to set, so the peer gets its faster setting, and so does Loom.
+# OpenMP wait policy: Loom runs under the default, PyTorch under whichever of
+# default and passive is faster for it (bench/torch_peer.sh).
 unset OPENBLAS_CORETYPE OMP_WAIT_POLICY
+source "$root/bench/torch_peer.sh"
 export MALLOC_MMAP_THRESHOLD_=1073741824 MALLOC_TRIM_THRESHOLD_=1073741824
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -81,8 +81,8 @@ results=()
 for ((r = 1; r <= rounds; r++)); do
   read -r loom_fp32 wait_fp32 < <(rate)
   read -r loom_bf16 wait_bf16 < <(rate --set hyperparameters.bf16=true)
-  torch_fp32=$("$python" "$root/bench/torch_bert_step.py" --task cls --dtype fp32 --steps 5 | tail -1)
-  torch_bf16=$("$python" "$root/bench/torch_bert_step.py" --task cls --dtype bf16 --steps 5 | tail -1)
+  torch_fp32=$(torch_best --task cls --dtype fp32 --steps 5)
+  torch_bf16=$(torch_best --task cls --dtype bf16 --steps 5)
   results+=("$loom_fp32 $wait_fp32 $loom_bf16 $wait_bf16 $torch_fp32 $torch_bf16")
   echo "round $r: loom fp32 $loom_fp32, bf16 $loom_bf16 tokens/s; $torch_fp32; $torch_bf16"
 done
