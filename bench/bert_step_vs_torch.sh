@@ -3,7 +3,8 @@
 # fp32, no dropout) in Loom and in PyTorch, side by side in one run and in the
 # same environment: OPENBLAS_CORETYPE unset (it halves OpenBLAS, which PyTorch
 # uses here) and glibc's malloc thresholds raised (first touch of fresh pages is
-# very slow on these machines). Prints both JSON lines and the ratio.
+# very slow on these machines); only the OpenMP wait policy differs, each peer
+# getting its faster one (bench/torch_peer.sh). Prints both JSON lines and the ratio.
 #   bench/bert_step_vs_torch.sh [BUILD_DIR] [--task mlm|cls] [--steps N] ...
 # Extra options go to both sides.
 set -euo pipefail

@@ -3,7 +3,8 @@
 # 768, vocab 30522, sequence 128, batch 8) through the real `loom train` -
 # tokenizing on background threads, loader, optimizer, logging - next to the
 # same step in PyTorch (bench/torch_bert_step.py --task cls), side by side in
-# one run and one environment.
+# one run and one environment, but for the OpenMP wait policy: each peer gets
+# its faster one (bench/torch_peer.sh).
 #
 # The same step on both sides: no dropout and no gradient clipping (the
 # PyTorch peer has neither). Loom's steady-state rate is taken between two runs of different length (so

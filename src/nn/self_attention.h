@@ -42,9 +42,8 @@ struct SelfAttention {
             qkv = a.take(B * T * 3 * m.C);
             att = a.take(B * m.NH * T * T);
             ctx = a.take(B * T * m.C);
-            const bool bf16 = m.qkv.compute == ComputeDtype::bf16;
-            x16 = bf16 ? a.take16(B * T * m.qkv.in) : nullptr;
-            ctx16 = bf16 ? a.take16(B * T * m.proj.in) : nullptr;
+            x16 = m.qkv.compute == ComputeDtype::bf16 ? a.take16(B * T * m.qkv.in) : nullptr;
+            ctx16 = m.proj.compute == ComputeDtype::bf16 ? a.take16(B * T * m.proj.in) : nullptr;
         }
     };
     // Backward workspace, shared by every layer.

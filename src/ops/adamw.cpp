@@ -63,11 +63,12 @@ bool worth_threads(int64_t n) {
 
 void adamw_update(float* param, const float* grad, float* m, float* v, int64_t n,
                   const AdamWParams& hp, int64_t step) {
-    adamw_update_runs(param, grad, m, v, {AdamWRun{0, 0, n, true}}, hp, step);
+    const AdamWRun whole{0, 0, n, true};
+    adamw_update_runs(param, grad, m, v, std::span(&whole, 1), hp, step);
 }
 
 void adamw_update_runs(float* param, const float* grad, float* m, float* v,
-                       const std::vector<AdamWRun>& runs, const AdamWParams& hp, int64_t step) {
+                       std::span<const AdamWRun> runs, const AdamWParams& hp, int64_t step) {
     const Coefficients with(hp, step, true), without(hp, step, false);
     int64_t total = 0;
     for (const AdamWRun& r : runs) total += r.n;

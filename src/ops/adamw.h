@@ -6,7 +6,7 @@
 #pragma once
 
 #include <cstdint>
-#include <vector>
+#include <span>
 
 namespace loom {
 
@@ -27,6 +27,6 @@ struct AdamWRun {
 // BERT alternates decayed and undecayed rows (~100 runs); a region per run cost
 // tens of microseconds of thread wake-up each under a passive OpenMP wait policy.
 void adamw_update_runs(float* param, const float* grad, float* m, float* v,
-                       const std::vector<AdamWRun>& runs, const AdamWParams& hp, int64_t step);
+                       std::span<const AdamWRun> runs, const AdamWParams& hp, int64_t step);
 
 }  // namespace loom

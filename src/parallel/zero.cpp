@@ -53,6 +53,7 @@ ZeroAdamW::ZeroAdamW(ParamTable& table, GradSync& sync, const AdamWParams& hp, D
     LOOM_CHECK(sync.zero() != ZeroStage::none,
                "ZeroAdamW needs a ZeRO-1 or ZeRO-2 GradSync (got stage none)");
     segments_ = shard_segments(table, sync.pieces(), decay);
+    for (const ShardSegment& s : segments_) runs_.push_back({s.flat, s.shard, s.n, s.decay});
     const size_t n = size_t(sync.shard_size());
     m_.assign(n, 0.0f);
     v_.assign(n, 0.0f);
@@ -96,10 +97,7 @@ void ZeroAdamW::step(double lr) {
     const float* g = sync_.shard_grads();
     AdamWParams h = hp_;
     h.lr = lr;
-    std::vector<AdamWRun> runs;
-    runs.reserve(segments_.size());
-    for (const ShardSegment& s : segments_) runs.push_back({s.flat, s.shard, s.n, s.decay});
-    adamw_update_runs(p, g, m_.data(), v_.data(), runs, h, step_);
+    adamw_update_runs(p, g, m_.data(), v_.data(), runs_, h, step_);
     // All-gather on the dp group: every rank's updated chunks into every
     // rank's parameter buffer. The send side is a copy (MPI forbids a send
     // buffer inside the receive buffer), staged in the gradient shard, which

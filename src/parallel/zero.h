@@ -43,15 +43,14 @@ struct ShardSegment {
     int64_t shard = 0;  // offset in the shard buffers
     int64_t n = 0;      // elements
     bool decay = true;
-    int row = -1;       // the ParamTable row it lies in (per-tensor optimizers: LAMB)
+    int row = -1;  // the ParamTable row it lies in (per-tensor optimizers: LAMB)
 };
 // Intersections of `pieces` with the table's trainable rows, in shard order.
 std::vector<ShardSegment> shard_segments(const ParamTable& table,
-                                         const std::vector<ShardPiece>& pieces,
-                                         DecayPolicy decay);
+                                         const std::vector<ShardPiece>& pieces, DecayPolicy decay);
 
 class ZeroAdamW {
-public:
+  public:
     // `sync` (ZeRO-1 or ZeRO-2) provides the shard layout, the reduced
     // gradients and the dp group; table and sync must outlive this object.
     ZeroAdamW(ParamTable& table, GradSync& sync, const AdamWParams& hp,
@@ -78,7 +77,7 @@ public:
     // must be present with its shape.
     void load_state(const std::map<std::string, Tensor>& state, int64_t step);
 
-private:
+  private:
     // Full (flat_numel) copy of a shard buffer, gathered over dp.
     std::vector<float> gather_flat(const std::vector<float>& shard) const;
 
@@ -86,7 +85,8 @@ private:
     GradSync& sync_;
     AdamWParams hp_;
     std::vector<ShardSegment> segments_;
-    std::vector<float> m_, v_;   // (shard_numel) Adam moments of this shard
+    std::vector<AdamWRun> runs_;          // segments_ as the AdamW kernel takes them
+    std::vector<float> m_, v_;            // (shard_numel) Adam moments of this shard
     mutable std::vector<float> staging_;  // (dp * chunk) padded bottom bucket
     int64_t step_ = 0;
 };
