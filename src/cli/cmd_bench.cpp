@@ -7,7 +7,8 @@
 // the peer. Masked LM computes logits at every position, as HF does, so both
 // sides do the same arithmetic. MFU follows llm.c's estimate: 6N + 12 L H Q T
 // flops per token (N parameters, L layers, H heads of width Q, T tokens per
-// sequence) over the device's dense peak for the compute type.
+// sequence) over the device's dense peak for the compute type: a GPU's from its
+// datasheet, a CPU's measured before the run (core/cpu_peak.h).
 #include <fmt/format.h>
 #include <sys/resource.h>
 
@@ -23,6 +24,7 @@
 
 #include "cli/command.h"
 #include "core/check.h"
+#include "core/cpu_peak.h"
 #include "core/runtime.h"
 #include "io/hf_config.h"
 #include "models/cuda/cuda_model.h"
@@ -234,17 +236,26 @@ void run_bench(const BenchOptions& o) {
     const double Q = double(c.hidden_size) / H;
     const double flops_per_token = 6.0 * N + 12.0 * L * H * Q * double(T);
     const double tokens_per_s = double(o.batch * T) / (r.step_ms / 1e3);
-    const double peak = o.device == "cuda" ? peak_tflops(r.device_name, o.dtype == "bf16") : 0.0;
+    double peak = 0;
+    std::string peak_source = "null";
+    if (o.device == "cuda") {
+        peak = peak_tflops(r.device_name, o.dtype == "bf16");
+        if (peak > 0) peak_source = "\"datasheet\"";
+    } else {
+        const CpuPeak p = measure_cpu_peak(o.dtype == "bf16");
+        peak = p.gflops / 1e3;
+        if (peak > 0) peak_source = fmt::format("\"measured: {}\"", p.instruction);
+    }
     const std::string mfu =
         peak > 0 ? fmt::format("{:.4f}", flops_per_token * tokens_per_s / (peak * 1e12)) : "null";
     fmt::print(
         "{{\"side\":\"loom\",\"model\":\"{}\",\"task\":\"{}\",\"device\":\"{}\",\"dtype\":\"{}\","
         "\"batch\":{},\"seq\":{},\"steps\":{},\"params\":{},\"step_ms\":{:.3f},"
         "\"tokens_per_s\":{:.1f},\"flops_per_token\":{:.6g},\"mfu\":{},\"peak_mem_gib\":{:.3f},"
-        "\"peak_tflops\":{},\"gpu\":\"{}\",\"loss\":{:.6f}}}\n",
+        "\"peak_tflops\":{},\"peak_source\":{},\"gpu\":\"{}\",\"loss\":{:.6f}}}\n",
         o.model, task_name(c.task), o.device, o.dtype, o.batch, T, o.steps, int64_t(N), r.step_ms,
-        tokens_per_s, flops_per_token, mfu, r.peak_gib, peak > 0 ? fmt::format("{}", peak) : "null",
-        r.device_name, r.loss);
+        tokens_per_s, flops_per_token, mfu, r.peak_gib,
+        peak > 0 ? fmt::format("{:.6g}", peak) : "null", peak_source, r.device_name, r.loss);
     fmt::print(stderr, "{:.1f} ms/step, {:.0f} tokens/s, MFU {}, peak memory {:.2f} GiB\n",
                r.step_ms, tokens_per_s, mfu, r.peak_gib);
 }
@@ -255,7 +266,9 @@ void setup(CLI::App& app) {
         "bench",
         "Time training steps (forward, backward, AdamW) of a model shape and print one JSON line:\n"
         "tokens/s, MFU and peak memory. bench/gpu/loom_vs_hf.sh runs it beside PyTorch + HF\n"
-        "transformers on the same GPU.\n\n"
+        "transformers on the same GPU. MFU counts against a GPU's datasheet peak, or against\n"
+        "the CPU's peak measured after the run (its multiply-add units on every thread,\n"
+        "\"peak_source\" names the instruction).\n\n"
         "  loom bench --model gpt2-124m --seq 1024 --batch 16 --device cuda\n"
         "  loom bench --model bert-large --seq 128 --batch 64 --device cuda --dtype bf16\n"
         "  loom bench --model tiny-bert --device cpu --steps 3      (a quick check)");

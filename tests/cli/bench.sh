@@ -21,7 +21,14 @@ assert r["step_ms"] > 0 and r["peak_mem_gib"] > 0, r
 assert abs(r["tokens_per_s"] - B * T / (r["step_ms"] / 1e3)) <= 1e-3 * r["tokens_per_s"] + 0.1, r
 want = 6 * r["params"] + 12 * L * H * (C // H) * T
 assert abs(r["flops_per_token"] - want) <= 1e-5 * want, (r["flops_per_token"], want)
-assert r["mfu"] is None and r["peak_tflops"] is None, r  # no device peak on the CPU
+# The CPU's peak is measured (null only on a build without AVX2/AVX-512 FMA).
+if r["peak_tflops"] is None:
+    assert r["mfu"] is None and r["peak_source"] is None, r
+else:
+    assert r["peak_source"].startswith("measured: "), r
+    assert 0 < r["mfu"] <= 1, r
+    want_mfu = r["flops_per_token"] * r["tokens_per_s"] / (r["peak_tflops"] * 1e12)
+    assert abs(r["mfu"] - want_mfu) <= 1e-3 * want_mfu + 1e-4, (r["mfu"], want_mfu)
 # Random weights with std 0.02 give near-uniform logits over the 1000 ids.
 assert abs(r["loss"] - math.log(1000)) < 0.3, r["loss"]
 PY
