@@ -21,10 +21,12 @@ DropoutSpec spec(float p, int64_t sample_offset = 0) {
 
 TEST(Dropout, MultipliersEqualScalarKeep) {
     // The vectorised Philox must agree with DropoutSpec::keep everywhere,
-    // including runs that start and end off a 64-draw boundary.
+    // including runs that start and end off a 64-draw boundary, and one
+    // across block 2^32, where the counter's low word wraps to its high one.
     const DropoutSpec d = spec(0.37f);
     const float scale = dropout_scale<float>(d);
-    for (uint64_t first : {uint64_t(0), uint64_t(3), uint64_t(61), uint64_t(1) << 33}) {
+    for (uint64_t first : {uint64_t(0), uint64_t(3), uint64_t(61), uint64_t(1) << 33,
+                           (uint64_t(1) << 34) - 5003}) {
         const int64_t n = 10007;
         std::vector<float> f(static_cast<size_t>(n));
         dropout_multipliers(f.data(), d, first, n);
