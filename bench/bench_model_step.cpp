@@ -4,7 +4,10 @@
 //
 //   bench_model_step [--task mlm|cls] [--batch 8] [--seq 128] [--layers 12]
 //                    [--steps 5] [--warmup 2] [--hidden 768] [--vocab 30522]
-//                    [--all-logits 0|1] [--dtype fp32|bf16]
+//                    [--all-logits 0|1] [--dtype fp32|bf16] [--dropout 0]
+//
+// --dropout P sets both of the config's dropout rates (HF's default is 0.1),
+// to see what the masks cost a step; the PyTorch peer has no dropout.
 //
 // Masked LM computes logits only at labelled positions unless --all-logits 1
 // (what PyTorch/HF do; same loss and gradients).
@@ -47,6 +50,7 @@ int main(int argc, char** argv) {
     runtime_init();
     std::string task = "mlm";
     int64_t B = 8, T = 128, L = 12, C = 768, V = 30522, steps = 5, warmup = 2, all_logits = 0;
+    double dropout = 0.0;
     std::string dtype = "fp32";
     for (int i = 1; i + 1 < argc; i += 2) {
         const std::string k = argv[i], v = argv[i + 1];
@@ -70,6 +74,8 @@ int main(int argc, char** argv) {
             all_logits = std::stoll(v);
         else if (k == "--dtype")
             dtype = v;
+        else if (k == "--dropout")
+            dropout = std::stod(v);
         else {
             fmt::print(stderr, "unknown option {}\n", k);
             return 2;
@@ -79,9 +85,10 @@ int main(int argc, char** argv) {
     const std::string json = fmt::format(
         R"({{"architectures": ["{}"], "model_type": "bert", "vocab_size": {}, "hidden_size": {},
             "num_hidden_layers": {}, "num_attention_heads": {}, "intermediate_size": {},
-            "max_position_embeddings": 512, "hidden_dropout_prob": 0.0,
-            "attention_probs_dropout_prob": 0.0, "num_labels": 3}})",
-        mlm ? "BertForMaskedLM" : "BertForSequenceClassification", V, C, L, C / 64, 4 * C);
+            "max_position_embeddings": 512, "hidden_dropout_prob": {},
+            "attention_probs_dropout_prob": {}, "num_labels": 3}})",
+        mlm ? "BertForMaskedLM" : "BertForSequenceClassification", V, C, L, C / 64, 4 * C, dropout,
+        dropout);
     const ModelConfig config = parse_hf_config(json, "bench");
     auto model = build_model(config);
     model->init(0);
@@ -119,6 +126,7 @@ int main(int argc, char** argv) {
         const auto t0 = Clock::now();
         const double c0 = cpu_ms();
         model->zero_grad();
+        drop.step = uint64_t(step);  // fresh masks each step, as in training
         const LossSum l = model->forward(in, drop);
         const auto t1 = Clock::now();
         const double c1 = cpu_ms();
