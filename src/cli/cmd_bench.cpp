@@ -8,7 +8,7 @@
 // sides do the same arithmetic. MFU follows llm.c's estimate: 6N + 12 L H Q T
 // flops per token (N parameters, L layers, H heads of width Q, T tokens per
 // sequence) over the device's dense peak for the compute type: a GPU's from its
-// datasheet, a CPU's measured before the run (core/cpu_peak.h).
+// datasheet, a CPU's measured after the run (core/cpu_peak.h).
 #include <fmt/format.h>
 #include <sys/resource.h>
 

@@ -36,10 +36,6 @@ Kind kind_of(bool bf16) {
 #endif
 }
 
-}  // namespace
-
-namespace {
-
 // k_chains accumulators of `lanes` floats, acc = op(acc, one) iters times;
 // returns the sum of every lane. V: the accumulator's vector, O: the operand's.
 template <int lanes, typename V, typename O, typename Set, typename Op, typename Store>

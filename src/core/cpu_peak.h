@@ -4,9 +4,9 @@
 // build targets: AVX512_BF16 dot products (vdpbf16ps, 64 flops a zmm) for bf16,
 // AVX-512 or AVX2 FMA for fp32. Their summed rate is what MFU on a CPU is
 // counted against: clock boost, a virtual machine's share of its cores and how
-// many multiply-add pipes the core has are all in it, which a datasheet figure
-// would get wrong (two cores here run one zmm multiply-add a cycle each,
-// half what the same family's desktop parts do).
+// many multiply-add pipes the core has are all in it, which a figure from the
+// model name would get wrong (the 2-core build machine runs one zmm
+// multiply-add a cycle per core).
 #pragma once
 
 #include <cstdint>

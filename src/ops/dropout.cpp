@@ -43,14 +43,12 @@ inline __m512i mulhi_epu32(__m512i x, __m512i m) {
     return _mm512_mask_blend_epi32(__mmask16(0xAAAA), even, odd);
 }
 
+// j0 is a multiple of k_lanes (batches start at multiples of k_batch_elems
+// draws), so the counter's low word never wraps inside a batch.
 void philox_batch(const PhiloxStream& s, uint64_t j0, uint32_t* bits) {
     const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    // Counter words of blocks j0 + l; the low word may wrap inside the batch.
-    const __m512i lo = _mm512_add_epi32(_mm512_set1_epi32(int(uint32_t(j0))), lane);
-    const __m512i carry = _mm512_maskz_set1_epi32(
-        _mm512_cmplt_epu32_mask(lo, _mm512_set1_epi32(int(uint32_t(j0)))), 1);
-    __m512i x0 = lo;
-    __m512i x1 = _mm512_add_epi32(_mm512_set1_epi32(int(uint32_t(j0 >> 32))), carry);
+    __m512i x0 = _mm512_add_epi32(_mm512_set1_epi32(int(uint32_t(j0))), lane);
+    __m512i x1 = _mm512_set1_epi32(int(uint32_t(j0 >> 32)));
     __m512i x2 = _mm512_set1_epi32(int(s.c2)), x3 = _mm512_set1_epi32(int(s.c3));
     const __m512i m0 = _mm512_set1_epi32(int(0xD2511F53u)),
                   m1 = _mm512_set1_epi32(int(0xCD9E8D57u));
