@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 #include <vector>
 
 namespace loom {
@@ -22,20 +23,33 @@ namespace {
 constexpr int64_t k_group = 32;  // rows per partial dweight/dbias sum
 constexpr int64_t k_cols = 64;   // columns per task in the final reduction
 
-// Sum of term(i) for i < C: lane k accumulates i = k, k + 16, ...; the 16
-// lanes are then added pairwise.
-template <typename T, typename F>
-T lane_sum(int64_t C, F term) {
-    constexpr int lanes = 16;
-    T acc[lanes] = {};
-    int64_t i = 0;
-    for (; i + lanes <= C; i += lanes)
-#pragma omp simd
-        for (int k = 0; k < lanes; ++k) acc[k] += term(i + k);
-    for (int k = 0; i < C; ++i, ++k) acc[k] += term(i);
-    for (int w = lanes / 2; w >= 1; w /= 2)
+// Two sums over i < C in one pass, term(i, a, b) adding its two terms to a
+// and b: lane k of each accumulates i = k, k + 16, ...; the 16 lanes are then
+// added pairwise.
+constexpr int k_lanes = 16;
+
+template <typename T>
+T fold_lanes(T* acc) {
+    for (int w = k_lanes / 2; w >= 1; w /= 2)
         for (int k = 0; k < w; ++k) acc[k] += acc[k + w];
     return acc[0];
+}
+
+template <typename T, typename F>
+std::pair<T, T> lane_sum2(int64_t C, F term) {
+    T a[k_lanes] = {}, b[k_lanes] = {};
+    int64_t i = 0;
+    for (; i + k_lanes <= C; i += k_lanes)
+#pragma omp simd
+        for (int k = 0; k < k_lanes; ++k) term(i + k, a[k], b[k]);
+    for (int k = 0; i < C; ++i, ++k) term(i, a[k], b[k]);
+    return {fold_lanes(a), fold_lanes(b)};
+}
+
+// One sum of term(i), in the same order.
+template <typename T, typename F>
+T lane_sum(int64_t C, F term) {
+    return lane_sum2<T>(C, [&](int64_t i, T& a, T&) { a += term(i); }).first;
 }
 
 }  // namespace
@@ -82,10 +96,12 @@ void layer_norm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* 
                 const T* dy = dout + n * C;
                 const T m = mean[n], s = rstd[n];
                 // mean(dnorm) and mean(dnorm * norm), dnorm = weight * dout
-                const T a = lane_sum<T>(C, [&](int64_t i) { return weight[i] * dy[i]; }) / T(C);
-                const T b =
-                    lane_sum<T>(C, [&](int64_t i) { return weight[i] * dy[i] * (x[i] - m) * s; }) /
-                    T(C);
+                const auto [sum_a, sum_b] = lane_sum2<T>(C, [&](int64_t i, T& sa, T& sb) {
+                    const T dn = weight[i] * dy[i];
+                    sa += dn;
+                    sb += dn * (x[i] - m) * s;
+                });
+                const T a = sum_a / T(C), b = sum_b / T(C);
                 T* dx = dinp + n * C;
                 if (accumulate_dinp) {
 #pragma omp simd
