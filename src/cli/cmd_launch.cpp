@@ -15,11 +15,11 @@
 // Signals: mpirun runs in its own process group so that a terminal's Ctrl-C
 // reaches only this launcher. Open MPI's mpirun kills its ranks within about a
 // second when it gets SIGINT/SIGTERM itself (and refuses to forward those two),
-// which would cut a checkpoint short. So the first SIGINT/SIGTERM/SIGHUP is
-// delivered straight to the rank processes (mpirun's children): `loom train`
-// then finishes its step, checkpoints and exits 0, and so does the launch. A
-// second signal goes to mpirun, which kills the job. If the launcher dies,
-// PR_SET_PDEATHSIG sends mpirun SIGTERM.
+// which would cut a checkpoint short. So the first SIGINT/SIGTERM/SIGHUP/SIGUSR1
+// is delivered straight to the rank processes (mpirun's children; SIGHUP as
+// SIGTERM): `loom train` then finishes its step, checkpoints and exits 75, and
+// so does the launch. A second signal goes to mpirun, which kills the job. If
+// the launcher dies, PR_SET_PDEATHSIG sends mpirun SIGTERM.
 //
 // Failures: mpirun's stderr passes through this process, which keeps it and,
 // when the job fails, names the failing rank from mpirun's report ("Process
@@ -48,6 +48,7 @@
 
 #include "cli/command.h"
 #include "core/check.h"
+#include "core/stop_signals.h"
 
 namespace loom::cli {
 
@@ -202,12 +203,13 @@ int run_launch(const LaunchOptions& o) {
     struct sigaction sa {};
     sa.sa_handler = on_signal;  // no SA_RESTART: read() below returns EINTR
     sigemptyset(&sa.sa_mask);
-    for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGUSR1}) sigaction(sig, &sa, nullptr);
     bool ranks_signalled = false;
     auto pass_first_signal = [&] {
         if (g_signal == 0 || ranks_signalled) return;
         ranks_signalled = true;
-        const int sig = g_signal;
+        // loom train stops gracefully on SIGTERM, SIGINT and SIGUSR1 only.
+        const int sig = g_signal == SIGHUP ? SIGTERM : int(g_signal);
         std::vector<pid_t> ranks = children_of(pid);
         for (pid_t r : ranks) kill(r, sig);
         if (ranks.empty()) kill(pid, SIGTERM);  // nothing to ask: stop mpirun
@@ -235,11 +237,16 @@ int run_launch(const LaunchOptions& o) {
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) pass_first_signal();
     int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     if (g_signal != 0) {
-        // Ranks that stopped cleanly (exit 0) make a clean launch; otherwise the
-        // shell convention for "killed by signal".
+        // Ranks that checkpointed and stopped (75) or had finished anyway (0)
+        // keep their status; otherwise the shell's "killed by signal".
+        const bool clean = rc == 0 || rc == k_exit_stopped_by_signal;
         fmt::print(stderr, "loom launch: job stopped on signal {} ({}){}\n", int(g_signal),
-                   strsignal(g_signal), rc == 0 ? "; every rank exited cleanly" : "");
-        return rc == 0 ? 0 : 128 + g_signal;
+                   strsignal(g_signal),
+                   rc == k_exit_stopped_by_signal
+                       ? "; every rank stopped after the checkpoint (exit status 75: run the "
+                         "same command again to continue)"
+                       : (rc == 0 ? "; every rank exited cleanly" : ""));
+        return clean ? rc : 128 + g_signal;
     }
     if (rc == 127 && err.find("loom launch: cannot run") != std::string::npos) return rc;
     if (rc != 0) {
@@ -260,9 +267,9 @@ void setup_launch(CLI::App& app) {
 Builds and runs:  mpirun [--allow-run-as-root] -np N [--oversubscribe]
                   --bind-to core|none --stdin none -x OMP_NUM_THREADS=<cores/N>
                   -x MALLOC_..._=... <loom> <cmd> job.yaml [extra args]
-Use --dry-run to print the line without running it. The first Ctrl-C /
-SIGTERM is passed to the ranks (loom train checkpoints and exits 0); a second
-one kills the job. If a rank fails, its rank number is printed at the end.
+Use --dry-run to print the line without running it. The first Ctrl-C,
+SIGTERM, SIGHUP or SIGUSR1 is passed to the ranks (loom train checkpoints and
+exits 75; the launch too); a second one kills the job. If a rank fails, its rank number is printed at the end.
 Examples:
   loom launch --nproc 4 job.yaml
   loom launch --nproc 2 job.yaml -- --set learning_rate=1e-4

@@ -1,6 +1,7 @@
 // `loom train job.yaml [--set key=value ...]`: runs a training job (train/trainer.h).
-// Exit status 0 when training completes, stops early, or is interrupted by
-// SIGINT/SIGTERM after checkpointing (the message says how to resume).
+// Exit status 0 when training completes or stops early; 75 (EX_TEMPFAIL) when
+// SIGTERM, SIGINT or SIGUSR1 stopped it after a checkpoint (core/stop_signals.h:
+// running the same job again continues); 1 on an error.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include "config/job.h"
 #include "core/check.h"
 #include "core/runtime.h"
+#include "core/stop_signals.h"
 #include "models/cuda/cuda_model.h"
 #include "parallel/comm_mpi.h"
 #include "parallel/cuda/comm_nccl.h"
@@ -49,7 +51,19 @@ int threads_per_rank() {
     return std::max(1, int(std::thread::hardware_concurrency()) / ranks);
 }
 
-void run_train(const TrainOptions& o) {
+// Ends a run the way its result asks (output flushed first: under mpirun a
+// non-zero exit makes mpirun kill the ranks that are still exiting).
+int exit_status(const TrainResult& r) {
+    std::fflush(stdout);
+    std::fflush(stderr);
+    return r.stop == StopReason::interrupted ? k_exit_stopped_by_signal : 0;
+}
+
+int run_train(const TrainOptions& o) {
+    // Before any thread exists (MPI, OpenMP, the loader, curl's resolver):
+    // they all inherit the blocked stop signals.
+    stop_signals_install();
+    stop_signals_accept(true);
     Job job = job_load(o.job_path, o.overrides);
     TrainerOptions topts;
     topts.quiet = o.quiet;
@@ -69,8 +83,7 @@ void run_train(const TrainOptions& o) {
             };
 #endif
         Trainer trainer(std::move(job), topts);
-        trainer.train();
-        return;
+        return exit_status(trainer.train());
     }
     runtime_init({o.threads > 0 ? o.threads : threads_per_rank()});
     MpiSession mpi;
@@ -142,7 +155,7 @@ void run_train(const TrainOptions& o) {
     // Messages, progress and files come from rank 0 only.
     if (mpi.world_rank() != 0) topts.quiet = true;
     Trainer trainer(std::move(job), topts);
-    trainer.train();
+    return exit_status(trainer.train());
 }
 
 void setup_train(CLI::App& app) {
@@ -163,8 +176,11 @@ TrainingArguments under `hyperparameters`. Example:
 Output: output_dir/ becomes a Hugging Face folder (config.json,
 model.safetensors, tokenizer.json), with checkpoint-<step>/ folders,
 metrics.jsonl, TensorBoard events in runs/ and report.html.
-Ctrl-C (or SIGTERM) finishes the step, writes a checkpoint and exits 0;
-continue with --set hyperparameters.resume_from_checkpoint=latest.
+Stopping: SIGTERM (spot interruption, pod eviction, Slurm preemption), Ctrl-C
+or SIGUSR1 (Slurm's --signal=USR1@120) on any rank: every rank finishes the
+same step, one checkpoint is written (and uploaded to checkpoint_uri), and
+loom exits with status 75 (EX_TEMPFAIL). Run the same command again to
+continue from the newest checkpoint. A second Ctrl-C stops at once.
 
 GPU: a loom built with CUDA (the cuda-release preset) trains on GPU 0 when
 one is visible, in fp32, bf16 or fp16 (fp32 master weights, fp16 with a
@@ -199,7 +215,9 @@ See examples/*.yaml and docs/parallelism.md.
         ->take_all();
     sub->add_option("--threads", o->threads, "CPU threads (default: all cores or OMP_NUM_THREADS)");
     sub->add_flag("--quiet", o->quiet, "no progress bar or messages");
-    sub->callback([o] { run_train(*o); });
+    sub->callback([o] {
+        if (const int rc = run_train(*o); rc != 0) std::exit(rc);
+    });
 }
 
 }  // namespace

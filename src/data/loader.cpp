@@ -13,6 +13,7 @@
 #include <numeric>
 
 #include "core/check.h"
+#include "core/fault_points.h"
 #include "core/philox.h"
 #include "data/collate.h"
 
@@ -126,6 +127,7 @@ int64_t Loader::batch_length(const std::vector<int64_t>& order, int64_t batch, R
 }
 
 void Loader::make_batch(TokenBatch& out, int64_t epoch, int64_t batch) const {
+    fault_point("data");
     const auto order = epoch_order(epoch);
     const Range mine = rank_rows(batch);
     const int64_t T = batch_length(*order, batch, mine);

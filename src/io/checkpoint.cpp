@@ -12,6 +12,7 @@
 #include <system_error>
 
 #include "core/check.h"
+#include "core/fault_points.h"
 #include "io/file_utils.h"
 #include "io/safetensors.h"
 
@@ -113,6 +114,7 @@ void CheckpointWriter::add_tensors(const std::string& file,
                                    const std::map<std::string, Tensor>& tensors,
                                    const std::map<std::string, std::string>& metadata) {
     safetensors_write((fs::path(tmp_dir_) / file).string(), tensors, metadata);
+    fault_point("checkpoint_write");
     files_.push_back(file);
 }
 

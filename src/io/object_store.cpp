@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/check.h"
+#include "core/fault_points.h"
 #include "io/file_utils.h"
 #include "io/http_client.h"
 #include "io/s3_client.h"
@@ -236,7 +237,10 @@ size_t upload_folder(const std::string& local_dir, ObjectStore& store, const std
         if (std::find(last.begin(), last.end(), n) == last.end()) order.push_back(n);
     for (const auto& n : last)
         if (std::find(names.begin(), names.end(), n) != names.end()) order.push_back(n);
-    for (const auto& n : order) store.put_file(prefix + n, (fs::path(local_dir) / n).string());
+    for (const auto& n : order) {
+        fault_point("upload");
+        store.put_file(prefix + n, (fs::path(local_dir) / n).string());
+    }
     return order.size();
 }
 

@@ -10,7 +10,9 @@
 #include <nlohmann/json.hpp>
 
 #include "core/check.h"
+#include "core/fault_points.h"
 #include "core/runtime.h"
+#include "core/stop_signals.h"
 #include "io/checkpoint.h"
 #include "optim/grad_clip.h"
 #include "parallel/dp_step.h"
@@ -35,37 +37,6 @@ namespace {
 double seconds_since(Clock::time_point t0) {
     return std::chrono::duration<double>(Clock::now() - t0).count();
 }
-
-extern "C" void loom_trainer_on_signal(int sig) {
-    trainer_stop_signal().store(sig);
-    // A second Ctrl-C ends the process the default way.
-    std::signal(sig, SIG_DFL);
-}
-
-// Installs the stop handlers for the lifetime of a train() call.
-class SignalGuard {
-  public:
-    explicit SignalGuard(bool on) : on_(on) {
-        trainer_stop_signal().store(0);
-        if (!on_) return;
-        struct sigaction sa = {};
-        sa.sa_handler = loom_trainer_on_signal;
-        sigemptyset(&sa.sa_mask);
-        sigaction(SIGINT, &sa, &old_int_);
-        sigaction(SIGTERM, &sa, &old_term_);
-    }
-    ~SignalGuard() {
-        if (!on_) return;
-        sigaction(SIGINT, &old_int_, nullptr);
-        sigaction(SIGTERM, &old_term_, nullptr);
-    }
-    SignalGuard(const SignalGuard&) = delete;
-    SignalGuard& operator=(const SignalGuard&) = delete;
-
-  private:
-    bool on_;
-    struct sigaction old_int_ = {}, old_term_ = {};
-};
 
 json entry_json(const LogEntry& e) {
     return json::parse(log_entry_to_json(e));
@@ -204,17 +175,20 @@ double Trainer::train_step(int64_t step, TokenBatch* mb, double* grad_norm) {
     for (int64_t k = 0; k < (pp_ ? 0 : n); ++k) {
         const DropoutPlan drop = train_dropout(step, mb[k]);
         LossSum l;
+        fault_point("forward");
         if (mb[k].B > 0) l = model_->forward(mb[k].inputs(), drop);
         LOOM_ASSERT(l.count == mb[k].label_count,
                     "the model counted {} labels in a micro-batch, the loader {}", l.count,
                     mb[k].label_count);
         loss_sum += l.sum;
         if (dp_) dp_->begin_micro_batch(k == n - 1);
+        fault_point("backward");
         if (l.count > 0) model_->backward(loss_scale / total);
         if (dp_) dp_->end_micro_batch();
         count_seen(mb[k]);
     }
     // 4. Gradients summed over replicas; the loss over the global batch.
+    fault_point("allreduce");
     if (dp_) dp_->finalize_grads();
     loss_sum = sync_->sum(loss_sum);  // over replicas (pp_ summed its stages already)
     const double loss = total > 0 ? loss_sum / total : 0.0;
@@ -510,7 +484,14 @@ TrainResult Trainer::train() {
                         plan_.total_steps, plan_.global_batch_size, state_.global_step);
         sync_->check_same(fingerprint64(plan), "data plan (examples, tokens, steps, batch, start)");
     }
-    SignalGuard guard(opts_.handle_signals);
+    // A stop asked for on any rank stops every rank after the same step; they
+    // agree on the largest signal number any of them received.
+    auto local_stop = [&](int64_t gs) {
+        if (opts_.interrupt_at_step >= 0 && opts_.interrupt_at_step == gs) return SIGTERM;
+        return opts_.handle_signals ? stop_requested() : 0;
+    };
+    auto agreed_stop = [&](int64_t gs) { return int(sync_->max_over_job(local_stop(gs))); };
+    int stop_signal = agreed_stop(-1);
     // The training step only needs the masked positions' logits.
     train_model().set_logits_scope(LogitsScope::labelled_positions);
     loader_->seek({state_.loader_epoch, state_.loader_batches});
@@ -520,9 +501,9 @@ TrainResult Trainer::train() {
     const auto t0 = Clock::now();
     double window_t0 = 0;
     int64_t window_samples = 0, window_tokens = 0, window_steps = 0;
-    bool stop_early = false, interrupted = false;
+    bool stop_early = false, interrupted = stop_signal != 0;
 
-    while (state_.global_step < plan_.total_steps) {
+    while (!interrupted && state_.global_step < plan_.total_steps) {
         const int64_t step = state_.global_step;
         const int64_t samples0 = state_.samples_seen, tokens0 = state_.tokens_seen;
         double grad_norm = 0;
@@ -607,9 +588,9 @@ TrainResult Trainer::train() {
             stop_early = early_stop_check();
             train_model().set_logits_scope(LogitsScope::labelled_positions);
         }
-        if (opts_.interrupt_at_step == gs) trainer_stop_signal().store(SIGTERM);
-        // A signal on any replica stops them all after the same step.
-        interrupted = sync_->any(trainer_stop_signal().load() != 0);
+        // After the last step the run simply finishes (export included).
+        stop_signal = last ? 0 : agreed_stop(gs);
+        interrupted = stop_signal != 0;
         const bool do_save =
             (c.save_strategy == IntervalStrategy::steps && gs % plan_.save_steps == 0) ||
             (c.save_strategy == IntervalStrategy::epoch && epoch_end) ||
@@ -617,6 +598,16 @@ TrainResult Trainer::train() {
             // must leave a checkpoint to resume from.
             ((last || stop_early) && c.save_strategy != IntervalStrategy::no) || interrupted;
         if (do_save) r.last_checkpoint = save_checkpoint();
+        // A signal that came while the checkpoint was written stops now, not
+        // one step (and one more checkpoint) later. Also a barrier: rank 0
+        // writes alone, and no rank may exit before its checkpoint is whole.
+        if (do_save && !last && !stop_early) {
+            const int during_save = agreed_stop(-1);
+            if (!interrupted && during_save != 0) {
+                stop_signal = during_save;
+                interrupted = true;
+            }
+        }
         if (interrupted || stop_early) break;
     }
     const double runtime = seconds_since(t0);
@@ -628,10 +619,15 @@ TrainResult Trainer::train() {
                          : (stop_early ? StopReason::early_stopped : StopReason::completed);
     if (interrupted) {
         r.best_checkpoint = state_.best_model_checkpoint;
-        say(fmt::format(
-            "interrupted by signal {} after step {}; checkpoint {}\nresume with: "
-            "loom train {} --set hyperparameters.resume_from_checkpoint=latest",
-            trainer_stop_signal().load(), state_.global_step, r.last_checkpoint, job_.source));
+        r.stop_signal = stop_signal;
+        if (r.last_checkpoint.empty() && r.global_step == r.start_step)
+            say(fmt::format("stopped by {} before the first step: nothing new to save",
+                            strsignal(stop_signal)));
+        else
+            say(fmt::format("stopped by {} after step {}; checkpoint {}", strsignal(stop_signal),
+                            state_.global_step, r.last_checkpoint));
+        say(fmt::format("run `loom train {}` again to continue from the newest checkpoint",
+                        job_.source));
         return r;
     }
     finish_run(r, runtime);

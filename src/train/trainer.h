@@ -16,7 +16,7 @@
 // The trainer knows the Model interface and the task, never a model family.
 // Around the loop: evaluation (eval_strategy), checkpoints (save_strategy,
 // rotation by save_total_limit that keeps the best), early stopping,
-// load_best_model_at_end, SIGINT/SIGTERM (finish the step, checkpoint, stop),
+// load_best_model_at_end, SIGTERM/SIGINT/SIGUSR1 (finish the step, checkpoint, stop),
 // metrics.jsonl, TensorBoard events, a progress bar, report.html, and the
 // final HF export of output_dir.
 #pragma once
@@ -97,7 +97,9 @@ struct TrainerOptions {
     Communicator* tp_comm = nullptr;
     std::FILE* out = stdout;     // plain messages
     bool quiet = false;          // no progress bar or messages (tests)
-    bool handle_signals = true;  // SIGINT/SIGTERM finish the step and checkpoint
+    // Honour stop requests (core/stop_signals.h: SIGTERM, SIGINT, SIGUSR1):
+    // finish the step, checkpoint, return StopReason::interrupted.
+    bool handle_signals = true;
     // Tests: behave as if SIGTERM arrived during this step (1-based), -1 = never.
     int64_t interrupt_at_step = -1;
     std::string job_text;          // the resolved job (report.html); "" = job_to_yaml
@@ -138,6 +140,7 @@ struct TrainResult {
     double data_wait_s = 0;           // time the loop waited for batches
     int64_t samples = 0, tokens = 0;  // processed in this run
     int64_t skipped_steps = 0;        // fp16: updates skipped for inf/NaN gradients (whole run)
+    int stop_signal = 0;              // interrupted: the signal the ranks agreed to stop on
 };
 
 class RemoteJob;
@@ -258,8 +261,5 @@ class Trainer {
     int64_t log_steps_ = 0;
     int64_t last_saved_step_ = -1;
 };
-
-// Process-wide stop flag set by SIGINT/SIGTERM while a Trainer runs.
-std::atomic<int>& trainer_stop_signal();
 
 }  // namespace loom

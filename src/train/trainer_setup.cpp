@@ -95,11 +95,6 @@ SpecialIds special_ids(const std::string& tokenizer_path) {
 
 }  // namespace
 
-std::atomic<int>& trainer_stop_signal() {
-    static std::atomic<int> flag{0};
-    return flag;
-}
-
 Trainer::Trainer(Job job, TrainerOptions options)
     : job_(std::move(job)), opts_(std::move(options)) {
     if (opts_.sync) {
