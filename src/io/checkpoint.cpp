@@ -183,19 +183,6 @@ std::vector<CheckpointInfo> list_checkpoints(const std::string& output_dir) {
     return out;
 }
 
-std::string resolve_checkpoint(const std::string& spec, const std::string& output_dir) {
-    if (spec == "latest") {
-        const auto all = list_checkpoints(output_dir);
-        LOOM_CHECK(!all.empty(),
-                   "resume_from_checkpoint: latest: no checkpoint-<step> folder with a {} in {}",
-                   k_checkpoint_manifest, output_dir);
-        return all.back().path;
-    }
-    LOOM_CHECK(fs::is_directory(spec), "resume_from_checkpoint: {} is not a checkpoint folder",
-               spec);
-    return spec;
-}
-
 std::string checkpoint_incomplete_reason(const std::string& dir) {
     const fs::path mpath = fs::path(dir) / std::string(k_checkpoint_manifest);
     if (!fs::exists(mpath)) return fmt::format("no {} (it is written last)", k_checkpoint_manifest);

@@ -72,10 +72,6 @@ struct CheckpointInfo {
 // Complete checkpoint-<step> folders (a manifest present), ascending by step.
 std::vector<CheckpointInfo> list_checkpoints(const std::string& output_dir);
 
-// "latest" -> the newest checkpoint in output_dir (an error if there is none);
-// anything else is a path to a checkpoint folder.
-std::string resolve_checkpoint(const std::string& spec, const std::string& output_dir);
-
 // Why the checkpoint folder `dir` is incomplete, or "" when it is not: its
 // manifest is missing or unreadable, or a file the manifest lists is missing
 // or has another size. Loom's own writer cannot leave such a folder under a

@@ -463,7 +463,7 @@ TrainResult Trainer::train() {
     const bool main = sync_->is_main();
     TrainResult r;
     r.start_step = state_.global_step;
-    const bool resumed = !c.resume_from_checkpoint.empty();
+    const bool resumed = !resumed_from_.empty();
 
     if (main) {
         jsonl_ = std::make_unique<JsonlLogger>(t.output_dir, resumed ? state_.global_step : -1);
@@ -487,7 +487,11 @@ TrainResult Trainer::train() {
         plan_.global_batch_size, t.per_device_train_batch_size, t.gradient_accumulation_steps,
         sync_->dp_size(), plan_.warmup_steps, runtime_threads()));
     if (resumed)
-        say(fmt::format("resumed at step {} (epoch {:.2f})", state_.global_step, state_.epoch));
+        say(fmt::format("resumed at step {} (epoch {:.2f}){}", state_.global_step, state_.epoch,
+                        state_.global_step >= plan_.total_steps
+                            ? ": the run had already finished, nothing is left to train (raise "
+                              "max_steps or num_train_epochs to train further)"
+                            : ""));
     const bool ckpt = job_.distribution.activation_checkpointing;
     const MemoryPlan mem = memory_plan(ckpt);
     say(fmt::format(
@@ -629,8 +633,8 @@ TrainResult Trainer::train() {
     if (interrupted) {
         r.best_checkpoint = state_.best_model_checkpoint;
         say(fmt::format(
-            "interrupted by signal {} after step {}; checkpoint {}\nresume with: "
-            "loom train {} --set hyperparameters.resume_from_checkpoint=latest",
+            "interrupted by signal {} after step {}; checkpoint {}\nrunning the same job again "
+            "(loom train {}) resumes from it",
             trainer_stop_signal().load(), state_.global_step, r.last_checkpoint, job_.source));
         return r;
     }
