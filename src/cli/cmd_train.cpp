@@ -1,6 +1,6 @@
 // `loom train job.yaml [--set key=value ...]`: runs a training job (train/trainer.h).
 // Exit status 0 when training completes, stops early, or is interrupted by
-// SIGINT/SIGTERM after checkpointing (the message says how to resume).
+// SIGINT/SIGTERM after checkpointing (running it again resumes).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -163,8 +163,17 @@ TrainingArguments under `hyperparameters`. Example:
 Output: output_dir/ becomes a Hugging Face folder (config.json,
 model.safetensors, tokenizer.json), with checkpoint-<step>/ folders,
 metrics.jsonl, TensorBoard events in runs/ and report.html.
-Ctrl-C (or SIGTERM) finishes the step, writes a checkpoint and exits 0;
-continue with --set hyperparameters.resume_from_checkpoint=latest.
+Ctrl-C (or SIGTERM) finishes the step, writes a checkpoint and exits 0.
+
+Restarts: running the same job again continues from the newest complete
+checkpoint of the same job in output_dir (or at checkpoint_uri), on any
+layout; with none it starts fresh. A checkpoint of a different job (model,
+task, data, learning rate, seed, global batch, ...) is refused, naming what
+differs; the layout, precision and max_steps / num_train_epochs may change.
+resume_from_checkpoint: latest does the same; a path resumes that
+checkpoint even with changed settings (they are listed).
+overwrite_output_dir: true starts over, removing the old run's checkpoints,
+TensorBoard events and metrics.jsonl.
 
 GPU: a loom built with CUDA (the cuda-release preset) trains on GPU 0 when
 one is visible, in fp32, bf16 or fp16 (fp32 master weights, fp16 with a
