@@ -144,9 +144,11 @@ class RemoteJob;
 
 class Trainer {
   public:
-    // Validates what can be validated cheaply first (output_dir writable, the
-    // tokenizer and config readable), then reads and featurizes the data and
-    // builds the model; resumes when the job asks.
+    // Validates what can be validated cheaply first (output_dir writable,
+    // which checkpoint to resume and whether it is this job's, the tokenizer
+    // and config readable), then reads and featurizes the data and builds the
+    // model; then resumes, or clears the old run for overwrite_output_dir
+    // (trainer_restart.cpp).
     explicit Trainer(Job job, TrainerOptions options = {});
     ~Trainer();
     Trainer(const Trainer&) = delete;
