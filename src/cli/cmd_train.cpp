@@ -182,6 +182,16 @@ same step, one checkpoint is written (and uploaded to checkpoint_uri), and
 loom exits with status 75 (EX_TEMPFAIL). Run the same command again to
 continue from the newest checkpoint. A second Ctrl-C stops at once.
 
+Restarts: running the same job again continues from the newest complete
+checkpoint of the same job in output_dir (or at checkpoint_uri), on any
+layout; with none it starts fresh. A checkpoint of a different job (model,
+task, data, learning rate, seed, global batch, ...) is refused, naming what
+differs; the layout, precision and max_steps / num_train_epochs may change.
+resume_from_checkpoint: latest does the same; a path resumes that
+checkpoint even with changed settings (they are listed).
+overwrite_output_dir: true starts over, removing the old run's checkpoints,
+TensorBoard events and metrics.jsonl.
+
 GPU: a loom built with CUDA (the cuda-release preset) trains on GPU 0 when
 one is visible, in fp32, bf16 or fp16 (fp32 master weights, fp16 with a
 dynamic loss scale), with AdamW, LAMB or SGD; evaluation runs there too.

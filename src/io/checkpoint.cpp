@@ -158,33 +158,88 @@ std::string CheckpointWriter::commit() {
     return final_dir_;
 }
 
-std::vector<CheckpointInfo> list_checkpoints(const std::string& output_dir) {
+namespace {
+
+// Every checkpoint-<step> folder, complete or not, ascending by step.
+std::vector<CheckpointInfo> step_folders(const std::string& output_dir) {
     std::vector<CheckpointInfo> out;
     std::error_code ec;
     if (!fs::is_directory(output_dir, ec)) return out;
     for (const auto& e : fs::directory_iterator(output_dir)) {
         if (!e.is_directory()) continue;
         const int64_t s = step_of(e.path().filename().string());
-        if (s < 0) continue;
-        if (!fs::exists(e.path() / std::string(k_checkpoint_manifest))) continue;
-        out.push_back({e.path().string(), s});
+        if (s >= 0) out.push_back({e.path().string(), s});
     }
     std::sort(out.begin(), out.end(),
               [](const CheckpointInfo& a, const CheckpointInfo& b) { return a.step < b.step; });
     return out;
 }
 
-std::string resolve_checkpoint(const std::string& spec, const std::string& output_dir) {
-    if (spec == "latest") {
-        const auto all = list_checkpoints(output_dir);
-        LOOM_CHECK(!all.empty(),
-                   "resume_from_checkpoint: latest: no checkpoint-<step> folder with a {} in {}",
-                   k_checkpoint_manifest, output_dir);
-        return all.back().path;
+}  // namespace
+
+std::vector<CheckpointInfo> list_checkpoints(const std::string& output_dir) {
+    std::vector<CheckpointInfo> out;
+    for (auto& c : step_folders(output_dir))
+        if (fs::exists(fs::path(c.path) / std::string(k_checkpoint_manifest)))
+            out.push_back(std::move(c));
+    return out;
+}
+
+std::string checkpoint_incomplete_reason(const std::string& dir) {
+    const fs::path mpath = fs::path(dir) / std::string(k_checkpoint_manifest);
+    if (!fs::exists(mpath)) return fmt::format("no {} (it is written last)", k_checkpoint_manifest);
+    json m;
+    try {
+        m = json::parse(read_file(mpath.string()));
+    } catch (const json::exception&) {
+        return fmt::format("{} is not valid JSON", k_checkpoint_manifest);
     }
-    LOOM_CHECK(fs::is_directory(spec), "resume_from_checkpoint: {} is not a checkpoint folder",
-               spec);
-    return spec;
+    if (!m.is_object() || !m.contains("files") || !m["files"].is_object())
+        return fmt::format("{} lists no files", k_checkpoint_manifest);
+    for (auto it = m["files"].begin(); it != m["files"].end(); ++it) {
+        const fs::path p = fs::path(dir) / it.key();
+        std::error_code ec;
+        const auto have = fs::file_size(p, ec);
+        if (ec) return fmt::format("{} is missing", it.key());
+        const int64_t want = it.value().is_object() ? it.value().value("bytes", int64_t(-1)) : -1;
+        if (int64_t(have) != want)
+            return fmt::format("{} has {} bytes, the manifest says {}", it.key(), have, want);
+    }
+    return "";
+}
+
+std::optional<CheckpointInfo> newest_complete_checkpoint(const std::string& output_dir,
+                                                         std::vector<std::string>* skipped) {
+    const auto all = step_folders(output_dir);
+    for (auto it = all.rbegin(); it != all.rend(); ++it) {
+        const std::string why = checkpoint_incomplete_reason(it->path);
+        if (why.empty()) return *it;
+        if (skipped)
+            skipped->push_back(fmt::format("{}: {}", fs::path(it->path).filename().string(), why));
+    }
+    return std::nullopt;
+}
+
+int64_t remove_checkpoints(const std::string& output_dir) {
+    int64_t n = 0;
+    std::error_code ec;
+    if (!fs::is_directory(output_dir, ec)) return 0;
+    std::vector<std::string> doomed;
+    for (const auto& e : fs::directory_iterator(output_dir)) {
+        if (!e.is_directory()) continue;
+        std::string name = e.path().filename().string();
+        // A download that stopped half way (io/remote_checkpoint.h).
+        const bool download = name.starts_with(".tmp-download-checkpoint-");
+        if (name.starts_with(k_tmp_prefix))
+            name = k_prefix + name.substr(std::strlen(k_tmp_prefix));
+        if (name.ends_with(".old")) name.resize(name.size() - 4);
+        if (download || step_of(name) >= 0) doomed.push_back(e.path().string());
+    }
+    for (const auto& p : doomed) {
+        remove_tree(p);
+        ++n;
+    }
+    return n;
 }
 
 int64_t verify_checkpoint(const std::string& dir) {
@@ -198,8 +253,7 @@ int64_t verify_checkpoint(const std::string& dir) {
     try {
         m = json::parse(read_file(mpath));
     } catch (const json::exception& e) {
-        LOOM_FAIL("checkpoint {}: {} is not valid JSON ({})", dir, k_checkpoint_manifest,
-                  e.what());
+        LOOM_FAIL("checkpoint {}: {} is not valid JSON ({})", dir, k_checkpoint_manifest, e.what());
     }
     LOOM_CHECK(m.is_object() && m.value("format", "") == "loom-checkpoint",
                "checkpoint {}: {} does not say format \"loom-checkpoint\"", dir,
@@ -217,8 +271,9 @@ int64_t verify_checkpoint(const std::string& dir) {
                    it.key());
         const int64_t want = it.value().value("bytes", int64_t(-1));
         const int64_t have = int64_t(fs::file_size(p));
-        LOOM_CHECK(want == have, "checkpoint {}: {} has {} bytes, the manifest says {} (truncated "
-                                 "or overwritten)",
+        LOOM_CHECK(want == have,
+                   "checkpoint {}: {} has {} bytes, the manifest says {} (truncated "
+                   "or overwritten)",
                    dir, it.key(), have, want);
         const std::string h = file_hash_hex(p);
         LOOM_CHECK(h == it.value().value("hash", ""),

@@ -91,7 +91,10 @@ JsonlLogger::JsonlLogger(const std::string& output_dir, int64_t resume_step) {
     std::vector<LogEntry> kept;
     if (resume_step >= 0 && fs::exists(path_)) {
         for (auto& e : read_metrics_jsonl(path_))
-            if (e.get("step").value_or(0) <= static_cast<double>(resume_step))
+            // A summary belongs to the run that wrote it: the resumed run
+            // ends with its own.
+            if (e.get("step").value_or(0) <= static_cast<double>(resume_step) &&
+                !e.has("train_runtime"))
                 kept.push_back(std::move(e));
     }
     f_ = std::fopen(path_.c_str(), "w");

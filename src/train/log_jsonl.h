@@ -40,9 +40,11 @@ LogEntry eval_log_entry(int64_t step, double epoch,
                         const std::vector<std::pair<std::string, double>>& metrics);
 
 class JsonlLogger {
-public:
+  public:
     // Creates output_dir if needed. resume_step < 0 starts a new file;
-    // otherwise earlier lines with step <= resume_step are kept.
+    // otherwise earlier lines with step <= resume_step are kept, except a
+    // finished run's summary (train_runtime, ...), which the resumed run
+    // writes anew.
     explicit JsonlLogger(const std::string& output_dir, int64_t resume_step = -1);
     ~JsonlLogger();
     JsonlLogger(const JsonlLogger&) = delete;
@@ -51,7 +53,7 @@ public:
     void log(const LogEntry& entry);
     const std::string& path() const { return path_; }
 
-private:
+  private:
     std::string path_;
     std::FILE* f_ = nullptr;
 };

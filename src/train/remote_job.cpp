@@ -41,28 +41,37 @@ RemoteJob::RemoteJob(Job& job, std::vector<std::string>& notes) {
         ckpt_store_ = open_object_store(job.checkpoint.checkpoint_uri);
 }
 
-void RemoteJob::fetch_for_resume(Job& job, std::vector<std::string>& notes) {
-    if (!ckpt_store_) return;
-    std::string& spec = job.checkpoint.resume_from_checkpoint;
-    // An explicit checkpoint path is the user's choice: nothing to fetch.
-    if (!spec.empty() && spec != "latest") return;
-    const std::string& dir = job.training.output_dir;
-    // A fresh start over local checkpoints is check_output_dir's to refuse
-    // (or to clear, with overwrite_output_dir).
-    if (spec.empty() && !list_checkpoints(dir).empty()) return;
+const std::string& RemoteJob::checkpoint_uri() const {
+    static const std::string none;
+    return ckpt_store_ ? ckpt_store_->uri() : none;
+}
+
+std::string RemoteJob::fetch_for_resume(const std::string& output_dir, int64_t step) {
+    if (!ckpt_store_) return "";
+    if (step >= 0) {
+        const std::string local =
+            (fs::path(output_dir) / fmt::format("checkpoint-{}", step)).string();
+        if (fs::is_directory(local) && checkpoint_incomplete_reason(local).empty()) return "";
+    }
     const auto remote = list_remote_checkpoints(*ckpt_store_);
-    if (remote.empty()) return;
-    const RemoteCheckpoint& newest = remote.back();
-    const auto local = list_checkpoints(dir);  // another rank of this host may have fetched it
-    if (local.empty() || local.back().step < newest.step) {
-        download_checkpoint(*ckpt_store_, newest, dir);
-        notes.push_back(fmt::format("downloaded {} from {}", newest.name, ckpt_store_->uri()));
+    const RemoteCheckpoint* want = nullptr;
+    if (step >= 0) {
+        for (const auto& r : remote)
+            if (r.step == step) want = &r;
+    } else if (!remote.empty()) {
+        const auto local = newest_complete_checkpoint(output_dir, nullptr);
+        if (!local || local->step < remote.back().step) want = &remote.back();
     }
-    if (spec.empty()) {
-        spec = "latest";
-        notes.push_back(
-            fmt::format("resuming from {} (checkpoint_uri {})", newest.name, ckpt_store_->uri()));
-    }
+    if (!want) return "";
+    download_checkpoint(*ckpt_store_, *want, output_dir);
+    return want->name;
+}
+
+int64_t RemoteJob::clear_checkpoints() {
+    if (!ckpt_store_) return 0;
+    const auto remote = list_remote_checkpoints(*ckpt_store_);
+    for (const auto& r : remote) delete_remote_checkpoint(*ckpt_store_, r.name);
+    return int64_t(remote.size());
 }
 
 void RemoteJob::after_save(const std::string& local_checkpoint, const std::string& output_dir) {

@@ -5,9 +5,11 @@
 //                                 uploaded there (manifest last: complete or
 //                                 absent, io/remote_checkpoint.h); rotation by
 //                                 save_total_limit is mirrored. A job starting
-//                                 with no local checkpoint downloads the newest
-//                                 complete remote one and resumes from it, so a
-//                                 replacement machine continues a spot-killed run.
+//                                 without a newer complete local checkpoint
+//                                 downloads the newest complete remote one, and
+//                                 the trainer resumes from it when it is the
+//                                 same job's, so a replacement machine
+//                                 continues a spot-killed run.
 //   output_dir: s3://b/run        the run works in a local staging folder and
 //                                 uploads the final Hugging Face folder there
 //                                 (checkpoints too, unless checkpoint_uri says
@@ -17,6 +19,7 @@
 // locally (ranks on one host share it: rank 0 first, then the others find it).
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -33,11 +36,17 @@ class RemoteJob {
     RemoteJob(Job& job, std::vector<std::string>& notes);
 
     bool mirrors_checkpoints() const { return ckpt_store_ != nullptr; }
-    // Before resuming: when the store has a complete checkpoint newer than
-    // any in output_dir, downloads it, and turns a fresh start (no local
-    // checkpoint) into `resume_from_checkpoint: latest`. Rank 0 calls it
-    // first; the other ranks after a barrier, finding what it fetched.
-    void fetch_for_resume(Job& job, std::vector<std::string>& notes);
+    const std::string& checkpoint_uri() const;
+    // Before a run that may resume: when the store holds a complete
+    // checkpoint newer than every complete one in output_dir, downloads it.
+    // With `step` >= 0, that step's checkpoint instead, unless output_dir
+    // already has it complete (ranks after the main one fetch what it chose;
+    // ranks on its host find its copy). Returns the downloaded folder's name,
+    // or "".
+    std::string fetch_for_resume(const std::string& output_dir, int64_t step = -1);
+    // Starting over (overwrite_output_dir): deletes the store's checkpoints,
+    // so no later restart resumes the old run from them. Returns how many.
+    int64_t clear_checkpoints();
     // After a local checkpoint is committed (and rotated): upload it and
     // delete remote checkpoints the local rotation removed.
     void after_save(const std::string& local_checkpoint, const std::string& output_dir);

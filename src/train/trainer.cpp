@@ -437,7 +437,7 @@ TrainResult Trainer::train() {
     const bool main = sync_->is_main();
     TrainResult r;
     r.start_step = state_.global_step;
-    const bool resumed = !c.resume_from_checkpoint.empty();
+    const bool resumed = !resumed_from_.empty();
 
     if (main) {
         jsonl_ = std::make_unique<JsonlLogger>(t.output_dir, resumed ? state_.global_step : -1);
@@ -461,7 +461,11 @@ TrainResult Trainer::train() {
         plan_.global_batch_size, t.per_device_train_batch_size, t.gradient_accumulation_steps,
         sync_->dp_size(), plan_.warmup_steps, runtime_threads()));
     if (resumed)
-        say(fmt::format("resumed at step {} (epoch {:.2f})", state_.global_step, state_.epoch));
+        say(fmt::format("resumed at step {} (epoch {:.2f}){}", state_.global_step, state_.epoch,
+                        state_.global_step >= plan_.total_steps
+                            ? ": the run had already finished, nothing is left to train (raise "
+                              "max_steps or num_train_epochs to train further)"
+                            : ""));
     const bool ckpt = job_.distribution.activation_checkpointing;
     const MemoryPlan mem = memory_plan(ckpt);
     say(fmt::format(

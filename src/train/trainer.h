@@ -147,9 +147,11 @@ class RemoteJob;
 
 class Trainer {
   public:
-    // Validates what can be validated cheaply first (output_dir writable, the
-    // tokenizer and config readable), then reads and featurizes the data and
-    // builds the model; resumes when the job asks.
+    // Validates what can be validated cheaply first (output_dir writable,
+    // which checkpoint to resume and whether it is this job's, the tokenizer
+    // and config readable), then reads and featurizes the data and builds the
+    // model; then resumes, or clears the old run for overwrite_output_dir
+    // (trainer_restart.cpp).
     explicit Trainer(Job job, TrainerOptions options = {});
     ~Trainer();
     Trainer(const Trainer&) = delete;
@@ -169,8 +171,15 @@ class Trainer {
     void export_model(const std::string& dir) const;
 
   private:
-    // trainer_setup.cpp
+    // trainer_restart.cpp: a fresh start or the same job's newest checkpoint
     void check_output_dir();
+    void choose_start();
+    int64_t find_checkpoint(std::string& where);
+    // "same job", or why it could not be checked; a difference throws when
+    // `strict`, else becomes a note.
+    std::string check_same_job(const std::string& dir, const std::string& where, bool strict);
+    void clear_previous_run();
+    // trainer_setup.cpp
     void load_tokenizer_and_config();
     void read_data();
     std::shared_ptr<const RowSource> open_train_shards(const std::string& dir);
@@ -185,7 +194,7 @@ class Trainer {
     MemoryPlan memory_plan(bool checkpointing) const;
     // trainer_checkpoint.cpp
     std::string save_checkpoint();
-    void resume(const std::string& spec);
+    void resume(const std::string& dir);
     void load_best_model();
     void update_best(const std::string& checkpoint_name);
     std::string best_metric_key() const;
@@ -252,6 +261,12 @@ class Trainer {
     StepPlan plan_;
     TrainState state_;
     std::vector<std::string> load_notes_;  // newly initialised head rows, data stats
+    nlohmann::json identity_;              // train/job_identity.h, saved in every checkpoint
+    // choose_start's decision, acted on once the set-up succeeded (a bad job
+    // must not cost the previous run its checkpoints).
+    std::string resume_dir_;
+    bool start_over_ = false;
+    std::string resumed_from_;  // the checkpoint folder this run continues, "" when fresh
 
     std::unique_ptr<JsonlLogger> jsonl_;
     std::unique_ptr<TensorBoardWriter> tb_;

@@ -13,6 +13,7 @@
 #include "io/safetensors.h"
 #include "parallel/dp_step.h"
 #include "parallel/pipeline_parallel.h"
+#include "train/job_identity.h"
 #include "train/log_jsonl.h"
 #include "train/log_tensorboard.h"
 #include "train/progress.h"
@@ -130,6 +131,7 @@ std::string Trainer::save_checkpoint() {
     w.add_text("scheduler.json", sched.dump(2) + "\n");
     w.add_text("trainer_state.json", train_state_to_json(state_).dump(2) + "\n");
     w.add_text("job.yaml", job_to_yaml(job_));
+    w.add_text(std::string(k_job_identity_file), identity_.dump(2) + "\n");
     for (const auto& [file, text] : hf_side_files(config_, job_.model.tokenizer_path))
         w.add_text(file, text);
     const std::string path = w.commit();
@@ -143,9 +145,8 @@ std::string Trainer::save_checkpoint() {
     return path;
 }
 
-void Trainer::resume(const std::string& spec) {
+void Trainer::resume(const std::string& dir) {
     LOOM_CHECK(train_rows_ != nullptr, "resume_from_checkpoint needs data.train");
-    const std::string dir = resolve_checkpoint(spec, job_.training.output_dir);
     // Re-hashes every file: a corrupt checkpoint is an error, never a fresh start.
     const int64_t step = verify_checkpoint(dir);
     const std::string state_path = (fs::path(dir) / "trainer_state.json").string();
@@ -200,6 +201,7 @@ void Trainer::resume(const std::string& spec) {
     }
     state_ = std::move(s);
     last_saved_step_ = state_.global_step;
+    resumed_from_ = dir;
 }
 
 void Trainer::load_best_model() {

@@ -19,6 +19,7 @@
 #include "parallel/gpu_pipeline.h"
 #include "parallel/pipeline_parallel.h"
 #include "tokenizer/tokenizer.h"
+#include "train/job_identity.h"
 #include "train/log_jsonl.h"
 #include "train/log_tensorboard.h"
 #include "train/progress.h"
@@ -106,53 +107,22 @@ Trainer::Trainer(Job job, TrainerOptions options)
         sync_ = &local_sync_;
     }
     remote_ = std::make_unique<RemoteJob>(job_, load_notes_);
-    if (!opts_.evaluation_only && remote_->mirrors_checkpoints()) {
-        // Rank 0 fetches first; ranks on the same host then find its copy.
-        if (sync_->is_main()) remote_->fetch_for_resume(job_, load_notes_);
-        sync_->sum(0.0);
-        if (!sync_->is_main()) {
-            std::vector<std::string> ignored;
-            remote_->fetch_for_resume(job_, ignored);
-        }
+    if (!opts_.evaluation_only) {
+        identity_ = job_identity(job_, sync_->dp_size());
+        check_output_dir();
+        choose_start();
     }
-    if (!opts_.evaluation_only) check_output_dir();
     load_tokenizer_and_config();
     read_data();
     build_model_and_optimizer();
-    if (!job_.checkpoint.resume_from_checkpoint.empty())
-        resume(job_.checkpoint.resume_from_checkpoint);
+    if (start_over_ && sync_->is_main()) clear_previous_run();
+    if (!resume_dir_.empty()) resume(resume_dir_);
 }
 
 Trainer::~Trainer() {
     // DataParallel takes its hooks back off model_, which is declared (and so
     // destroyed) after it.
     dp_.reset();
-}
-
-void Trainer::check_output_dir() {
-    const std::string& dir = job_.training.output_dir;
-    // Before anything slow: an unwritable output_dir must not cost a training run.
-    try {
-        check_writable_dir(dir);
-    } catch (const Error& e) {
-        LOOM_FAIL(
-            "output_dir {} is not writable, so nothing could be saved: {}\nHINT: set "
-            "hyperparameters.output_dir to a folder you can write to",
-            dir, e.what());
-    }
-    if (!job_.checkpoint.resume_from_checkpoint.empty()) return;
-    const auto existing = list_checkpoints(dir);
-    if (existing.empty()) return;
-    LOOM_CHECK(job_.training.overwrite_output_dir,
-               "output_dir {} already holds checkpoints (newest: {}); to continue that run set "
-               "hyperparameters.resume_from_checkpoint=latest, to start over set "
-               "hyperparameters.overwrite_output_dir=true",
-               dir, existing.back().path);
-    // Starting over: old checkpoints would confuse `latest` and rotation.
-    // Only the main rank removes them (it alone writes checkpoints): ranks
-    // removing the same folders at once fail on each other's deletions.
-    if (sync_->is_main())
-        for (const auto& c : existing) fs::remove_all(c.path);
 }
 
 void Trainer::load_tokenizer_and_config() {

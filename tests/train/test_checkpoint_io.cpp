@@ -1,7 +1,9 @@
 // Checkpoint folders on their own: atomic commit (a crashed writer leaves no
-// checkpoint), verification, `latest`, and HF's rotation rule.
+// checkpoint), verification, `latest` (passing over unfinished folders),
+// removal for a fresh start, and HF's rotation rule.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 
 #include "io/checkpoint.h"
@@ -49,10 +51,63 @@ TEST_F(CheckpointIo, CommitIsAllOrNothing) {
 }
 
 TEST_F(CheckpointIo, LatestIsTheHighestStepNotTheNewestName) {
+    EXPECT_FALSE(newest_complete_checkpoint(dir_.string(), nullptr).has_value());
     make(9);
     make(10);
     make(2);
-    EXPECT_EQ(resolve_checkpoint("latest", dir_.string()), (dir_ / "checkpoint-10").string());
+    const auto c = newest_complete_checkpoint(dir_.string(), nullptr);
+    ASSERT_TRUE(c.has_value());
+    EXPECT_EQ(c->path, (dir_ / "checkpoint-10").string());
+    EXPECT_EQ(c->step, 10);
+}
+
+// What a copy, a sync or a store without atomic renames leaves behind when it
+// stops half way is passed over, and each one says why.
+TEST_F(CheckpointIo, NewestCompleteSkipsUnfinishedFolders) {
+    make(4);
+    make(6);
+    make(8);
+    fs::resize_file(dir_ / "checkpoint-8" / "model.safetensors", 10);  // a short copy
+    fs::remove(dir_ / "checkpoint-6" / "trainer_state.json");          // a file never arrived
+    fs::create_directories(dir_ / "checkpoint-12");                    // no manifest yet
+    write("checkpoint-12/model.safetensors", "partial");
+    make(10);
+    write("checkpoint-10/loom_checkpoint.json", "{\"files\": {");  // manifest cut short
+    std::vector<std::string> skipped;
+    const auto c = newest_complete_checkpoint(dir_.string(), &skipped);
+    ASSERT_TRUE(c.has_value());
+    EXPECT_EQ(c->step, 4);
+    ASSERT_EQ(skipped.size(), 4u);
+    EXPECT_NE(skipped[0].find("checkpoint-12: no loom_checkpoint.json"), std::string::npos)
+        << skipped[0];
+    EXPECT_NE(skipped[1].find("checkpoint-10: loom_checkpoint.json is not valid JSON"),
+              std::string::npos)
+        << skipped[1];
+    EXPECT_NE(skipped[2].find("checkpoint-8: model.safetensors has 10 bytes"), std::string::npos)
+        << skipped[2];
+    EXPECT_NE(skipped[3].find("checkpoint-6: trainer_state.json is missing"), std::string::npos)
+        << skipped[3];
+    EXPECT_EQ(checkpoint_incomplete_reason((dir_ / "checkpoint-4").string()), "");
+    // Damage that keeps the size is verify_checkpoint's to report, not a reason to fall back.
+    write("checkpoint-4/trainer_state.json", "{\"step\": 5}\n");
+    EXPECT_EQ(checkpoint_incomplete_reason((dir_ / "checkpoint-4").string()), "");
+}
+
+TEST_F(CheckpointIo, RemoveCheckpointsTakesEveryKindOfCheckpointFolder) {
+    make(1);
+    make(2);
+    fs::create_directories(dir_ / "checkpoint-3");       // unfinished
+    fs::create_directories(dir_ / ".tmp-checkpoint-4");  // a writer that crashed
+    fs::create_directories(dir_ / "checkpoint-2.old");   // a replacement that crashed
+    fs::create_directories(dir_ / ".tmp-download-checkpoint-5-123");
+    fs::create_directories(dir_ / "checkpoint-notes");  // not a checkpoint name
+    fs::create_directories(dir_ / "runs");
+    write("checkpoint-9", "a file, not a folder");
+    EXPECT_EQ(remove_checkpoints(dir_.string()), 6);
+    std::vector<std::string> left;
+    for (const auto& e : fs::directory_iterator(dir_)) left.push_back(e.path().filename().string());
+    std::sort(left.begin(), left.end());
+    EXPECT_EQ(left, std::vector<std::string>({"checkpoint-9", "checkpoint-notes", "runs"}));
 }
 
 TEST_F(CheckpointIo, VerifyCatchesEveryKindOfDamage) {

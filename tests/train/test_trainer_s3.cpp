@@ -1,8 +1,9 @@
 // Object storage end to end (a real s3rver on loopback, s3cmd as the
 // independent client): training from shards in a bucket gives the local
 // losses; a truncated shard object names its URI and offset; checkpoint_uri
-// resumes a fresh job exactly and ignores half-uploaded checkpoints; an
-// s3:// output_dir receives the final model.
+// resumes a fresh job exactly and ignores half-uploaded checkpoints, refuses
+// another job's and is cleared by overwrite_output_dir; an s3:// output_dir
+// receives the final model.
 #include <gtest/gtest.h>
 
 #include "data/preprocess.h"
@@ -123,6 +124,29 @@ TEST_F(TrainS3, CheckpointUriResumesAFreshJobExactly) {
     const std::string after = s3cmd("ls --recursive " + uri("runs/r1/"));
     EXPECT_EQ(after.find("checkpoint-3/"), std::string::npos) << after;
     EXPECT_NE(after.find("checkpoint-8/loom_checkpoint.json"), std::string::npos) << after;
+}
+
+// A replacement machine finds another job's checkpoint at the URI: refused,
+// naming the difference. overwrite_output_dir starts over there too: the
+// bucket's checkpoints go, so no later restart resumes the old run.
+TEST_F(TrainS3, CheckpointUriHoldsOnlyTheSameJobsRun) {
+    auto make = [&](const std::string& out, const std::vector<std::string>& ov) {
+        std::vector<std::string> o = ov;
+        o.push_back("hyperparameters.save_strategy=steps");
+        o.push_back("hyperparameters.save_steps=3");
+        return make_job(path("shards"), out, "checkpoint_uri: " + uri("runs/r2") + "\n", o);
+    };
+    TrainerOptions o = quiet();
+    o.interrupt_at_step = 4;
+    ASSERT_EQ(Trainer(make("machine1", {}), o).train().global_step, 4);
+    expect_train_error(
+        [&] { Trainer(make("machine2", {"hyperparameters.learning_rate=0.02"}), quiet()); },
+        {"checkpoint-4 (downloaded from " + uri("runs/r2"), "different job",
+         "hyperparameters.learning_rate: 0.01 (checkpoint) vs 0.02 (this job)"});
+    Trainer fresh(make("machine3", {"hyperparameters.overwrite_output_dir=true"}), quiet());
+    EXPECT_EQ(fresh.state().global_step, 0);
+    const std::string listing = s3cmd("ls --recursive " + uri("runs/r2/"));
+    EXPECT_EQ(listing.find("loom_checkpoint.json"), std::string::npos) << listing;
 }
 
 // output_dir: s3://...: the run works locally and the final Hugging Face
