@@ -78,10 +78,12 @@ void run_preprocess(CliOptions& o) {
     };
     const PreprocessReport r = preprocess(o.p);
     if (tty) fmt::print(stderr, "\n");
+    const std::string uploaded =
+        r.uploaded_files > 0 ? fmt::format(" (uploaded {} files)", r.uploaded_files) : "";
     fmt::print(
-        "wrote {}: {} documents -> {} sequences, {} tokens (uint{} ids) from {} file(s), "
+        "wrote {}{}: {} documents -> {} sequences, {} tokens (uint{} ids) from {} file(s), "
         "{:.1f} MB of text in {:.1f} s ({:.2f} MB/s)\n",
-        o.p.output, r.documents, r.sequences, r.tokens, r.id_bytes * 8, r.files.size(),
+        o.p.output, uploaded, r.documents, r.sequences, r.tokens, r.id_bytes * 8, r.files.size(),
         double(r.text_bytes) / 1e6, r.seconds,
         double(r.text_bytes) / 1e6 / std::max(r.seconds, 1e-9));
 }
@@ -94,7 +96,9 @@ void setup_preprocess(CLI::App& app) {
 Token shards are what large pretraining runs read: the text is tokenized once,
 on all cores, and packed into sequences; training then memory-maps the shards
 and each data-parallel rank touches only its own rows. Point a job's
-data.train at the output folder.
+data.train at the output folder. An s3://bucket/prefix output is written to a
+staging folder in the cache (LOOM_CACHE_DIR, else ~/.cache/loom) and uploaded,
+index.json last; data.train may then name that URI (the shards are streamed).
 
 Inputs: files or folders of plain text (.txt; one document per paragraph by
 default), JSONL/CSV (one document per record, --text-column), each optionally
@@ -118,7 +122,8 @@ sequences.)");
         ->required()
         ->check(CLI::ExistingFile);
     sub->add_option("--input", o->p.inputs, "input files or folders (repeatable)")->required();
-    sub->add_option("--output", o->p.output, "output folder (new or empty)")->required();
+    sub->add_option("--output", o->p.output, "output folder (new or empty), or s3://bucket/prefix")
+        ->required();
     sub->add_option("--task", o->task, "masked-lm or causal-lm")->capture_default_str();
     sub->add_option("--max-seq-length", o->p.max_seq_length,
                     "tokens per sequence, specials included")

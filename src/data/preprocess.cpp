@@ -1,12 +1,19 @@
 // Preprocess: read -> tokenize (batches on all cores) -> pack -> ShardWriter.
 #include "data/preprocess.h"
 
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <filesystem>
 
 #include "core/check.h"
 #include "data/shard_format.h"
 #include "data/shard_writer.h"
+#include "io/object_store.h"
+#include "io/uri.h"
 #include "tokenizer/tokenizer.h"
 
 namespace loom {
@@ -166,9 +173,8 @@ class Packer {
     int64_t documents_ = 0;
 };
 
-}  // namespace
-
-PreprocessReport preprocess(const PreprocessOptions& o) {
+// Tokenizes and packs into the local folder o.output.
+PreprocessReport preprocess_folder(const PreprocessOptions& o) {
     LOOM_CHECK(o.task == Task::masked_lm || o.task == Task::causal_lm,
                "preprocess: --task must be masked-lm or causal-lm, got {}", enum_name(o.task));
     LOOM_CHECK(!o.sentence_order || o.task == Task::masked_lm,
@@ -228,6 +234,83 @@ PreprocessReport preprocess(const PreprocessOptions& o) {
     rep.id_bytes = writer.id_bytes();
     rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return rep;
+}
+
+// "s3:/b/p", "s3:b/p", "https:x": a URI missing its "//" would otherwise
+// become a local folder named "s3:".
+bool looks_like_broken_uri(const std::string& path) {
+    const std::string first = path.substr(0, path.find('/'));
+    if (first.size() < 2 || first.back() != ':') return false;
+    return std::all_of(first.begin(), first.end() - 1, [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '+' || c == '-' || c == '.';
+    });
+}
+
+// Shards for an object store are written to a staging folder in the cache and
+// uploaded with index.json last: readers take a prefix for a shard folder
+// only once its index.json is there, so a stopped upload is never read.
+PreprocessReport preprocess_to_store(const PreprocessOptions& o) {
+    Uri u;
+    try {
+        u = parse_uri(o.output);
+    } catch (const Error& e) {
+        LOOM_FAIL("--output: {}", e.what());
+    }
+    LOOM_CHECK(u.scheme == UriScheme::s3,
+               "--output {}: http(s) URLs can only be read; write shards to a local folder or an "
+               "s3://bucket/prefix",
+               o.output);
+    auto store = open_object_store(o.output);
+    const std::string index(shard::k_index_name);
+    std::vector<std::string> stale;  // shards of a stopped upload (no index.json)
+    for (const auto& obj : store->list("")) {
+        LOOM_CHECK(obj.name != index,
+                   "--output {}: already holds a shard folder ({}); choose another prefix or "
+                   "delete it first",
+                   o.output, store->uri_of(index));
+        LOOM_CHECK(obj.name.starts_with("shard-") && obj.name.ends_with(".bin"),
+                   "--output {}: the prefix holds other objects ({}); choose an empty prefix",
+                   o.output, store->uri_of(obj.name));
+        stale.push_back(obj.name);
+    }
+    for (const auto& name : stale) store->remove(name);
+
+    PreprocessOptions staged = o;
+    staged.output =
+        (fs::path(remote_cache_dir()) / "preprocess" / fmt::format("staging-{}", ::getpid()))
+            .string();
+    fs::remove_all(staged.output);
+    struct RemoveStaging {
+        std::string dir;
+        ~RemoveStaging() {
+            std::error_code ec;
+            fs::remove_all(dir, ec);
+        }
+    } cleanup{staged.output};
+    PreprocessReport rep = preprocess_folder(staged);
+    try {
+        rep.uploaded_files = upload_folder(staged.output, *store, "", {index});
+    } catch (const Error& e) {
+        LOOM_FAIL(
+            "uploading the shards to {} stopped: {}\nHINT: readers ignore the prefix until its "
+            "index.json arrives; run the same `loom preprocess` again to replace what was "
+            "uploaded",
+            o.output, e.what());
+    }
+    return rep;
+}
+
+}  // namespace
+
+PreprocessReport preprocess(const PreprocessOptions& o) {
+    LOOM_CHECK(!o.output.empty(), "preprocess: no --output given");
+    if (is_remote_uri(o.output) || o.output.find("://") != std::string::npos)
+        return preprocess_to_store(o);
+    LOOM_CHECK(!looks_like_broken_uri(o.output),
+               "--output {}: looks like a URI without its '//' (expected s3://bucket/prefix or a "
+               "local folder)",
+               o.output);
+    return preprocess_folder(o);
 }
 
 }  // namespace loom

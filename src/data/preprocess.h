@@ -30,9 +30,14 @@ namespace loom {
 
 struct PreprocessOptions {
     std::vector<std::string> inputs;  // files or folders
-    std::string output;               // a new (or empty) folder
-    std::string tokenizer_path;       // tokenizer.json
-    Task task = Task::masked_lm;      // masked_lm or causal_lm
+    // A new (or empty) folder, or an s3://bucket/prefix without a shard
+    // folder or other objects: shards are then staged in the cache
+    // (io/object_store.h) and uploaded, index.json last, and the staging
+    // folder is removed. Shard objects of a stopped upload (no index.json)
+    // are replaced.
+    std::string output;
+    std::string tokenizer_path;   // tokenizer.json
+    Task task = Task::masked_lm;  // masked_lm or causal_lm
     int64_t max_seq_length = 128;
     bool sentence_order = false;  // masked LM only
     std::string text_column = "text";
@@ -52,6 +57,7 @@ struct PreprocessReport {
     double seconds = 0;
     int id_bytes = 2;
     std::vector<std::string> files;  // the input files read, in order
+    size_t uploaded_files = 0;       // output in an object store: files put there
 };
 
 PreprocessReport preprocess(const PreprocessOptions& o);

@@ -11,6 +11,7 @@
 
 #include "core/check.h"
 #include "core/fault_points.h"
+#include "io/fetch_once.h"
 #include "io/file_utils.h"
 #include "io/http_client.h"
 #include "io/s3_client.h"
@@ -160,12 +161,12 @@ std::string fetch_to_cache(const std::string& text) {
     if (!u.is_remote()) return u.path;
     const std::string dir =
         (fs::path(remote_cache_dir()) / "remote" / fmt::format("{:016x}", fnv1a(text))).string();
-    ensure_dir(dir);
     const std::string name = uri_basename(text).empty() ? "data" : uri_basename(text);
-    const std::string target = (fs::path(dir) / name).string();
-    const std::string meta_path = (fs::path(dir) / ".source.json").string();
     if (u.scheme != UriScheme::s3) {
-        // Plain http(s): no cheap validator everywhere, so fetch every time.
+        // Plain http(s): no cheap validator everywhere, so fetch every time
+        // (each process renames its own complete copy into place).
+        const std::string target = (fs::path(dir) / name).string();
+        ensure_dir(dir);
         http_get_to_file(u.url, target);
         return target;
     }
@@ -176,47 +177,46 @@ std::string fetch_to_cache(const std::string& text) {
     if (!u.key.empty() && !u.key.ends_with('/')) {
         if (auto info = client.head(u.bucket, u.key)) objects.push_back(*info);
     }
+    std::string prefix = u.key;
     if (objects.empty()) {
-        std::string prefix = u.key;
         if (!prefix.empty() && !prefix.ends_with('/')) prefix += '/';
         objects = client.list(u.bucket, prefix);
         LOOM_CHECK(!objects.empty(), "{}: no such object, and no objects under {}/ (HTTP 404)",
                    text, text);
         folder = true;
-        for (auto& o : objects) o.key = o.key.substr(prefix.size());
-    }
-    nlohmann::json want = nlohmann::json::array();
-    for (const auto& o : objects) want.push_back({o.key, o.size, o.etag});
-    if (fs::exists(meta_path) && fs::exists(target)) {
-        try {
-            if (nlohmann::json::parse(read_file(meta_path)) == want) return target;
-        } catch (const std::exception&) {
-            // A damaged marker: fetch again.
+        for (auto& o : objects) {
+            o.key = o.key.substr(prefix.size());
+            if (o.key.empty() || o.key.ends_with('/')) continue;  // "folder" markers
+            const fs::path rel = fs::path(o.key).lexically_normal();
+            LOOM_CHECK(rel.is_relative() && *rel.begin() != "..",
+                       "{}: object key '{}{}' would land outside the cache folder", text, prefix,
+                       o.key);
         }
     }
-    if (folder) {
-        const std::string tmp = fmt::format("{}.tmp.{}", target, ::getpid());
-        fs::remove_all(tmp);
+    // The listing (names, sizes, ETags) names the version: a changed object
+    // gets a new folder, so a copy another job is reading is never replaced.
+    nlohmann::json listing = nlohmann::json::array();
+    for (const auto& o : objects) listing.push_back({o.key, o.size, o.etag});
+    const std::string target =
+        (fs::path(dir) / fmt::format("{:016x}", fnv1a(listing.dump())) / name).string();
+    auto get = [&](const std::string& key, const std::string& path, uint64_t size) {
+        const uint64_t got = client.get_to_file(u.bucket, key, path);
+        LOOM_CHECK(got == size,
+                   "{}: {} bytes arrived, the listing said {} (was the object replaced while it "
+                   "was fetched?)",
+                   s3_uri(u.bucket, key), got, size);
+    };
+    // Ranks of one job, and jobs sharing the cache, download it once per machine.
+    fetch_once(target, [&](const std::string& tmp) {
+        if (!folder) return get(u.key, tmp, objects.front().size);
+        ensure_dir(tmp);
         for (const auto& o : objects) {
-            if (o.key.empty() || o.key.ends_with('/')) continue;
+            if (o.key.empty() || o.key.ends_with('/')) continue;  // "folder" markers
             const std::string p = (fs::path(tmp) / o.key).string();
             ensure_dir(parent_dir(p));
-            std::string prefix = u.key;
-            if (!prefix.empty() && !prefix.ends_with('/')) prefix += '/';
-            client.get_to_file(u.bucket, prefix + o.key, p);
+            get(prefix + o.key, p, o.size);
         }
-        fs::remove_all(target);
-        std::error_code ec;
-        fs::rename(tmp, target, ec);
-        if (ec) {  // another process put its copy there first
-            fs::remove_all(tmp);
-            LOOM_CHECK(fs::is_directory(target), "cannot move '{}' to '{}': {}", tmp, target,
-                       ec.message());
-        }
-    } else {
-        client.get_to_file(u.bucket, u.key, target);
-    }
-    write_file_atomic(meta_path, want.dump() + "\n");
+    });
     return target;
 }
 

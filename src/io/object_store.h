@@ -8,7 +8,7 @@
 // Also here: fetch_to_cache(), which turns an s3:// or http(s):// data URI
 // into a local file or folder under the cache (LOOM_CACHE_DIR, else
 // $XDG_CACHE_HOME/loom, else ~/.cache/loom), reusing a cached copy whose
-// size and ETag still match.
+// sizes and ETags still match, downloaded once per machine.
 //
 // Not here: http(s) as a store (no listing or upload over plain HTTP).
 #pragma once
@@ -50,11 +50,17 @@ std::unique_ptr<ObjectStore> open_object_store(const std::string& uri);
 // The cache root (created if missing).
 std::string remote_cache_dir();
 
-// Local paths are returned unchanged. An s3:// object or http(s):// URL is
-// downloaded to <cache>/remote/<16 hex of the URI>/<basename>; an s3:// prefix
-// that is not an object is downloaded as a folder of every object under
-// "<prefix>/". Errors name the URI. Safe when several processes fetch the same
-// URI (each writes a temporary and renames it).
+// Local paths are returned unchanged. An s3:// object is downloaded to
+// <cache>/remote/<16 hex of the URI>/<16 hex of its listing>/<basename>; an
+// s3:// prefix that is not an object is downloaded as a folder of every object
+// under "<prefix>/". The listing (keys, sizes, ETags) is asked for on every
+// call; an unchanged one reuses the cached copy, a changed one gets a folder
+// of its own (older ones stay until the cache is cleared). However many
+// processes of however many jobs ask at once, one per machine downloads and
+// the rest wait for it (fetch_once.h). An http(s):// URL has no cheap
+// validator, so it is fetched again by every call, to
+// <cache>/remote/<16 hex>/<basename> (each copy renamed into place whole).
+// Errors name the URI.
 std::string fetch_to_cache(const std::string& uri);
 
 // Uploads every file under local_dir (recursively) to store/<prefix><relative

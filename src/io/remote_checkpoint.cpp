@@ -3,7 +3,6 @@
 #include "io/remote_checkpoint.h"
 
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -11,6 +10,7 @@
 
 #include "core/check.h"
 #include "io/checkpoint.h"
+#include "io/fetch_once.h"
 #include "io/file_utils.h"
 
 namespace loom {
@@ -61,33 +61,33 @@ void upload_checkpoint(const std::string& local_dir, ObjectStore& store) {
 std::string download_checkpoint(ObjectStore& store, const RemoteCheckpoint& ckpt,
                                 const std::string& output_dir) {
     const std::string prefix = ckpt.name + "/";
+    const std::string manifest(k_checkpoint_manifest);
     ensure_dir(output_dir);
-    const std::string tmp =
-        (fs::path(output_dir) / fmt::format(".tmp-download-{}-{}", ckpt.name, ::getpid())).string();
     const std::string final_dir = (fs::path(output_dir) / ckpt.name).string();
-    fs::remove_all(tmp);
+    FetchOnceOptions o;
+    // The manifest is the last file of a checkpoint, here and when saved.
+    o.is_complete = [&](const std::string& dir) { return fs::exists(fs::path(dir) / manifest); };
     try {
-        for (const auto& o : store.list(prefix)) {
-            const std::string rel = o.name.substr(prefix.size());
-            if (rel.empty() || rel.ends_with('/')) continue;
-            const std::string p = (fs::path(tmp) / rel).string();
-            ensure_dir(parent_dir(p));
-            store.get_file(o.name, p);
-        }
-        const int64_t step = verify_checkpoint(tmp);
-        LOOM_CHECK(step == ckpt.step, "its manifest records step {}, the folder name says {}", step,
-                   ckpt.step);
+        // Ranks sharing this output_dir restore it once; the others wait.
+        fetch_once(
+            final_dir,
+            [&](const std::string& tmp) {
+                ensure_dir(tmp);
+                for (const auto& obj : store.list(prefix)) {
+                    const std::string rel = obj.name.substr(prefix.size());
+                    if (rel.empty() || rel.ends_with('/')) continue;
+                    const std::string p = (fs::path(tmp) / rel).string();
+                    ensure_dir(parent_dir(p));
+                    store.get_file(obj.name, p);
+                }
+                const int64_t step = verify_checkpoint(tmp);
+                LOOM_CHECK(step == ckpt.step,
+                           "its manifest records step {}, the folder name says {}", step,
+                           ckpt.step);
+            },
+            o);
     } catch (const Error& e) {
-        fs::remove_all(tmp);
         LOOM_FAIL("checkpoint {} could not be restored: {}", store.uri_of(ckpt.name), e.what());
-    }
-    fs::remove_all(final_dir);
-    std::error_code ec;
-    fs::rename(tmp, final_dir, ec);
-    if (ec) {  // another rank on this machine restored it first
-        fs::remove_all(tmp);
-        LOOM_CHECK(fs::exists(fs::path(final_dir) / std::string(k_checkpoint_manifest)),
-                   "cannot move '{}' to '{}': {}", tmp, final_dir, ec.message());
     }
     return final_dir;
 }

@@ -37,9 +37,10 @@ std::vector<RemoteCheckpoint> list_remote_checkpoints(ObjectStore& store);
 // manifest last.
 void upload_checkpoint(const std::string& local_dir, ObjectStore& store);
 
-// Downloads `ckpt` into output_dir/<name> (through a temporary folder),
-// verifies it and returns its local path. An existing complete local folder
-// of that name is replaced.
+// Downloads `ckpt` into output_dir/<name> (through output_dir/<name>.part),
+// verifies it and returns its local path. Processes sharing output_dir
+// download it once (fetch_once.h): a folder of that name with a manifest is
+// kept as it is (another rank restored it); one without is replaced.
 std::string download_checkpoint(ObjectStore& store, const RemoteCheckpoint& ckpt,
                                 const std::string& output_dir);
 
