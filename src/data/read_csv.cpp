@@ -8,7 +8,9 @@
 // Streamed: a record is parsed from one line, pulling further lines only
 // while a quoted field is open. Records with the wrong number of fields or
 // broken quoting are bad lines; blank lines are skipped. Integer-looking
-// labels ("0", "4") are integer labels, as HF datasets infers them.
+// labels ("0", "4") are integer labels, as HF datasets infers them. QA
+// records (question, context, optional id) only when answers are not
+// required: a cell cannot hold a list of answer spans.
 #include <algorithm>
 
 #include "core/check.h"
@@ -23,7 +25,7 @@ public:
     CsvSource(const FileCtx& ctx, char delimiter)
         : ctx_(ctx), delim_(delimiter), lines_(ctx.path) {
         const ReadOptions& o = *ctx.options;
-        LOOM_CHECK(o.kind != RecordKind::qa,
+        LOOM_CHECK(o.kind != RecordKind::qa || !o.require_answers,
                    "{}: question-answering data must be JSONL or SQuAD JSON (answers are lists "
                    "of spans, which a CSV cell cannot hold)",
                    ctx.path);
@@ -42,6 +44,14 @@ public:
             if (it == header_.end()) missing_column(ctx, header_line, name, header_);
             return it - header_.begin();
         };
+        if (o.kind == RecordKind::qa) {
+            // Questions to answer, without answers (require_answers is off).
+            question_ = index_of(o.question_column);
+            context_ = index_of(o.context_column);
+            auto id = std::find(header_.begin(), header_.end(), o.id_column);
+            if (id != header_.end()) id_ = id - header_.begin();
+            return;
+        }
         text_ = index_of(o.text_column);
         if (o.kind == RecordKind::classification) {
             label_ = index_of(o.label_column);
@@ -58,7 +68,13 @@ public:
                                                   header_.size(), fields_.size()));
                 continue;
             }
-            out.text = fields_[text_];
+            if (question_ >= 0) {
+                out.question = fields_[question_];
+                out.context = fields_[context_];
+                out.id = id_ >= 0 ? fields_[id_] : std::string();
+            } else {
+                out.text = fields_[text_];
+            }
             out.has_pair = pair_ >= 0;
             if (pair_ >= 0) out.text_pair = fields_[pair_];
             out.label = label_ >= 0 ? label_from_text(fields_[label_]) : Label{};
@@ -146,6 +162,7 @@ private:
     LineReader lines_;
     std::vector<std::string> header_, fields_;
     int64_t text_ = -1, label_ = -1, pair_ = -1;
+    int64_t question_ = -1, context_ = -1, id_ = -1;  // QA without answers
     int64_t index_ = 0;
     bool empty_ = false;
 };

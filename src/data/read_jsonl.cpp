@@ -6,7 +6,8 @@
 //   classification  {"text": "...", "text_pair": "...", "label": 3 | "positive"}
 //   qa              {"id", "title", "question", "context",
 //                    "answers": {"text": [..], "answer_start": [..]}}   (HF datasets)
-//                   or "answers": [{"text": .., "answer_start": ..}]    (SQuAD)
+//                   or "answers": [{"text": .., "answer_start": ..}]    (SQuAD);
+//                   answers may be left out when require_answers is off
 // Blank lines are skipped. A line that is not a JSON object, or whose
 // columns hold the wrong type, is a bad line; a missing column is an error.
 #include <fmt/ranges.h>
@@ -164,6 +165,7 @@ bool record_from_json(const FileCtx& ctx, const json& obj, int64_t line, const s
                 out.id = it->is_string() ? it->get<std::string>() : it->dump();
             if (auto it = obj.find("title"); it != obj.end() && it->is_string())
                 out.title = it->get<std::string>();
+            if (!o.require_answers && !obj.contains(o.answers_column)) return true;
             std::string err = fill_answers(column(o.answers_column), out.context, out.answers);
             if (!err.empty()) {
                 bad_line(ctx, line, at + err);

@@ -127,7 +127,8 @@ private:
             }
             impossible = imp->get<bool>();
         }
-        if (!impossible) {
+        const bool unlabelled = !ctx_.options->require_answers && !qa.contains("answers");
+        if (!impossible && !unlabelled) {
             const json* answers = child(qa, "answers", path);
             if (!answers) return;
             std::string err = fill_answers(*answers, context, r.answers);
@@ -136,7 +137,7 @@ private:
                 return;
             }
         }
-        r.is_impossible = impossible || r.answers.empty();
+        r.is_impossible = impossible || (r.answers.empty() && !unlabelled);
         r.file_index = ctx_.file_index;
         records_.push_back(std::move(r));
     }

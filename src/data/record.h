@@ -79,6 +79,10 @@ struct ReadOptions {
     std::string question_column = "question";
     std::string context_column = "context";
     std::string answers_column = "answers";
+    // false: QA records may omit the answers (prediction inputs, as HF's
+    // pipeline takes them); such a record has no answers and is not marked
+    // impossible. CSV/TSV then also hold QA records (question and context).
+    bool require_answers = true;
     std::string id_column = "id";
     SampleBy sample_by = SampleBy::line;
     bool skip_bad_lines = false;

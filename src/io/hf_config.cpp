@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -225,6 +226,10 @@ void validate(const ModelConfig& c) {
     positive(c.intermediate_size, "intermediate size");
     positive(c.embedding_size, "embedding_size");
     positive(c.max_position_embeddings, "max_position_embeddings");
+    LOOM_CHECK(c.max_positions() > 0,
+               "{}: max_position_embeddings {} leaves no position for a token (RoBERTa numbers "
+               "positions from pad_token_id + 1 = {})",
+               c.source, c.max_position_embeddings, c.position_offset());
     LOOM_CHECK(c.hidden_size % c.num_attention_heads == 0,
                "{}: hidden size {} is not a multiple of the {} attention heads", c.source,
                c.hidden_size, c.num_attention_heads);
@@ -327,6 +332,31 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& sou
     parse_labels(j, r, c);
     validate(c);
     return c;
+}
+
+int64_t ModelConfig::position_offset() const {
+    if (family != ModelFamily::roberta || pad_token_id < 0) return 0;
+    return pad_token_id + 1;
+}
+
+int64_t ModelConfig::max_positions() const {
+    return std::max<int64_t>(0, max_position_embeddings - position_offset());
+}
+
+std::string describe_max_positions(const ModelConfig& c) {
+    const char* key = c.family == ModelFamily::gpt2 ? "n_positions" : "max_position_embeddings";
+    std::string s =
+        fmt::format("{} positions ({} {}", c.max_positions(), key, c.max_position_embeddings);
+    if (c.position_offset() > 0)
+        s += fmt::format(" minus RoBERTa's offset of {}", c.position_offset());
+    s += ")";
+    if (!c.source.empty()) s += ", " + c.source;
+    return s;
+}
+
+void check_max_length(const ModelConfig& c, std::string_view what, int64_t length) {
+    LOOM_CHECK(length <= c.max_positions(), "{} {} exceeds what the model accepts: {}", what,
+               length, describe_max_positions(c));
 }
 
 ModelConfig load_hf_config(const std::string& path) {

@@ -114,7 +114,22 @@ struct ModelConfig {
     std::string json_text;  // the config.json this came from ("" when built in code)
 
     int64_t head_size() const { return hidden_size / num_attention_heads; }
+    // Tokens one sequence may hold, what every length check compares with.
+    // RoBERTa numbers real tokens from pad_token_id + 1 (HF's
+    // create_position_ids_from_input_ids), so its first pad_token_id + 1 rows
+    // never hold a token: 514 rows fit 512 tokens. The other families use
+    // every row.
+    int64_t max_positions() const;
+    // Rows of the position table max_positions() leaves unused (RoBERTa: 2).
+    int64_t position_offset() const;
 };
+
+// "512 positions (max_position_embeddings 514 minus RoBERTa's offset of 2),
+// DIR/config.json": the usable length and where it comes from, for messages.
+std::string describe_max_positions(const ModelConfig& c);
+// Fails when `length`, the value of setting `what` ("data.max_seq_length",
+// "--max-seq-length"), exceeds max_positions(), naming both and the reason.
+void check_max_length(const ModelConfig& c, std::string_view what, int64_t length);
 
 // Parses config.json text; `source` names the file in errors.
 ModelConfig parse_hf_config(const std::string& json_text, const std::string& source);

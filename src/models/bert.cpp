@@ -155,14 +155,15 @@ private:
                     count += real;
                     pos_ids_[size_t(i)] = real ? count + pad : pad;
                     LOOM_CHECK(pos_ids_[size_t(i)] < max_pos,
-                               "sequence of {} tokens needs position {} but max_position_embeddings "
-                               "is {} ({})", T_, pos_ids_[size_t(i)], max_pos, c.source);
+                               "a row of {} tokens holds more non-pad tokens than the model "
+                               "accepts: {}",
+                               T_, describe_max_positions(c));
                 }
             }
             return;
         }
-        LOOM_CHECK(T_ <= max_pos, "sequence length {} exceeds max_position_embeddings {} ({})", T_,
-                   max_pos, c.source);
+        LOOM_CHECK(T_ <= max_pos, "sequence length {} exceeds what the model accepts: {}", T_,
+                   describe_max_positions(c));
         for (int64_t b = 0; b < B_; ++b)
             for (int64_t t = 0; t < T_; ++t) pos_ids_[size_t(b * T_ + t)] = t;
     }

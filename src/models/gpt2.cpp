@@ -100,8 +100,8 @@ private:
     void embed_forward(float* h0) override {
         const int64_t N = B_ * T_, C = config_.hidden_size;
         LOOM_CHECK(T_ <= config_.max_position_embeddings,
-                   "sequence length {} exceeds n_positions {} ({})", T_,
-                   config_.max_position_embeddings, config_.source);
+                   "sequence length {} exceeds what the model accepts: {}", T_,
+                   describe_max_positions(config_));
         for (int64_t b = 0; b < B_; ++b)
             for (int64_t t = 0; t < T_; ++t) pos_ids_[size_t(b * T_ + t)] = t;
         wte_.forward(h0, ids_.data(), N);

@@ -69,9 +69,50 @@ int64_t code_points_before(const std::string& s, int64_t b) {
 
 }  // namespace
 
+PredictLengths predict_lengths(const ModelConfig& c, const PredictOptions& o) {
+    const Task task = task_of(c);
+    const int64_t positions = c.max_positions();
+    PredictLengths l;
+    if (o.max_seq_length) {
+        LOOM_CHECK(*o.max_seq_length > 0, "--max-seq-length {} must be positive",
+                   *o.max_seq_length);
+        check_max_length(c, "--max-seq-length", *o.max_seq_length);
+        l.max_seq_length = *o.max_seq_length;
+        l.max_seq_length_from = "--max-seq-length";
+    } else {
+        // HF's QA pipeline reads 384-token windows; the other pipelines take
+        // what the tokenizer allows, 512 for BERT-sized encoders. Generation
+        // keeps the model's whole context.
+        const int64_t cap = task == Task::question_answering ? 384
+                            : task == Task::causal_lm        ? positions
+                                                             : 512;
+        l.max_seq_length = std::min(cap, positions);
+        l.max_seq_length_from =
+            cap < positions ? fmt::format("default: {}, fewer than the model's {}", cap,
+                                          describe_max_positions(c))
+                            : fmt::format("default: the model's {}", describe_max_positions(c));
+    }
+    if (task != Task::question_answering) return l;
+    if (o.doc_stride) {
+        LOOM_CHECK(*o.doc_stride >= 0 && *o.doc_stride < l.max_seq_length,
+                   "--doc-stride {} must be at least 0 and less than max_seq_length {} ({}): "
+                   "the windows overlap by doc_stride tokens",
+                   *o.doc_stride, l.max_seq_length, l.max_seq_length_from);
+        l.doc_stride = *o.doc_stride;
+        l.doc_stride_from = "--doc-stride";
+    } else {
+        // HF's 128 at 384, a third of the window, so that small models keep
+        // room for the question and fresh context in every window.
+        l.doc_stride = std::min<int64_t>(128, l.max_seq_length / 3);
+        l.doc_stride_from = "default: min(128, max_seq_length / 3)";
+    }
+    return l;
+}
+
 Predictor::Predictor(const std::string& model_dir, PredictOptions options)
     : opts_(std::move(options)) {
     config_ = load_hf_config(model_dir);
+    lengths_ = predict_lengths(config_, opts_);
     const std::string tok_path = (fs::path(model_dir) / "tokenizer.json").string();
     LOOM_CHECK(fs::exists(tok_path),
                "{}: no tokenizer.json (a model folder written by loom train has one)", model_dir);
@@ -81,13 +122,40 @@ Predictor::Predictor(const std::string& model_dir, PredictOptions options)
     model_ = build_model(config_);
     model_->load(SafetensorsFile::open((fs::path(model_dir) / "model.safetensors").string()));
     model_->set_logits_scope(LogitsScope::all_positions);
-    if (opts_.max_seq_length <= 0)
-        opts_.max_seq_length = config_.max_position_embeddings > 0
-                                   ? std::min<int64_t>(512, config_.max_position_embeddings)
-                                   : 512;
 }
 
 Predictor::~Predictor() = default;
+
+std::vector<std::string> Predictor::notes() const {
+    std::vector<std::string> out;
+    out.push_back(fmt::format("max_seq_length {} ({})", lengths_.max_seq_length,
+                              lengths_.max_seq_length_from));
+    const Task task = task_of(config_);
+    if (task == Task::question_answering)
+        out.push_back(
+            fmt::format("doc_stride {} ({})", lengths_.doc_stride, lengths_.doc_stride_from));
+    if (truncated_ == 0) return out;
+    switch (task) {
+        case Task::question_answering:
+            out.push_back(fmt::format(
+                "{} of {} contexts did not fit one window of {} tokens and were read in "
+                "overlapping windows",
+                truncated_, inputs_, lengths_.max_seq_length));
+            break;
+        case Task::causal_lm:
+            out.push_back(fmt::format(
+                "{} of {} prompts grew past max_seq_length {} tokens; the model saw the last {} "
+                "tokens of each",
+                truncated_, inputs_, lengths_.max_seq_length, lengths_.max_seq_length));
+            break;
+        default:
+            out.push_back(fmt::format(
+                "{} of {} inputs were longer than max_seq_length {} tokens and were truncated",
+                truncated_, inputs_, lengths_.max_seq_length));
+            break;
+    }
+    return out;
+}
 
 void Predictor::run(const std::vector<int64_t>& ids, const std::vector<int64_t>& types) {
     ModelInputs in;
@@ -103,6 +171,7 @@ std::vector<json> Predictor::predict_file(const std::string& path) {
     const Task task = task_of(config_);
     if (task == Task::question_answering) {
         ro.kind = RecordKind::qa;
+        ro.require_answers = false;  // questions to answer; answers, if given, are ignored
         return predict(read_records(path, ro));
     }
     // Inputs carry no labels: read the text (and the pair from its own column).
@@ -122,6 +191,7 @@ std::vector<json> Predictor::predict_file(const std::string& path) {
 }
 
 std::vector<json> Predictor::predict(const std::vector<Record>& records) {
+    inputs_ += int64_t(records.size());
     switch (task_of(config_)) {
         case Task::sequence_classification:
             return classify(records);
@@ -144,9 +214,10 @@ std::vector<json> Predictor::predict(const std::vector<Record>& records) {
 std::vector<json> Predictor::classify(const std::vector<Record>& records) {
     FeaturizeOptions fo;
     fo.task = Task::sequence_classification;
-    fo.max_seq_length = opts_.max_seq_length;
+    fo.max_seq_length = lengths_.max_seq_length;
     fo.label_names = config_.id2label;
     const FeatureSet fs = featurize(records, *tok_, fo);
+    truncated_ += fs.stats.truncated;
     std::vector<json> out;
     for (const Feature& f : fs.features) {
         run(std::vector<int64_t>(f.ids.begin(), f.ids.end()),
@@ -174,9 +245,10 @@ std::vector<json> Predictor::classify(const std::vector<Record>& records) {
 std::vector<json> Predictor::answer(const std::vector<Record>& records) {
     FeaturizeOptions fo;
     fo.task = Task::question_answering;
-    fo.max_seq_length = opts_.max_seq_length;
-    fo.doc_stride = opts_.doc_stride;
+    fo.max_seq_length = lengths_.max_seq_length;
+    fo.doc_stride = lengths_.doc_stride;
     const FeatureSet fs = featurize(records, *tok_, fo);
+    truncated_ += fs.stats.truncated;
     QaLogits logits(fs.features.size());
     for (size_t i = 0; i < fs.features.size(); ++i) {
         const Feature& f = fs.features[i];
@@ -208,13 +280,17 @@ std::vector<json> Predictor::answer(const std::vector<Record>& records) {
 }
 
 json Predictor::fill_masks(const Record& r) {
-    const tokenizer::Encoding enc = tok_->encode(r.text, true);
     std::optional<uint32_t> mask = tok_->token_to_id("[MASK]");
     if (!mask) mask = tok_->token_to_id("<mask>");
     LOOM_CHECK(mask.has_value(), "masked LM: the tokenizer has neither [MASK] nor <mask>");
-    LOOM_CHECK(int64_t(enc.ids.size()) <= opts_.max_seq_length,
-               "masked LM: the text has {} tokens, more than max_seq_length {}", enc.ids.size(),
-               opts_.max_seq_length);
+    // Truncated like the fill-mask pipeline with truncation on: the special
+    // tokens stay, the text's tail goes.
+    tokenizer::TruncationParams trunc;
+    trunc.max_length = size_t(lengths_.max_seq_length);
+    const tokenizer::Encoding enc =
+        tok_->encode_with(r.text, std::nullopt, true, trunc, std::nullopt);
+    const bool cut = !enc.overflowing.empty();
+    truncated_ += cut;
     const std::vector<int64_t> ids(enc.ids.begin(), enc.ids.end());
     const std::vector<int64_t> types(enc.type_ids.begin(), enc.type_ids.end());
     run(ids, types);
@@ -234,7 +310,16 @@ json Predictor::fill_masks(const Record& r) {
         filled[t] = uint32_t(best[0]);
         masks.push_back(std::move(choices));
     }
-    LOOM_CHECK(!masks.empty(), "masked LM: the text has no mask token to fill: '{}'", r.text);
+    if (masks.empty()) {
+        bool later = false;
+        for (const tokenizer::Encoding& o : enc.overflowing)
+            later = later || std::find(o.ids.begin(), o.ids.end(), *mask) != o.ids.end();
+        LOOM_CHECK(!later,
+                   "masked LM: every mask token lies past max_seq_length {}, where the text was "
+                   "truncated: '{}'",
+                   lengths_.max_seq_length, r.text);
+        LOOM_FAIL("masked LM: the text has no mask token to fill: '{}'", r.text);
+    }
     return {{"masks", masks}, {"filled", tok_->decode(filled, true)}};
 }
 
@@ -245,11 +330,12 @@ json Predictor::continue_text(const Record& r) {
     const size_t prompt_len = ids.size();
     const std::optional<uint32_t> eos = tok_->token_to_id("<|endoftext|>");
     const PhiloxStream rng(opts_.seed, 0, 0x5A);
+    bool cut = false;
     for (int64_t n = 0; n < opts_.max_new_tokens; ++n) {
         // The last max_seq_length tokens are the context.
-        const size_t start = ids.size() > size_t(opts_.max_seq_length)
-                                 ? ids.size() - size_t(opts_.max_seq_length)
-                                 : 0;
+        const size_t window = size_t(lengths_.max_seq_length);
+        const size_t start = ids.size() > window ? ids.size() - window : 0;
+        cut = cut || start > 0;
         const std::vector<int64_t> ctx(ids.begin() + int64_t(start), ids.end());
         run(ctx, std::vector<int64_t>(ctx.size(), 0));
         const Tensor logits = model_->outputs().at("logits");  // (1, T, V)
@@ -276,6 +362,7 @@ json Predictor::continue_text(const Record& r) {
         ids.push_back(next);
         if (eos && next == int64_t(*eos)) break;
     }
+    truncated_ += cut;
     const std::vector<uint32_t> gen(ids.begin() + int64_t(prompt_len), ids.end());
     const std::vector<uint32_t> all(ids.begin(), ids.end());
     return {{"continuation", tok_->decode(gen, true)}, {"text", tok_->decode(all, true)}};

@@ -9,11 +9,17 @@
 //   causal LM                {"continuation", "text"}: greedy, or top-k sampling
 //                            with a seed
 // Inputs are records as the trainer reads them (JSONL, CSV, text, SQuAD):
-// `text` (+ `text_pair`), `question` and `context`, or a prompt in `text`.
+// `text` (+ `text_pair`), `question` and `context` (answers are not needed),
+// or a prompt in `text`.
+//
+// Lengths come from the model unless given (predict_lengths): inputs longer
+// than max_seq_length are truncated as HF's pipelines do, and counted in
+// notes(); QA contexts are read in overlapping windows instead.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,9 +35,11 @@ namespace tokenizer {
 class Tokenizer;
 }
 
+// The fields mirror `loom predict`'s flags, and errors about them name the
+// flag.
 struct PredictOptions {
-    int64_t max_seq_length = 0;  // 0: min(512, the model's position table)
-    int64_t doc_stride = 128;    // QA windows
+    std::optional<int64_t> max_seq_length;  // unset: from the model (predict_lengths)
+    std::optional<int64_t> doc_stride;      // QA window overlap; unset: from max_seq_length
     int64_t max_answer_length = 30;
     int64_t top_k = 5;            // masked LM choices; causal LM sampling pool
     int64_t max_new_tokens = 20;  // causal LM
@@ -40,6 +48,22 @@ struct PredictOptions {
     uint64_t seed = 0;
     ReadOptions columns;  // input column names (kind is set from the task)
 };
+
+// The lengths a prediction runs with, and where each came from ("the model's
+// 64 positions (...)", "--max-seq-length"), for the log.
+struct PredictLengths {
+    int64_t max_seq_length = 0;
+    int64_t doc_stride = 0;  // QA only
+    std::string max_seq_length_from, doc_stride_from;
+};
+
+// Defaults follow HF's pipelines, bounded by what the model accepts
+// (ModelConfig::max_positions()): max_seq_length min(384, positions) for QA,
+// the positions for causal LM, min(512, positions) otherwise; doc_stride
+// min(128, max_seq_length / 3), HF's 128 at 384 scaled down for small models.
+// A given value outside those bounds is an error naming the flag, the value
+// and the limit.
+PredictLengths predict_lengths(const ModelConfig& config, const PredictOptions& options);
 
 class Predictor {
   public:
@@ -50,6 +74,12 @@ class Predictor {
     Predictor& operator=(const Predictor&) = delete;
 
     const ModelConfig& config() const { return config_; }
+    const PredictLengths& lengths() const { return lengths_; }
+    // What a person should know about the inputs so far, one line each: the
+    // lengths used, and how many inputs were truncated (or, for QA, split
+    // into windows).
+    std::vector<std::string> notes() const;
+    int64_t truncated() const { return truncated_; }
     // One result per record of the file, in order.
     std::vector<nlohmann::json> predict_file(const std::string& path);
     std::vector<nlohmann::json> predict(const std::vector<Record>& records);
@@ -64,6 +94,9 @@ class Predictor {
 
     ModelConfig config_;
     PredictOptions opts_;
+    PredictLengths lengths_;
+    int64_t inputs_ = 0;
+    int64_t truncated_ = 0;  // inputs cut to max_seq_length (QA: split into windows)
     std::unique_ptr<tokenizer::Tokenizer> tok_;
     std::unique_ptr<Model> model_;
 };

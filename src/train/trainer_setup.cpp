@@ -158,10 +158,7 @@ void Trainer::read_data() {
     fo.max_seq_length = d.max_seq_length;
     fo.doc_stride = d.doc_stride;
     fo.packing = d.packing;
-    LOOM_CHECK(
-        d.max_seq_length <= config_.max_position_embeddings || config_.max_position_embeddings <= 0,
-        "data.max_seq_length {} exceeds the model's max_position_embeddings {} ({})",
-        d.max_seq_length, config_.max_position_embeddings, config_.source);
+    check_max_length(config_, "data.max_seq_length", d.max_seq_length);
 
     if (job_.task == Task::sequence_classification) {
         // Label order: the label_map's names in job order, else names the
@@ -257,11 +254,10 @@ std::shared_ptr<const RowSource> Trainer::open_train_shards(const std::string& d
     LOOM_CHECK(s.vocab_size <= config_.vocab_size,
                "data.train: the shards in {} use {} token ids, the model's vocab_size is {}", dir,
                s.vocab_size, config_.vocab_size);
-    LOOM_CHECK(
-        s.max_seq_length <= config_.max_position_embeddings || config_.max_position_embeddings <= 0,
-        "data.train: the shards in {} hold sequences of up to {} tokens, more than the "
-        "model's max_position_embeddings {}",
-        dir, s.max_seq_length, config_.max_position_embeddings);
+    LOOM_CHECK(s.max_seq_length <= config_.max_positions(),
+               "data.train: the shards in {} hold sequences of up to {} tokens, more than the "
+               "model accepts: {}",
+               dir, s.max_seq_length, describe_max_positions(config_));
     if (s.max_seq_length != job_.data.max_seq_length)
         load_notes_.push_back(fmt::format(
             "train data: the shards were packed to {} tokens; data.max_seq_length ({}) does not "

@@ -120,6 +120,17 @@ TEST_F(ReadCsv, QuestionAnsweringNeedsJson) {
     o.kind = RecordKind::qa;
     expect_error([&] { read_records(write("qa.csv", "question,context\na,b\n"), o); },
                  {"question-answering data must be JSONL or SQuAD JSON"});
+    // Questions to answer carry no answers, so a CSV holds them.
+    o.require_answers = false;
+    auto rs =
+        read_records(write("q.csv", "id,context,question\n7,\"In Paris, France.\",Where?\n"), o);
+    ASSERT_EQ(rs.size(), 1u);
+    EXPECT_EQ(rs[0].id, "7");
+    EXPECT_EQ(rs[0].question, "Where?");
+    EXPECT_EQ(rs[0].context, "In Paris, France.");
+    EXPECT_TRUE(rs[0].answers.empty());
+    expect_error([&] { read_records(write("nc.csv", "question\nWhere?\n"), o); },
+                 {"nc.csv:1", "context"});
 }
 
 }  // namespace

@@ -187,6 +187,26 @@ TEST_F(ReadJsonl, QuestionAnsweringInHfDatasetsShape) {
     expect_error([&] { read_records(bad, o); }, {bad + ":1:", "runs past the end of the context"});
 }
 
+TEST_F(ReadJsonl, QuestionsWithoutAnswersWhenAnswersAreNotRequired) {
+    // Prediction inputs: no answers column, or one that is there anyway.
+    std::string p = write("q.jsonl",
+                          "{\"question\": \"Where?\", \"context\": \"In Paris.\"}\n"
+                          "{\"id\": \"b\", \"question\": \"Who?\", \"context\": \"Ann.\", "
+                          "\"answers\": {\"text\": [\"Ann\"], \"answer_start\": [0]}}\n");
+    ReadOptions o;
+    o.kind = RecordKind::qa;
+    expect_error([&] { read_records(p, o); }, {p + ":1", "column 'answers' not found"});
+    o.require_answers = false;
+    auto rs = read_records(p, o);
+    ASSERT_EQ(rs.size(), 2u);
+    EXPECT_EQ(rs[0].question, "Where?");
+    EXPECT_EQ(rs[0].context, "In Paris.");
+    EXPECT_TRUE(rs[0].answers.empty());
+    EXPECT_FALSE(rs[0].is_impossible);
+    EXPECT_EQ(rs[1].id, "b");
+    ASSERT_EQ(rs[1].answers.size(), 1u);
+}
+
 TEST_F(ReadJsonl, LinesLongerThanTheReadBlock) {
     // A 3 MiB line forces the buffer to grow; the lines around it survive.
     std::string big(3 << 20, 'x');

@@ -70,6 +70,20 @@ TEST_F(ReadSquad, Version20Unanswerable) {
     EXPECT_TRUE(rs[1].answers.empty());  // plausible answers are not gold
 }
 
+TEST_F(ReadSquad, QuestionsWithoutAnswersWhenAnswersAreNotRequired) {
+    const char* doc = R"({"data": [{"title": "T", "paragraphs": [{"context": "Alpha beta.",
+        "qas": [{"id": "x", "question": "First?"}]}]}]})";
+    const std::string p = write("q.json", doc);
+    expect_error([&] { read_records(p, qa()); }, {"qas[0]: missing 'answers'"});
+    ReadOptions o = qa();
+    o.require_answers = false;
+    auto rs = read_records(p, o);
+    ASSERT_EQ(rs.size(), 1u);
+    EXPECT_EQ(rs[0].id, "x");
+    EXPECT_TRUE(rs[0].answers.empty());
+    EXPECT_FALSE(rs[0].is_impossible);
+}
+
 TEST_F(ReadSquad, BadEntriesNameTheirPath) {
     const char* bad = R"({"data": [{"title": "T", "paragraphs": [{"context": "short", "qas": [
         {"id": "ok", "question": "q", "answers": [{"text": "short", "answer_start": 0}]},

@@ -224,7 +224,8 @@ TEST(Batch, SequenceLongerThanPositionsIsAnError) {
     model->init(1);
     const Fixture f("bert-cls");
     const std::string msg = error_of([&] { model->forward(f.inputs(), DropoutPlan{}); });
-    EXPECT_THAT(msg, HasSubstr("sequence length 16 exceeds max_position_embeddings 8"));
+    EXPECT_THAT(msg, HasSubstr("sequence length 16 exceeds what the model accepts: 8 positions "
+                               "(max_position_embeddings 8)"));
 }
 
 }  // namespace

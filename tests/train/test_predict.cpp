@@ -144,5 +144,86 @@ TEST_F(Predict, GreedyContinuationFollowsTheArgmaxAndSamplingItsSeed) {
     EXPECT_NE(texts[0], texts[2]);
 }
 
+// What `loom predict --help` documents: {"question", "context"} records with
+// no answers. The tiny model has 64 positions, so the default stride must come
+// from the model (HF's 128 cannot overlap a 64-token window).
+TEST_F(Predict, QuestionsWithoutAnswersGetSpansOfTheirContext) {
+    Trainer tr(job(job_text("question-answering", "out", "  max_steps: 2\n")), quiet());
+    tr.train();
+    std::string long_context;
+    for (int i = 0; i < 30; ++i) long_context += "The small dog was near the old house. ";
+    long_context += "A cat named Peter was there.";
+    const std::string rec = write(
+        "q.jsonl",
+        "{\"question\": \"What is the name of the animal?\", \"context\": \"A fish named Peter "
+        "was very old.\"}\n"
+        "{\"id\": \"q2\", \"question\": \"Who?\", \"context\": \"" +
+            long_context + "\"}\n");
+    Predictor p(path("out"));
+    EXPECT_EQ(p.lengths().max_seq_length, 64);
+    EXPECT_EQ(p.lengths().doc_stride, 21);
+    const auto got = p.predict_file(rec);
+    ASSERT_EQ(got.size(), 2u);
+    const std::string contexts[] = {"A fish named Peter was very old.", long_context};
+    for (size_t i = 0; i < got.size(); ++i) {
+        SCOPED_TRACE(got[i].dump());
+        ASSERT_TRUE(got[i]["start"].is_number_integer());
+        const int64_t start = got[i]["start"].get<int64_t>(), end = got[i]["end"].get<int64_t>();
+        EXPECT_LE(0, start);
+        EXPECT_LT(start, end);
+        EXPECT_LE(end, int64_t(contexts[i].size()));
+        // ASCII contexts: code points are bytes.
+        EXPECT_EQ(got[i]["answer"], contexts[i].substr(size_t(start), size_t(end - start)));
+        EXPECT_TRUE(std::isfinite(got[i]["score"].get<double>()));
+    }
+    EXPECT_FALSE(got[0].contains("id"));
+    EXPECT_EQ(got[1]["id"], "q2");
+    // The long context took several windows, and the notes say so.
+    const auto notes = p.notes();
+    ASSERT_EQ(notes.size(), 3u);
+    EXPECT_NE(notes[1].find("doc_stride 21"), std::string::npos) << notes[1];
+    EXPECT_NE(notes[2].find("1 of 2 contexts"), std::string::npos) << notes[2];
+}
+
+TEST_F(Predict, MaskedLmTruncatesTextsLongerThanTheModel) {
+    Trainer tr(job(job_text("masked-lm", "out", "  max_steps: 2\n")), quiet());
+    tr.train();
+    std::string tail;
+    for (int i = 0; i < 100; ++i) tail += " good fog";
+    const std::string rec = write("in.jsonl",
+                                  "{\"text\": \"My bad [MASK] house.\"}\n"
+                                  "{\"text\": \"My bad [MASK] house." +
+                                      tail + "\"}\n");
+    Predictor p(path("out"));
+    const auto got = p.predict_file(rec);
+    ASSERT_EQ(got.size(), 2u);
+    ASSERT_EQ(got[1]["masks"].size(), 1u);
+    EXPECT_EQ(got[1]["masks"][0].size(), 5u);  // top_k
+    EXPECT_EQ(p.truncated(), 1);
+    const auto notes = p.notes();
+    ASSERT_EQ(notes.size(), 2u);
+    EXPECT_NE(notes[1].find("1 of 2 inputs were longer than max_seq_length 64"), std::string::npos)
+        << notes[1];
+
+    // A mask beyond the cut cannot be filled, and the message says why.
+    const std::string late = write("late.jsonl", "{\"text\": \"My" + tail + " [MASK].\"}\n");
+    expect_train_error([&] { p.predict_file(late); },
+                       {"every mask token lies past max_seq_length 64"});
+}
+
+TEST_F(Predict, LongPromptsKeepTheirLastTokens) {
+    Trainer tr(job(job_text("causal-lm", "out", "  max_steps: 2\n")), quiet());
+    tr.train();
+    std::string prompt;
+    for (int i = 0; i < 80; ++i) prompt += "My bad with good ";
+    PredictOptions po;
+    po.max_new_tokens = 2;
+    Predictor p(path("out"), po);
+    EXPECT_EQ(p.lengths().max_seq_length, 64);  // n_positions
+    const auto got = p.predict_file(write("in.jsonl", "{\"text\": \"" + prompt + "\"}\n"));
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(p.truncated(), 1);
+}
+
 }  // namespace
 }  // namespace loom::test

@@ -301,14 +301,14 @@ LossSum CudaExecutor<T>::forward_stage(const ModelInputs& in, const DropoutPlan&
                 count += real;
                 pos[i] = real ? count + pad : pad;
                 LOOM_CHECK(pos[i] < max_pos,
-                           "sequence of {} tokens needs position {} but max_position_embeddings is "
-                           "{} ({})",
-                           T_, pos[i], max_pos, config_.source);
+                           "a row of {} tokens holds more non-pad tokens than the model "
+                           "accepts: {}",
+                           T_, describe_max_positions(config_));
             }
         }
     } else {
-        LOOM_CHECK(T_ <= max_pos, "sequence length {} exceeds max_position_embeddings {} ({})", T_,
-                   max_pos, config_.source);
+        LOOM_CHECK(T_ <= max_pos, "sequence length {} exceeds what the model accepts: {}", T_,
+                   describe_max_positions(config_));
         for (int64_t b = 0; b < B_; ++b)
             for (int64_t t = 0; t < T_; ++t) pos[b * T_ + t] = t;
     }
