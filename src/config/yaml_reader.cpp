@@ -5,6 +5,8 @@
 // becomes a bool and a fractional value never truncates into an integer.
 #include "config/yaml_reader.h"
 
+#include "config/key_hints.h"
+
 #include <algorithm>
 #include <cctype>
 #include <charconv>
@@ -205,20 +207,12 @@ void read_fields(const YamlCtx& ctx, const YAML::Node& node, const std::string& 
         auto f = std::find_if(fields.begin(), fields.end(),
                               [&](const Field& fd) { return fd.name == key; });
         if (f == fields.end()) {
-            std::string section = path.empty() ? "the top level of the job" : path;
-            auto home = ctx.key_homes.find(key);
-            if (home != ctx.key_homes.end() && home->second != path) {
-                std::string home_name =
-                    home->second.empty() ? "the top level" : "'" + home->second + "'";
-                ctx.fail(key_path, key_node,
-                         fmt::format("unknown key '{}' in {}; it belongs under {}", key, section,
-                                     home_name));
-            }
             std::vector<std::string_view> names;
             for (const auto& fd : fields) names.push_back(fd.name);
             ctx.fail(key_path, key_node,
-                     fmt::format("unknown key '{}' in {}; did you mean '{}'?", key, section,
-                                 nearest_key(key, names)));
+                     fmt::format("unknown key '{}' in {}{}", key,
+                                 path.empty() ? "the top level of the job" : path,
+                                 unknown_key_hint(key, path, names, ctx.key_homes)));
         }
         ctx.seen[key_path] = value;
         ctx.seen_keys[key_path] = key_node;

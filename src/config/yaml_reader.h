@@ -7,8 +7,9 @@
 // override's own text, so the path, not the node, decides which one applies).
 //
 // A section is read with read_fields(): each key must be one of the section's
-// fields (unknown keys fail with the nearest valid key by edit distance, or
-// the section the key belongs to), and a key may appear only once.
+// fields (unknown keys fail with a hint: the section the key belongs to, a
+// known synonym, or a valid key within a few edits; config/key_hints.h), and
+// a key may appear only once.
 #pragma once
 
 #include <yaml-cpp/yaml.h>
