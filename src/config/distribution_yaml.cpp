@@ -7,10 +7,13 @@
 //
 // plus SageMaker's launcher blocks `mpi` and `torch_distributed`. Loom keys
 // and SMP parameters may be combined; a setting written both ways must agree
-// (the error names both places). SMP parameters that change nothing here
-// (optimize, skip_tracing, ...) are accepted and listed in ignored_keys; ones
-// whose meaning Loom cannot honour (horovod, prescaled_batch, sharded data
-// parallelism) are errors rather than silently different training.
+// (the error names both places), and so must SMP's two names for one setting
+// (partitions and pipeline_parallel_degree). SMP parameters that change
+// nothing here (optimize, skip_tracing, ...) are accepted, listed in
+// ignored_keys, and each leaves a note saying why; ones whose meaning Loom
+// cannot honour (horovod, prescaled_batch, sharded data parallelism) are
+// errors rather than silently different training. The `mpi` block is checked
+// against the ranks actually started (config/launch_check.h).
 #include <algorithm>
 #include <set>
 
@@ -21,6 +24,12 @@ namespace loom::config {
 namespace {
 
 const char* const k_dist = "distribution";
+constexpr std::string_view k_no_ddp_choice =
+    "data-parallel traffic goes over MPI (NCCL on GPUs, set up through MPI), so there is no "
+    "port or backend to choose";
+constexpr std::string_view k_mpi_options_not_applied =
+    "the ranks are started before the job file is read, so Loom cannot pass these to mpirun; "
+    "give them to mpirun yourself or to loom launch as --mpi-arg";
 
 std::vector<Field> loom_fields(DistributionArgs& d) {
     auto partition = [&d](const YamlCtx& c, const YAML::Node& n, const std::string& p) {
@@ -28,9 +37,10 @@ std::vector<Field> loom_fields(DistributionArgs& d) {
         if (n.IsNull()) return;
         if (n.IsScalar() && (n.Scalar() == "uniform" || n.Scalar() == "even")) return;
         if (!n.IsSequence())
-            c.fail(p, n, fmt::format("{}: expected a list of transformer blocks per pipeline "
-                                     "stage (e.g. [7, 5]) or 'uniform', got {}",
-                                     p, describe(n)));
+            c.fail(p, n,
+                   fmt::format("{}: expected a list of transformer blocks per pipeline "
+                               "stage (e.g. [7, 5]) or 'uniform', got {}",
+                               p, describe(n)));
         for (size_t i = 0; i < n.size(); ++i)
             d.partition.push_back(read_int(c, n[i], fmt::format("{}[{}]", p, i)));
     };
@@ -68,19 +78,37 @@ void set_from_smp(const YamlCtx& ctx, const std::string& loom_key, const std::st
 void read_smp_parameters(const YamlCtx& ctx, const YAML::Node& node, const std::string& path,
                          DistributionArgs& d, TrainingArgs& training) {
     auto int_to = [&](std::string_view loom_key, int64_t* member) {
-        return [&ctx, loom_key, member](const YamlCtx& c, const YAML::Node& n,
-                                        const std::string& p) {
-            set_from_smp(ctx, std::string(loom_key), p, member, read_int(c, n, p));
-        };
+        return
+            [&ctx, loom_key, member](const YamlCtx& c, const YAML::Node& n, const std::string& p) {
+                set_from_smp(ctx, std::string(loom_key), p, member, read_int(c, n, p));
+            };
     };
     auto bool_to = [&](std::string_view loom_key, bool* member) {
-        return [&ctx, loom_key, member](const YamlCtx& c, const YAML::Node& n,
-                                        const std::string& p) {
-            set_from_smp(ctx, std::string(loom_key), p, member, read_bool(c, n, p));
+        return
+            [&ctx, loom_key, member](const YamlCtx& c, const YAML::Node& n, const std::string& p) {
+                set_from_smp(ctx, std::string(loom_key), p, member, read_bool(c, n, p));
+            };
+    };
+    // Accepted for compatibility, read with its type so typos still fail,
+    // and noted with the reason it changes nothing.
+    enum class Type { boolean, integer, string };
+    auto ignored = [&d](Type type, std::string_view why) {
+        return [&d, type, why](const YamlCtx& c, const YAML::Node& n, const std::string& p) {
+            if (type == Type::boolean) read_bool(c, n, p);
+            if (type == Type::integer) read_int(c, n, p);
+            if (type == Type::string) read_string(c, n, p);
+            d.ignored_keys.push_back(p);
+            c.notes.push_back(
+                fmt::format("{}: '{}' has no effect in Loom: {}", p, n.Scalar(), why));
         };
     };
-    auto ignored = [&d](const YamlCtx&, const YAML::Node&, const std::string& p) {
-        d.ignored_keys.push_back(p);
+    auto optimize = [&](const YamlCtx& c, const YAML::Node& n, const std::string& p) {
+        const std::string v = read_string(c, n, p);
+        if (v != "speed" && v != "memory")
+            c.fail(p, n, fmt::format("{}: expected 'speed' or 'memory', got '{}'", p, v));
+        ignored(Type::string,
+                "its tensor parallelism has one layout, SMP's 'speed' (LayerNorms and their "
+                "activations kept whole on every tensor-parallel rank)")(c, n, p);
     };
     auto must_be_false = [](std::string_view why) {
         return [why](const YamlCtx& c, const YAML::Node& n, const std::string& p) {
@@ -106,54 +134,108 @@ void read_smp_parameters(const YamlCtx& ctx, const YAML::Node& node, const std::
         set_from_smp(ctx, "data_parallel_degree", p, &d.data_parallel_degree, degree);
     };
     auto shard_optimizer_state = [&](const YamlCtx& c, const YAML::Node& n, const std::string& p) {
-        if (read_bool(c, n, p) && d.zero_stage == 0) d.zero_stage = 1;
+        const bool shard = read_bool(c, n, p);
+        const std::string zero = join_path(k_dist, "zero_stage");
+        if (ctx.has(zero) && shard != (d.zero_stage > 0))
+            c.fail(
+                p, n,
+                fmt::format("{}: {} disagrees with {}: {} ({}); SMP's optimizer-state "
+                            "sharding is ZeRO stage 1: keep one of them",
+                            p, shard, zero, d.zero_stage, ctx.where(zero, ctx.seen_keys.at(zero))));
+        if (shard && d.zero_stage == 0) d.zero_stage = 1;
     };
     auto sharded_dp = [](const YamlCtx& c, const YAML::Node& n, const std::string& p) {
         if (read_int(c, n, p) > 1)
-            c.fail(p, n, fmt::format("{}: sharded data parallelism (ZeRO-3) is not supported; use "
-                                     "distribution.zero_stage 1 or 2",
-                                     p));
+            c.fail(p, n,
+                   fmt::format("{}: sharded data parallelism (ZeRO-3) is not supported; use "
+                               "distribution.zero_stage 1 or 2",
+                               p));
     };
     auto placement = [&](const YamlCtx& c, const YAML::Node& n, const std::string& p) {
         set_from_smp(ctx, "placement_strategy", p, &d.placement_strategy, read_string(c, n, p));
     };
-    auto precision = [](bool* flag) {
-        return [flag](const YamlCtx& c, const YAML::Node& n, const std::string& p) {
-            if (read_bool(c, n, p)) *flag = true;
+    // HF's hyperparameters.fp16 / bf16 and SMP's parameters of the same name
+    // are one setting: both given must agree.
+    auto precision = [](std::string_view name, bool* flag) {
+        return [name, flag](const YamlCtx& c, const YAML::Node& n, const std::string& p) {
+            const bool on = read_bool(c, n, p);
+            const std::string hp = join_path("hyperparameters", name);
+            if (c.has(hp) && *flag != on)
+                c.fail(p, n,
+                       fmt::format("{}: {} disagrees with {}: {} ({}): keep one of them", p, on, hp,
+                                   *flag, c.where(hp, c.seen_keys.at(hp))));
+            if (on) *flag = true;
         };
     };
-    read_fields(ctx, node, path,
-                {{"pipeline_parallel_degree", int_to("pipeline_parallel_degree",
-                                                     &d.pipeline_parallel_degree)},
-                 {"partitions", int_to("pipeline_parallel_degree", &d.pipeline_parallel_degree)},
-                 {"tensor_parallel_degree",
-                  int_to("tensor_parallel_degree", &d.tensor_parallel_degree)},
-                 {"microbatches", int_to("microbatches", &d.microbatches)},
-                 {"pipeline", pipeline},
-                 {"placement_strategy", placement},
-                 {"ddp", ddp},
-                 {"shard_optimizer_state", shard_optimizer_state},
-                 {"sharded_data_parallel_degree", sharded_dp},
-                 {"activation_checkpointing",
-                  bool_to("activation_checkpointing", &d.activation_checkpointing)},
-                 {"offload_activations", bool_to("offload_activations", &d.offload_activations)},
-                 {"activation_loading_horizon",
-                  int_to("activation_loading_horizon", &d.activation_loading_horizon)},
-                 {"fp16", precision(&training.fp16)},
-                 {"bf16", precision(&training.bf16)},
-                 {"horovod", must_be_false("Loom's data parallelism is MPI/NCCL, not Horovod")},
-                 {"prescaled_batch",
-                  must_be_false("Loom's batch size is always per data-parallel replica")},
-                 {"optimize", ignored},
-                 {"auto_partition", ignored},
-                 {"default_partition", ignored},
-                 {"skip_tracing", ignored},
-                 {"delayed_parameter_initialization", ignored},
-                 {"active_microbatches", ignored},
-                 {"ddp_port", ignored},
-                 {"ddp_dist_backend", ignored},
-                 {"tensor_parallel_seed", ignored},
-                 {"fast_mode", ignored}});
+    read_fields(
+        ctx, node, path,
+        {{"pipeline_parallel_degree",
+          int_to("pipeline_parallel_degree", &d.pipeline_parallel_degree)},
+         {"partitions", int_to("pipeline_parallel_degree", &d.pipeline_parallel_degree)},
+         {"tensor_parallel_degree", int_to("tensor_parallel_degree", &d.tensor_parallel_degree)},
+         {"microbatches", int_to("microbatches", &d.microbatches)},
+         {"pipeline", pipeline},
+         {"placement_strategy", placement},
+         {"ddp", ddp},
+         {"shard_optimizer_state", shard_optimizer_state},
+         {"sharded_data_parallel_degree", sharded_dp},
+         {"activation_checkpointing",
+          bool_to("activation_checkpointing", &d.activation_checkpointing)},
+         {"offload_activations", bool_to("offload_activations", &d.offload_activations)},
+         {"activation_loading_horizon",
+          int_to("activation_loading_horizon", &d.activation_loading_horizon)},
+         {"fp16", precision("fp16", &training.fp16)},
+         {"bf16", precision("bf16", &training.bf16)},
+         {"horovod", must_be_false("Loom's data parallelism is MPI/NCCL, not Horovod")},
+         {"prescaled_batch",
+          must_be_false("Loom's batch size is always per data-parallel replica")},
+         {"optimize", optimize},
+         {"auto_partition", ignored(Type::boolean,
+                                    "it always splits the layers over the stages by compute, "
+                                    "unless distribution.partition lists the blocks per stage")},
+         {"default_partition", ignored(Type::integer,
+                                       "it has no smp.partition contexts to place modules in; "
+                                       "distribution.partition lists the blocks per stage")},
+         {"skip_tracing", ignored(Type::boolean,
+                                  "it does not trace the model; the stages are "
+                                  "planned from config.json")},
+         {"delayed_parameter_initialization",
+          ignored(Type::boolean,
+                  "each rank already creates only its own parameters (its "
+                  "pipeline stage and tensor-parallel slice)")},
+         {"active_microbatches",
+          ignored(Type::integer,
+                  "the pipeline schedule decides how many micro-batches are in "
+                  "flight (1f1b: at most one per stage; simple: all of them)")},
+         {"ddp_port", ignored(Type::integer, k_no_ddp_choice)},
+         {"ddp_dist_backend", ignored(Type::string, k_no_ddp_choice)},
+         {"tensor_parallel_seed",
+          ignored(Type::integer,
+                  "dropout is keyed by hyperparameters.seed and the global "
+                  "element index, the same on every tensor-parallel rank, so "
+                  "there is no per-rank seed")},
+         {"fast_mode", ignored(Type::boolean,
+                               "pipeline stages always send hidden states "
+                               "straight to the next stage")}});
+    // partitions is SMP's older name for pipeline_parallel_degree.
+    const std::string ppd = join_path(path, "pipeline_parallel_degree");
+    const std::string parts = join_path(path, "partitions");
+    if (ctx.has(ppd) && ctx.has(parts)) {
+        const int64_t a = read_int(ctx, ctx.seen.at(ppd), ppd);
+        const int64_t b = read_int(ctx, ctx.seen.at(parts), parts);
+        if (a != b) {
+            // Blame the later of the two lines.
+            const bool parts_later =
+                ctx.seen_keys.at(parts).Mark().line >= ctx.seen_keys.at(ppd).Mark().line;
+            const std::string& later = parts_later ? parts : ppd;
+            const std::string& earlier = parts_later ? ppd : parts;
+            ctx.fail_key(later,
+                         fmt::format("{}: {} disagrees with {}: {} ({}); partitions is SMP's "
+                                     "older name for pipeline_parallel_degree: keep one of them",
+                                     later, parts_later ? b : a, earlier, parts_later ? a : b,
+                                     ctx.where(earlier, ctx.seen_keys.at(earlier))));
+        }
+    }
 }
 
 void validate(const YamlCtx& ctx, const DistributionArgs& d) {
@@ -163,8 +245,8 @@ void validate(const YamlCtx& ctx, const DistributionArgs& d) {
     };
     if (d.data_parallel_degree < 0) bad("data_parallel_degree", "must be >= 1 (or 0 = the rest)");
     if (d.zero_stage < 0 || d.zero_stage > 2)
-        bad("zero_stage", fmt::format("must be 0, 1 or 2, got {} (ZeRO-3 is not supported)",
-                                      d.zero_stage));
+        bad("zero_stage",
+            fmt::format("must be 0, 1 or 2, got {} (ZeRO-3 is not supported)", d.zero_stage));
     if (!(d.bucket_size_mb > 0)) bad("bucket_size_mb", "must be > 0");
     if (d.tensor_parallel_degree < 1) bad("tensor_parallel_degree", "must be >= 1");
     if (d.pipeline_parallel_degree < 1) bad("pipeline_parallel_degree", "must be >= 1");
@@ -172,8 +254,9 @@ void validate(const YamlCtx& ctx, const DistributionArgs& d) {
     if (d.virtual_stages < 1) bad("virtual_stages", "must be >= 1");
     if (d.pipeline == PipelineKind::interleaved) {
         if (d.virtual_stages < 2)
-            bad("virtual_stages", "pipeline 'interleaved' needs virtual_stages >= 2 model chunks "
-                                  "per rank (use '1f1b' for one chunk)");
+            bad("virtual_stages",
+                "pipeline 'interleaved' needs virtual_stages >= 2 model chunks "
+                "per rank (use '1f1b' for one chunk)");
         if (d.pipeline_parallel_degree > 1 && d.microbatches % d.pipeline_parallel_degree != 0)
             bad("microbatches",
                 fmt::format("pipeline 'interleaved' needs microbatches ({}) to be a multiple of "
@@ -192,8 +275,9 @@ void validate(const YamlCtx& ctx, const DistributionArgs& d) {
                         ps));
     if (d.checkpoint_every < 1) bad("checkpoint_every", "must be >= 1");
     if (d.offload_activations && !d.activation_checkpointing)
-        bad("offload_activations", "needs activation_checkpointing: true (only checkpointed "
-                                   "block inputs are offloaded)");
+        bad("offload_activations",
+            "needs activation_checkpointing: true (only checkpointed "
+            "block inputs are offloaded)");
     if (d.activation_loading_horizon < 1) bad("activation_loading_horizon", "must be >= 1");
     if (!d.partition.empty()) {
         if (static_cast<int64_t>(d.partition.size()) != d.pipeline_parallel_degree)
@@ -212,21 +296,25 @@ void read_distribution(const YamlCtx& ctx, const YAML::Node& node, DistributionA
     YAML::Node smdistributed;
     bool dp_enabled = false, mp_enabled = false;
     YAML::Node mp_parameters;
+    // SageMaker passes both blocks' options to mpirun; here they are kept
+    // (job_to_yaml) and noted, since the ranks already run.
+    auto mpi_options = [&](const YamlCtx& c, const YAML::Node& n, const std::string& p) {
+        const std::string v = read_optional_string(c, n, p).value_or("");
+        if (v.empty()) return;
+        out.custom_mpi_options += (out.custom_mpi_options.empty() ? "" : " ") + v;
+        c.notes.push_back(
+            fmt::format("{}: '{}' has no effect in Loom: {}", p, v, k_mpi_options_not_applied));
+    };
     auto smd = [&](const YamlCtx& c, const YAML::Node& n, const std::string& p) {
         read_fields(
             c, n, p,
             {{"dataparallel",
               [&](const YamlCtx& c2, const YAML::Node& n2, const std::string& p2) {
-                  read_fields(c2, n2, p2,
-                              {field_bool("enabled", &dp_enabled),
-                               {"custom_mpi_options",
-                                [&](const YamlCtx& c3, const YAML::Node& n3,
-                                    const std::string& p3) {
-                                    out.custom_mpi_options = read_optional_string(c3, n3, p3).value_or("");
-                                }}});
+                  read_fields(
+                      c2, n2, p2,
+                      {field_bool("enabled", &dp_enabled), {"custom_mpi_options", mpi_options}});
               }},
-             {"modelparallel", [&](const YamlCtx& c2, const YAML::Node& n2,
-                                   const std::string& p2) {
+             {"modelparallel", [&](const YamlCtx& c2, const YAML::Node& n2, const std::string& p2) {
                   read_fields(c2, n2, p2,
                               {field_bool("enabled", &mp_enabled),
                                {"parameters", [&](const YamlCtx&, const YAML::Node& n3,
@@ -234,11 +322,10 @@ void read_distribution(const YamlCtx& ctx, const YAML::Node& node, DistributionA
               }}});
     };
     auto mpi = [&](const YamlCtx& c, const YAML::Node& n, const std::string& p) {
-        bool enabled = false;
         read_fields(c, n, p,
-                    {field_bool("enabled", &enabled),
+                    {field_bool("enabled", &out.mpi_enabled),
                      field_int("processes_per_host", &out.processes_per_host),
-                     field_optional_string("custom_mpi_options", &out.custom_mpi_options)});
+                     {"custom_mpi_options", mpi_options}});
         if (out.processes_per_host < 0)
             c.fail_key(join_path(p, "processes_per_host"),
                        fmt::format("{}.processes_per_host: must be >= 1", p));
@@ -246,6 +333,11 @@ void read_distribution(const YamlCtx& ctx, const YAML::Node& node, DistributionA
     auto torch_distributed = [&](const YamlCtx& c, const YAML::Node& n, const std::string& p) {
         bool enabled = false;
         read_fields(c, n, p, {field_bool("enabled", &enabled)});
+        if (enabled)
+            c.notes.push_back(fmt::format(
+                "{}.enabled: 'true' has no effect in Loom: ranks are started by loom launch, "
+                "mpirun or srun (not torchrun) and talk over MPI, NCCL on GPUs",
+                p));
     };
     std::vector<Field> fields = loom_fields(out);
     fields.push_back({"smdistributed", smd});
@@ -265,10 +357,27 @@ void read_distribution(const YamlCtx& ctx, const YAML::Node& node, DistributionA
         TrainingArgs scratch_training = training;
         DistributionArgs& target = mp_enabled ? out : scratch;
         TrainingArgs& target_training = mp_enabled ? training : scratch_training;
-        read_smp_parameters(ctx, mp_parameters, "distribution.smdistributed.modelparallel.parameters",
-                            target, target_training);
+        const size_t notes_before = ctx.notes.size();
+        const std::string path = "distribution.smdistributed.modelparallel.parameters";
+        read_smp_parameters(ctx, mp_parameters, path, target, target_training);
+        if (!mp_enabled) {
+            ctx.notes.resize(notes_before);
+            if (mp_parameters.IsMap() && mp_parameters.size() > 0)
+                ctx.notes.push_back(
+                    fmt::format("{}: checked but not applied, because "
+                                "distribution.smdistributed.modelparallel.enabled is not true",
+                                path));
+        }
     }
     validate(ctx, out);
+}
+
+std::vector<std::string_view> distribution_key_names() {
+    DistributionArgs scratch;
+    std::vector<std::string_view> names;
+    for (const auto& f : loom_fields(scratch)) names.push_back(f.name);
+    for (std::string_view k : {"smdistributed", "mpi", "torch_distributed"}) names.push_back(k);
+    return names;
 }
 
 }  // namespace loom::config

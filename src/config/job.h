@@ -15,6 +15,7 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -200,10 +201,13 @@ struct DistributionArgs {
     double collective_timeout_s = 300.0;  // a dead or stalled rank stops the job after this
     bool smddp = false;                   // written as smdistributed.dataparallel
     bool smp = false;                     // written as smdistributed.modelparallel
-    int64_t processes_per_host = 0;       // the `mpi` block; 0 = launcher decides
+    // SageMaker's `mpi` block. Ranks are started by the launcher, so these
+    // are checked against the run (config/launch_check.h), never applied.
+    bool mpi_enabled = false;
+    int64_t processes_per_host = 0;  // 0 = not given
     std::string custom_mpi_options;
     // SMP keys accepted for compatibility that change nothing in Loom
-    // (e.g. optimize, skip_tracing); the trainer prints them once.
+    // (e.g. optimize, skip_tracing); Job::notes says why for each.
     std::vector<std::string> ignored_keys;
     bool operator==(const DistributionArgs&) const = default;
 };
@@ -216,6 +220,13 @@ struct Job {
     TrainingArgs training;
     DistributionArgs distribution;
     CheckpointArgs checkpoint;
+    // Lines for the start of the log: the precision, synonyms applied, and
+    // every accepted key that changes nothing here, with the reason. Not
+    // part of equality (they describe the job, they are not settings).
+    std::vector<std::string> notes;
+    // Where each key was written ("job.yaml:12", or "--set a.b=1"), for
+    // checks made after parsing (config/launch_check.h).
+    std::map<std::string, std::string> locations;
     bool operator==(const Job& o) const {
         return task == o.task && model == o.model && data == o.data && training == o.training &&
                distribution == o.distribution && checkpoint == o.checkpoint;
@@ -229,6 +240,11 @@ struct JobParseOptions {
     // Folder that relative paths from --set resolve against; empty = the
     // current directory.
     std::string override_base_dir;
+    // Set by `loom train`, which honours HF's do_train / do_eval switches:
+    // do_train: false is an error there (use `loom eval`), do_eval: false
+    // leaves data.eval unread. Other commands read the job for its model and
+    // data and leave both switches alone.
+    bool for_training = false;
 };
 
 // Parses a job file; `overrides` are "dotted.key=value" strings (--set),

@@ -170,9 +170,9 @@ void dump_distribution(Dumper& d, const DistributionArgs& a) {
         d.end();
         d.end();
     }
-    if (a.processes_per_host > 0 || !a.custom_mpi_options.empty()) {
+    if (a.mpi_enabled || a.processes_per_host > 0 || !a.custom_mpi_options.empty()) {
         d.begin("mpi");
-        d.boolean("enabled", true);
+        d.boolean("enabled", a.mpi_enabled);
         d.integer("processes_per_host", a.processes_per_host);
         d.str("custom_mpi_options", a.custom_mpi_options);
         d.end();

@@ -5,6 +5,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "config/job.h"
@@ -21,8 +22,26 @@ std::vector<Field> hyperparameter_fields(TrainingArgs& t, CheckpointArgs& c);
 // SMP's fp16/bf16 parameters turn on the training flags of the same name.
 void read_distribution(const YamlCtx& ctx, const YAML::Node& node, DistributionArgs& out,
                        TrainingArgs& training);
+// Loom's own distribution keys and the SageMaker blocks, for key homes.
+std::vector<std::string_view> distribution_key_names();
 // Names of every key of every section, for "it belongs under ..." hints.
 void register_key_homes(YamlCtx& ctx);
+
+// Hugging Face and SageMaker names for Loom's keys (job_compat.cpp).
+// hyperparameters.report_to: validates the value (a name or a list).
+void read_report_to(const YamlCtx& ctx, const YAML::Node& node, const std::string& path);
+// checkpoint_s3_uri -> checkpoint_uri, after the top level is read.
+void apply_top_level_synonyms(const YamlCtx& ctx, Job& job);
+// hyperparameters.gradient_checkpointing -> distribution.activation_checkpointing:
+// applied before the distribution block is read, checked against it after.
+void apply_gradient_checkpointing(const YamlCtx& ctx, DistributionArgs& d);
+void check_gradient_checkpointing(const YamlCtx& ctx, const DistributionArgs& d);
+// do_train / do_eval, before the cross-key checks (do_eval: false drops data.eval).
+void apply_hf_switches(const YamlCtx& ctx, Job& job, const JobParseOptions& options);
+
+// Notes for keys that were accepted but change nothing in this job, and the
+// run's precision (job_notes.cpp); appended to ctx.notes after validation.
+void add_job_notes(const YamlCtx& ctx, const Job& job);
 
 // Fills defaults that depend on other keys and rejects inconsistent jobs;
 // errors point at the key to change.

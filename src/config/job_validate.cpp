@@ -223,9 +223,11 @@ void check_paths(const YamlCtx& ctx, const Job& job) {
 }  // namespace
 
 void resolve_and_validate(const YamlCtx& ctx, Job& job, const JobParseOptions& options) {
+    apply_hf_switches(ctx, job, options);
     validate_data(ctx, job);
     validate_training(ctx, job);
     if (options.check_paths) check_paths(ctx, job);
+    add_job_notes(ctx, job);
 }
 
 }  // namespace loom::config

@@ -176,6 +176,14 @@ std::vector<Field> hyperparameter_fields(TrainingArgs& t, CheckpointArgs& c) {
             field_bool("use_cpu", &t.use_cpu),
             field_bool("dataloader_drop_last", &t.dataloader_drop_last),
             field_bool("disable_tqdm", &t.disable_tqdm),
+            // HF names applied or noted after every section is read (job_compat.cpp).
+            {"gradient_checkpointing", [](const YamlCtx& ctx, const YAML::Node& n,
+                                          const std::string& p) { read_bool(ctx, n, p); }},
+            {"report_to", read_report_to},
+            {"do_train", [](const YamlCtx& ctx, const YAML::Node& n,
+                            const std::string& p) { read_bool(ctx, n, p); }},
+            {"do_eval", [](const YamlCtx& ctx, const YAML::Node& n,
+                           const std::string& p) { read_bool(ctx, n, p); }},
             field_enum("save_strategy", &c.save_strategy),
             {"save_steps", steps_or_null(&c.save_steps)},
             {"save_total_limit",
@@ -235,8 +243,13 @@ std::vector<std::string_view> field_names(const std::vector<Field>& fields) {
     return out;
 }
 
-const std::vector<std::string_view> k_top_level_keys = {
-    "model", "task", "data", "hyperparameters", "distribution", "checkpoint_uri"};
+const std::vector<std::string_view> k_top_level_keys = {"model",
+                                                        "task",
+                                                        "data",
+                                                        "hyperparameters",
+                                                        "distribution",
+                                                        "checkpoint_uri",
+                                                        "checkpoint_s3_uri"};
 
 }  // namespace
 
@@ -250,6 +263,7 @@ void register_key_homes(YamlCtx& ctx) {
     for (auto k : field_names(data_fields(d))) ctx.key_homes.emplace(std::string(k), "data");
     for (auto k : field_names(hyperparameter_fields(t, c)))
         ctx.key_homes.emplace(std::string(k), "hyperparameters");
+    for (auto k : distribution_key_names()) ctx.key_homes.emplace(std::string(k), "distribution");
 }
 
 }  // namespace config
@@ -299,7 +313,10 @@ Job job_parse(const std::string& yaml_text, const std::string& source_name,
           }},
          {"distribution",
           [&](const YamlCtx&, const YAML::Node& n, const std::string&) { distribution_node = n; }},
-         config::field_optional_string("checkpoint_uri", &job.checkpoint.checkpoint_uri)});
+         config::field_optional_string("checkpoint_uri", &job.checkpoint.checkpoint_uri),
+         {"checkpoint_s3_uri", [](const YamlCtx& c, const YAML::Node& n, const std::string& p) {
+              config::read_optional_string(c, n, p);
+          }}});
 
     if (!ctx.has("model"))
         LOOM_FAIL(
@@ -312,9 +329,14 @@ Job job_parse(const std::string& yaml_text, const std::string& source_name,
             "question-answering, causal-lm)",
             source_name);
     config::read_model(ctx, model_node, job.model);
+    config::apply_top_level_synonyms(ctx, job);
+    config::apply_gradient_checkpointing(ctx, job.distribution);
     if (distribution_node.IsDefined())
         config::read_distribution(ctx, distribution_node, job.distribution, job.training);
+    config::check_gradient_checkpointing(ctx, job.distribution);
     config::resolve_and_validate(ctx, job, options);
+    job.notes = ctx.notes;
+    for (const auto& [path, key] : ctx.seen_keys) job.locations[path] = ctx.where(path, key);
     return job;
 }
 

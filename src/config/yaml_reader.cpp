@@ -47,6 +47,11 @@ void YamlCtx::fail(const std::string& path, const YAML::Node& node,
     LOOM_FAIL("{}: {}", where(path, node), message);
 }
 
+std::string YamlCtx::where_key(const std::string& path) const {
+    auto it = seen_keys.find(path);
+    return it != seen_keys.end() ? where(path, it->second) : file;
+}
+
 void YamlCtx::fail_key(const std::string& path, const std::string& message) const {
     auto it = seen_keys.find(path);
     if (it != seen_keys.end()) fail(path, it->second, message);

@@ -39,8 +39,18 @@ public:
     // several keys can point at the line of the one they blame.
     mutable std::map<std::string, YAML::Node> seen;
     mutable std::map<std::string, YAML::Node> seen_keys;  // the key nodes: their line
+    // Lines for the log: accepted keys that change nothing here, and why
+    // (they end up in Job::notes).
+    mutable std::vector<std::string> notes;
 
     bool has(const std::string& path) const { return seen.count(path) > 0; }
+    // Written with a non-null value.
+    bool given(const std::string& path) const {
+        auto it = seen.find(path);
+        return it != seen.end() && !it->second.IsNull();
+    }
+    // Where a key that was read was written: "job.yaml:12" or "--set a.b=1".
+    std::string where_key(const std::string& path) const;
     // Fails at the key's location when it was written, else at the file.
     [[noreturn]] void fail_key(const std::string& path, const std::string& message) const;
 

@@ -144,6 +144,50 @@ TEST(DistributionYaml, ConflictsAndUnsupportedSettings) {
                      {"ZeRO-3"});
 }
 
+TEST(DistributionYaml, TwoNamesForOneSettingMustAgree) {
+    const std::string smp =
+        "distribution:\n  smdistributed:\n    modelparallel:\n      enabled: true\n"
+        "      parameters:\n";
+    // SMP's partitions and pipeline_parallel_degree: equal is fine...
+    EXPECT_EQ(parse_job(std::string(k_min_job) + smp +
+                        "        partitions: 2\n        pipeline_parallel_degree: 2\n")
+                  .distribution.pipeline_parallel_degree,
+              2);
+    // ...different is an error at the later line, naming both (not "the last wins").
+    EXPECT_EQ(expect_job_error(std::string(k_min_job) + smp +
+                                   "        pipeline_parallel_degree: 2\n        partitions: 4\n",
+                               {}),
+              "job.yaml:11: distribution.smdistributed.modelparallel.parameters.partitions: 4 "
+              "disagrees with distribution.smdistributed.modelparallel.parameters."
+              "pipeline_parallel_degree: 2 (job.yaml:10); partitions is SMP's older name for "
+              "pipeline_parallel_degree: keep one of them");
+    EXPECT_EQ(expect_job_error(std::string(k_min_job) + smp +
+                                   "        partitions: 4\n        pipeline_parallel_degree: 2\n",
+                               {}),
+              "job.yaml:11: distribution.smdistributed.modelparallel.parameters."
+              "pipeline_parallel_degree: 2 disagrees with distribution.smdistributed."
+              "modelparallel.parameters.partitions: 4 (job.yaml:10); partitions is SMP's older "
+              "name for pipeline_parallel_degree: keep one of them");
+    // shard_optimizer_state is ZeRO-1; an explicit zero_stage must agree.
+    EXPECT_EQ(dist("  zero_stage: 2\n  smdistributed: {modelparallel: {enabled: true, "
+                   "parameters: {shard_optimizer_state: true}}}\n")
+                  .zero_stage,
+              2);
+    EXPECT_EQ(expect_job_error(std::string(k_min_job) + "distribution:\n  zero_stage: 0\n" +
+                                   smp.substr(std::string("distribution:\n").size()) +
+                                   "        shard_optimizer_state: true\n",
+                               {}),
+              "job.yaml:11: distribution.smdistributed.modelparallel.parameters."
+              "shard_optimizer_state: true disagrees with distribution.zero_stage: 0 "
+              "(job.yaml:6); SMP's optimizer-state sharding is ZeRO stage 1: keep one of them");
+    // SMP's fp16 is hyperparameters.fp16.
+    EXPECT_EQ(expect_job_error(std::string(k_min_job) + "hyperparameters:\n  fp16: false\n" + smp +
+                                   "        fp16: true\n",
+                               {}),
+              "job.yaml:12: distribution.smdistributed.modelparallel.parameters.fp16: true "
+              "disagrees with hyperparameters.fp16: false (job.yaml:6): keep one of them");
+}
+
 TEST(DistributionYaml, BadValuesNameTheKey) {
     auto err = [](const std::string& block, const std::vector<std::string>& pieces) {
         expect_job_error(std::string(k_min_job) + "distribution:\n" + block, pieces);

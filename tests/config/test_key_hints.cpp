@@ -58,10 +58,17 @@ TEST(KeyHints, ASynonymMayLiveInAnotherSection) {
               "job.yaml:5: unknown key 'model_name_or_path' in data; did you mean 'model'? (a "
               "Hugging Face model folder with config.json, model.safetensors and "
               "tokenizer.json)");
-    // gradient_checkpointing inside distribution means the key of this section.
+    // gradient_checkpointing is accepted in hyperparameters; inside
+    // distribution it means the key of this section.
     EXPECT_EQ(error_for("distribution", "gradient_checkpointing"),
               "job.yaml:6: unknown key 'gradient_checkpointing' in distribution; did you mean "
               "'activation_checkpointing'?");
+    EXPECT_EQ(error_for("", "gradient_checkpointing"),
+              "job.yaml:5: unknown key 'gradient_checkpointing' in the top level of the job; it "
+              "belongs under 'hyperparameters'");
+    EXPECT_EQ(error_for("hyperparameters", "checkpoint_s3_uri"),
+              "job.yaml:6: unknown key 'checkpoint_s3_uri' in hyperparameters; it belongs under "
+              "the top level");
     EXPECT_EQ(error_for("hyperparameters", "processes_per_host"),
               "job.yaml:6: unknown key 'processes_per_host' in hyperparameters; did you mean "
               "'distribution.mpi.processes_per_host'? (ranks per host are started by the "
@@ -71,6 +78,9 @@ TEST(KeyHints, ASynonymMayLiveInAnotherSection) {
               "job.yaml:6: unknown key 'processes_per_host' in distribution; did you mean "
               "'mpi.processes_per_host'? (ranks per host are started by the launcher, loom "
               "launch --nproc N or mpirun -np N; the job can only check the count)");
+    EXPECT_EQ(error_for("hyperparameters", "zero_stage"),
+              "job.yaml:6: unknown key 'zero_stage' in hyperparameters; it belongs under "
+              "'distribution'");
     // A name with no Loom key says where the setting comes from instead.
     EXPECT_EQ(error_for("hyperparameters", "world_size"),
               "job.yaml:6: unknown key 'world_size' in hyperparameters; the number of ranks "
@@ -96,7 +106,8 @@ TEST(KeyHints, EditDistanceOnlyWhenClose) {
     // ...and in a small one the list of valid keys.
     EXPECT_EQ(error_for("", "pipeline_config"),
               "job.yaml:5: unknown key 'pipeline_config' in the top level of the job (expected "
-              "one of: model, task, data, hyperparameters, distribution, checkpoint_uri)");
+              "one of: model, task, data, hyperparameters, distribution, checkpoint_uri, "
+              "checkpoint_s3_uri)");
 }
 
 TEST(KeyHints, SynonymTableTargetsAreLoomKeys) {
