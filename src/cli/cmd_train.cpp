@@ -13,6 +13,7 @@
 
 #include "cli/command.h"
 #include "config/job.h"
+#include "config/launch_check.h"
 #include "core/check.h"
 #include "core/runtime.h"
 #include "core/stop_signals.h"
@@ -21,6 +22,7 @@
 #include "parallel/cuda/comm_nccl.h"
 #include "parallel/cuda/gpu_grad_sync.h"
 #include "parallel/cuda/local_device.h"
+#include "parallel/mpi_job.h"
 #include "parallel/process_groups.h"
 #include "parallel/topology.h"
 #include "train/trainer.h"
@@ -59,15 +61,32 @@ int exit_status(const TrainResult& r) {
     return r.stop == StopReason::interrupted ? k_exit_stopped_by_signal : 0;
 }
 
+// The job's notes and the launch checks' (config/launch_check.h), before
+// anything slow; printed once, by rank 0.
+void print_notes(const Job& job, const LaunchFacts& facts, bool quiet) {
+    std::vector<std::string> notes = job.notes;
+    for (auto& n : launch_notes(job, facts)) notes.push_back(std::move(n));
+    if (quiet) return;
+    for (const auto& n : notes) fmt::print("{}\n", n);
+    std::fflush(stdout);
+}
+
+Job load_for_training(const TrainOptions& o) {
+    JobParseOptions po;
+    po.for_training = true;
+    return job_load(o.job_path, o.overrides, po);
+}
+
 int run_train(const TrainOptions& o) {
     // Before any thread exists (MPI, OpenMP, the loader, curl's resolver):
     // they all inherit the blocked stop signals.
     stop_signals_install();
     stop_signals_accept(true);
-    Job job = job_load(o.job_path, o.overrides);
     TrainerOptions topts;
     topts.quiet = o.quiet;
     if (!launched_by_mpi() || !MpiSession::available()) {
+        Job job = load_for_training(o);
+        print_notes(job, LaunchFacts{}, o.quiet);
         if (o.threads > 0) runtime_init({o.threads});
         LOOM_CHECK(job.distribution.data_parallel_degree <= 1 &&
                        job.distribution.tensor_parallel_degree <= 1 &&
@@ -86,7 +105,15 @@ int run_train(const TrainOptions& o) {
         return exit_status(trainer.train());
     }
     runtime_init({o.threads > 0 ? o.threads : threads_per_rank()});
+    // MPI first: a bad job then fails on every rank with MPI running, and is
+    // reported once for the job (cli/main.cpp, parallel/mpi_job.h).
     MpiSession mpi;
+    Job job = load_for_training(o);
+    LaunchFacts facts;
+    facts.launched = true;
+    facts.world_size = mpi.world_size();
+    facts.ranks_on_host = mpi_ranks_on_host();
+    print_notes(job, facts, o.quiet || mpi.world_rank() != 0);
     const DistributionArgs& d = job.distribution;
     const int world_size = mpi.world_size();
     const int pp = int(d.pipeline_parallel_degree);

@@ -1,20 +1,43 @@
 // loom: the command-line entry point. Subcommands live in cmd_*.cpp and
 // register themselves (cli/command.h); errors from anywhere below arrive here
-// as loom::Error and are printed as one clear line.
+// as loom::Error and are printed as one clear line, once per job: under
+// mpirun an error that every rank hits is printed by rank 0 alone, and one
+// that only other ranks hit by those ranks, each naming itself
+// (parallel/mpi_job.h).
 #include <fmt/format.h>
 
 #include <cstdio>
 #include <exception>
+#include <string>
 
 #include "cli/command.h"
 #include "core/check.h"
 #include "core/runtime.h"
+#include "parallel/mpi_job.h"
 
 namespace loom::cli {
 std::vector<CommandSetup>& command_registry() {
     static std::vector<CommandSetup> registry;
     return registry;
 }
+
+namespace {
+
+int report_error(const char* what) {
+    const std::string message = what;
+    const int rank = loom::job_rank();
+    if (rank > 0 && loom::same_error_on_rank0(message)) return 1;  // rank 0 printed it
+    if (rank > 0)
+        fmt::print(stderr, "loom: error (rank {}): {}\n", rank, message);
+    else
+        fmt::print(stderr, "loom: error: {}\n", message);
+    std::fflush(stderr);
+    if (rank == 0) loom::announce_error(message);
+    return 1;
+}
+
+}  // namespace
+
 }  // namespace loom::cli
 
 int main(int argc, char** argv) {
@@ -29,12 +52,8 @@ int main(int argc, char** argv) {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
         return app.exit(e);
-    } catch (const loom::Error& e) {
-        fmt::print(stderr, "loom: error: {}\n", e.what());
-        return 1;
     } catch (const std::exception& e) {
-        fmt::print(stderr, "loom: error: {}\n", e.what());
-        return 1;
+        return loom::cli::report_error(e.what());
     }
     return 0;
 }
