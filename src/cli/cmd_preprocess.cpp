@@ -22,7 +22,7 @@ namespace fs = std::filesystem;
 struct CliOptions {
     PreprocessOptions p;
     std::string task = "masked-lm";
-    std::string sample_by = "paragraph";
+    std::string sample_by = "line";  // as loom train reads plain text
     double shard_mb = 256;
 };
 
@@ -78,6 +78,9 @@ void run_preprocess(CliOptions& o) {
     };
     const PreprocessReport r = preprocess(o.p);
     if (tty) fmt::print(stderr, "\n");
+    if (r.text_files > 0)
+        fmt::print("plain text ({} file(s)): one document {} (--sample-by {})\n", r.text_files,
+                   sample_by_unit(o.p.sample_by), enum_name(o.p.sample_by));
     const std::string uploaded =
         r.uploaded_files > 0 ? fmt::format(" (uploaded {} files)", r.uploaded_files) : "";
     fmt::print(
@@ -100,9 +103,10 @@ data.train at the output folder. An s3://bucket/prefix output is written to a
 staging folder in the cache (LOOM_CACHE_DIR, else ~/.cache/loom) and uploaded,
 index.json last; data.train may then name that URI (the shards are streamed).
 
-Inputs: files or folders of plain text (.txt; one document per paragraph by
-default), JSONL/CSV (one document per record, --text-column), each optionally
-.gz or .zst.
+Inputs: files or folders of plain text (.txt; one document per line by
+default, as loom train reads them; --sample-by paragraph or document),
+JSONL/CSV (one document per record, --text-column), each optionally .gz or
+.zst.
 
 Examples:
   loom preprocess --tokenizer bert/tokenizer.json --input wiki/ --output shards \

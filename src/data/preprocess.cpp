@@ -221,6 +221,7 @@ PreprocessReport preprocess_folder(const PreprocessOptions& o) {
             if (int64_t(batch.size()) >= o.batch_documents) flush();
         }
         for (const auto& f : reader->files()) rep.files.push_back(f);
+        rep.text_files += reader->report().text_files;
     }
     flush();
     LOOM_CHECK(writer.sequences() > 0,

@@ -1,9 +1,10 @@
 // Preprocess: raw corpora -> token shards (`loom preprocess`).
 //
 // Documents come from any reader input (plain text, JSONL, CSV, folders,
-// .gz/.zst); each record is one document (plain text: one paragraph by
-// default). Documents are tokenized on all cores, then packed into sequences
-// of at most max_seq_length tokens, in input order:
+// .gz/.zst); each record is one document (plain text: one line by default,
+// as `loom train` reads the same file; sample_by paragraph or document).
+// Documents are tokenized on all cores, then packed into sequences of at
+// most max_seq_length tokens, in input order:
 //   masked LM:  the tokenizer's own special tokens around each chunk of a
 //               document ([CLS] chunk [SEP] for BERT, <s> chunk </s> for
 //               RoBERTa); chunks never cross documents.
@@ -41,8 +42,8 @@ struct PreprocessOptions {
     int64_t max_seq_length = 128;
     bool sentence_order = false;  // masked LM only
     std::string text_column = "text";
-    SampleBy sample_by = SampleBy::paragraph;  // plain text: what one document is
-    std::string eos_token;  // causal LM; "" = the tokenizer's <|endoftext|> or </s>
+    SampleBy sample_by = SampleBy::line;  // plain text: what one document is
+    std::string eos_token;                // causal LM; "" = the tokenizer's <|endoftext|> or </s>
     uint64_t shard_bytes = uint64_t(256) << 20;
     int threads = 0;                 // <= 0: all cores
     uint64_t seed = 12345;           // sentence-order splits and swaps
@@ -58,6 +59,7 @@ struct PreprocessReport {
     int id_bytes = 2;
     std::vector<std::string> files;  // the input files read, in order
     size_t uploaded_files = 0;       // output in an object store: files put there
+    int64_t text_files = 0;          // of which plain text (split by sample_by)
 };
 
 PreprocessReport preprocess(const PreprocessOptions& o);

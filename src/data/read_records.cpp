@@ -134,6 +134,7 @@ private:
             case Format::tsv:
                 return data_detail::open_csv_file(ctx, '\t');
             case Format::text:
+                ++report_.text_files;
                 return data_detail::open_text_file(ctx);
         }
         LOOM_FAIL("data file '{}': unknown format", files_[i]);

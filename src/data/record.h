@@ -29,9 +29,24 @@
 namespace loom {
 
 // How plain-text files become records (HF datasets' `text` builder names).
+// `line` is the default everywhere (loom train and loom preprocess alike), as
+// in HF datasets, so one file is the same data by either route.
 enum class SampleBy { line, paragraph, document };
 inline constexpr std::array<std::string_view, 3> k_sample_by_names = {"line", "paragraph",
                                                                       "document"};
+
+// What one record (or document) is, for logs: "per line", ...
+inline std::string_view sample_by_unit(SampleBy s) {
+    switch (s) {
+        case SampleBy::line:
+            return "per line";
+        case SampleBy::paragraph:
+            return "per paragraph (lines up to a blank line)";
+        case SampleBy::document:
+            return "per file";
+    }
+    return "per line";
+}
 
 enum class RecordKind { text, classification, qa };
 
@@ -90,6 +105,7 @@ struct ReadOptions {
 
 struct ReadReport {
     int64_t records = 0;
+    int64_t text_files = 0;  // plain-text files opened (split by sample_by)
     int64_t bad_lines = 0;
     std::vector<std::string> bad_examples;  // the first few "file:line: reason"
     static constexpr size_t k_max_examples = 10;

@@ -186,6 +186,11 @@ void Trainer::read_data() {
         while (reader->next(r)) records.push_back(r);
         report = reader->report();
         fo.files = reader->files();
+        // The same text file is the same data through loom preprocess: say how it was split.
+        if (report.text_files > 0)
+            load_notes_.push_back(
+                fmt::format("data.{}: plain text, one record {} (data.sample_by: {})", channel,
+                            sample_by_unit(d.sample_by), enum_name(d.sample_by)));
         if (report.bad_lines > 0) {
             std::string msg = fmt::format("{} data: skipped {} malformed line(s) (skip_bad_lines)",
                                           channel, report.bad_lines);

@@ -27,6 +27,28 @@ if "$loom" preprocess --tokenizer "$tok" --input corpus.jsonl --output shards 2>
 fi
 grep -q "index.json" again.err || { echo "FAIL: error does not name index.json"; cat again.err; exit 1; }
 
+# Plain text: one document per line by default, as loom train reads it.
+printf 'The first line.\nThe second line.\nA third.\n' > lines.txt
+"$loom" preprocess --tokenizer "$tok" --input lines.txt --output text-shards \
+  --task masked-lm --max-seq-length 32 > text.log
+grep -q "3 documents" text.log || { echo "FAIL: lines.txt is not 3 documents"; cat text.log; exit 1; }
+grep -qF "plain text (1 file(s)): one document per line (--sample-by line)" text.log ||
+  { echo "FAIL: no sample-by line in the log"; cat text.log; exit 1; }
+"$loom" preprocess --tokenizer "$tok" --input lines.txt --output para-shards \
+  --task masked-lm --max-seq-length 32 --sample-by paragraph > para.log
+grep -q "1 documents" para.log || { echo "FAIL: --sample-by paragraph"; cat para.log; exit 1; }
+cat > text.yaml <<YAML
+model: {config: $data/train/tiny-bert.json, tokenizer: $tok}
+task: masked-lm
+data: {train: $work/lines.txt, max_seq_length: 32}
+hyperparameters: {output_dir: text-out, max_steps: 1, save_strategy: 'no'}
+YAML
+"$loom" train text.yaml --threads 1 > train-text.log 2>&1 || { cat train-text.log; exit 1; }
+grep -qF "data.train: plain text, one record per line (data.sample_by: line)" train-text.log ||
+  { echo "FAIL: no sample_by line in the training log"; cat train-text.log; exit 1; }
+grep -q "train data: 3 records" train-text.log ||
+  { echo "FAIL: lines.txt is not 3 training records"; cat train-text.log; exit 1; }
+
 cat > job.yaml <<YAML
 model: {config: $data/train/tiny-bert.json, tokenizer: $tok}
 task: masked-lm

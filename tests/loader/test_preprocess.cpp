@@ -160,6 +160,33 @@ TEST_F(Preprocess, CausalLmRowsAreTheDocumentsJoinedByEndOfText) {
     EXPECT_EQ(ds->info().documents, 6);
 }
 
+// One plain-text file is the same data through `loom preprocess` and
+// `loom train`: one document (record) per line unless asked otherwise.
+TEST_F(Preprocess, PlainTextIsOneDocumentPerLineAsInTraining) {
+    const std::string text = write("lines.txt", "The first line.\nThe second line.\nA third.\n");
+    PreprocessOptions o = options("lines", "bert-base-uncased");
+    o.inputs = {text};
+    const PreprocessReport r = preprocess(o);
+    EXPECT_EQ(r.documents, 3);
+    EXPECT_EQ(r.text_files, 1);
+    // The training route: a job's data section with sample_by unset.
+    EXPECT_EQ(DataArgs{}.sample_by, PreprocessOptions{}.sample_by);
+    ReadOptions ro;
+    ro.sample_by = DataArgs{}.sample_by;
+    ReadReport report;
+    EXPECT_EQ(read_records(text, ro, &report).size(), 3u);
+    EXPECT_EQ(report.text_files, 1);
+    // Paragraphs on request, in both.
+    PreprocessOptions para = options("para", "bert-base-uncased");
+    para.inputs = {text};
+    para.sample_by = SampleBy::paragraph;
+    EXPECT_EQ(preprocess(para).documents, 1);
+    ro.sample_by = SampleBy::paragraph;
+    EXPECT_EQ(read_records(text, ro).size(), 1u);
+    // JSONL input is not plain text.
+    EXPECT_EQ(preprocess(options("jsonl", "bert-base-uncased")).text_files, 0);
+}
+
 TEST_F(Preprocess, OutputDoesNotDependOnThreads) {
     std::vector<std::string> bytes;
     for (int threads : {1, 2}) {
