@@ -140,15 +140,21 @@ template void gemm_batched<double>(int64_t, bool, bool, int64_t, int64_t, int64_
 
 namespace {
 
-// bf16 -> fp32 of (rows, cols) values with row stride ld, packed (stride cols),
-// on the threads of the caller's team.
-void widen_rows(float* out, const uint16_t* in, int64_t rows, int64_t cols, int64_t ld) {
-#pragma omp for schedule(static) nowait
-    for (int64_t r = 0; r < rows; ++r) {
-        const uint16_t* x = in + r * ld;
-        float* y = out + r * cols;
+void widen_row(float* y, const uint16_t* x, int64_t n) {
 #pragma omp simd
-        for (int64_t c = 0; c < cols; ++c) y[c] = std::bit_cast<float>(uint32_t(x[c]) << 16);
+    for (int64_t c = 0; c < n; ++c) y[c] = std::bit_cast<float>(uint32_t(x[c]) << 16);
+}
+
+// bf16 -> fp32 of (rows, cols) values with row stride ld, packed (stride cols).
+// split: the rows are shared among the threads of the enclosing team, every one
+// of which must call this; otherwise the calling thread does them all.
+void widen_rows(float* out, const uint16_t* in, int64_t rows, int64_t cols, int64_t ld,
+                bool split) {
+    if (split) {
+#pragma omp for schedule(static) nowait
+        for (int64_t r = 0; r < rows; ++r) widen_row(out + r * cols, in + r * ld, cols);
+    } else {
+        for (int64_t r = 0; r < rows; ++r) widen_row(out + r * cols, in + r * ld, cols);
     }
 }
 
@@ -183,18 +189,25 @@ void gemm_bf16_widened(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t
     float* b = widen_buffer(b_buf, kb_max * N);
     for (int64_t k0 = 0; k0 < K; k0 += kb_max) {
         const int64_t kb = std::min(kb_max, K - k0);
-        // One team for both operands: a barrier less per panel.
-#pragma omp parallel if ((M + N) * kb > (1 << 16) && !omp_in_parallel())
-        {
+        auto widen_panel = [&](bool split) {
             // op(A)'s columns k0.. are rows of A when it is stored transposed.
             if (trans_a)
-                widen_rows(a, A + k0 * lda, kb, M, lda);
+                widen_rows(a, A + k0 * lda, kb, M, lda, split);
             else
-                widen_rows(a, A + k0, M, kb, lda);
+                widen_rows(a, A + k0, M, kb, lda, split);
             if (trans_b)
-                widen_rows(b, B + k0, N, kb, ldb);
+                widen_rows(b, B + k0, N, kb, ldb, split);
             else
-                widen_rows(b, B + k0 * ldb, kb, N, ldb);
+                widen_rows(b, B + k0 * ldb, kb, N, ldb, split);
+        };
+        // One team for both operands: a barrier less per panel. Calls from
+        // inside a parallel region (attention's thousands of small GEMMs) stay
+        // on their thread without opening even an inactive nested region.
+        if ((M + N) * kb > (1 << 16) && !omp_in_parallel()) {
+#pragma omp parallel
+            widen_panel(true);
+        } else {
+            widen_panel(false);
         }
         // Later panels add to C; the bias goes in once, with the last.
         const bool last = k0 + kb == K;
