@@ -33,7 +33,9 @@ std::vector<float> random_floats(size_t n, uint32_t seed, float scale = 1.0f) {
     return v;
 }
 
-// range(0): 0 = dnnl_sgemm, 1 = dnnl_matmul, 2 = bf16 matmul; then M, N, K, transposes.
+// range(0): 0 = dnnl_sgemm, 1 = dnnl_matmul, 2 = gemm_bf16 (oneDNN's bf16 matmul,
+// or the fp32-widened route on a CPU without bf16 kernels), 3 = the widened
+// route everywhere; then M, N, K, transposes.
 void bm_gemm(benchmark::State& state) {
     const int route = int(state.range(0));
     const int64_t M = state.range(1), N = state.range(2), K = state.range(3);
@@ -47,8 +49,9 @@ void bm_gemm(benchmark::State& state) {
     // dweight-shaped calls (TN) accumulate, as matmul_backward does.
     const float beta = ta && !tb ? 1.0f : 0.0f;
     for (auto _ : state) {
-        if (route == 2)
-            gemm_bf16(ta, tb, M, N, K, 1.0f, Ab.data(), lda, Bb.data(), ldb, beta, C.data(), N);
+        if (route >= 2)
+            gemm_bf16_with(route == 2 ? gemm_bf16_route() : Bf16Impl::widen_f32, ta, tb, M, N, K,
+                           1.0f, Ab.data(), lda, Bb.data(), ldb, beta, C.data(), N);
         else
             gemm_f32_with(route == 0 ? GemmImpl::dnnl_sgemm : GemmImpl::dnnl_matmul, ta, tb, M, N,
                           K, 1.0f, A.data(), lda, B.data(), ldb, beta, C.data(), N);
@@ -57,7 +60,11 @@ void bm_gemm(benchmark::State& state) {
     state.counters["GFLOP/s"] = benchmark::Counter(2.0 * double(M) * double(N) * double(K),
                                                    benchmark::Counter::kIsIterationInvariantRate,
                                                    benchmark::Counter::kIs1000);
-    state.SetLabel(route == 0 ? "f32 sgemm" : route == 1 ? "f32 matmul" : "bf16 matmul");
+    const bool widened = route == 3 || (route == 2 && gemm_bf16_route() == Bf16Impl::widen_f32);
+    state.SetLabel(route == 0   ? "f32 sgemm"
+                   : route == 1 ? "f32 matmul"
+                   : widened    ? "bf16 widened to f32"
+                                : "bf16 matmul");
 }
 
 // The 9 GEMMs of a BERT-base layer's linears at 1024 tokens (fwd NT, dinp NN,
@@ -65,7 +72,7 @@ void bm_gemm(benchmark::State& state) {
 void gemm_args(benchmark::internal::Benchmark* b) {
     const int64_t tokens = 1024;
     const int64_t shapes[][2] = {{768, 768}, {768, 3072}, {3072, 768}};  // (C, OC)
-    for (int route = 0; route < 3; ++route)
+    for (int route = 0; route < 4; ++route)
         for (const auto& s : shapes) {
             const int64_t C = s[0], OC = s[1];
             b->Args({route, tokens, OC, C, 0, 1});  // forward   (N, OC) = x (N, C) @ W^T

@@ -8,7 +8,8 @@
 // sides do the same arithmetic. MFU follows llm.c's estimate: 6N + 12 L H Q T
 // flops per token (N parameters, L layers, H heads of width Q, T tokens per
 // sequence) over the device's dense peak for the compute type: a GPU's from its
-// datasheet, a CPU's measured after the run (core/cpu_peak.h).
+// datasheet, a CPU's measured after the run (core/cpu_peak.h); the fp32 one for
+// bf16 on a CPU whose bf16 GEMMs run in fp32 (ops/gemm.h).
 #include <fmt/format.h>
 #include <sys/resource.h>
 
@@ -29,6 +30,7 @@
 #include "io/hf_config.h"
 #include "models/cuda/cuda_model.h"
 #include "models/model.h"
+#include "ops/gemm.h"
 #include "optim/adamw.h"
 
 namespace loom::cli {
@@ -217,6 +219,13 @@ void run_bench(const BenchOptions& o) {
     const Batch batch = random_batch(c, o.batch, T, o.seed);
     fmt::print(stderr, "{}: {} ({} parameters), batch {} x {}, {} on {}\n", o.model, c.architecture,
                model->params().num_parameters(), o.batch, T, o.dtype, o.device);
+    const bool widened =
+        o.device == "cpu" && o.dtype == "bf16" && gemm_bf16_route() == Bf16Impl::widen_f32;
+    if (widened)
+        fmt::print(stderr,
+                   "bf16: this CPU has no bf16 GEMM kernels in oneDNN (needs AVX-512); operands "
+                   "are rounded to bf16 and multiplied in fp32: same numerics, no speed gain; MFU "
+                   "counts against the fp32 peak\n");
 
     Timing r;
     if (o.device == "cuda") {
@@ -242,9 +251,12 @@ void run_bench(const BenchOptions& o) {
         peak = peak_tflops(r.device_name, o.dtype == "bf16");
         if (peak > 0) peak_source = "\"datasheet\"";
     } else {
-        const CpuPeak p = measure_cpu_peak(o.dtype == "bf16");
+        // Widened bf16 GEMMs run on fp32 multiply-adds: theirs is the peak to count against.
+        const CpuPeak p = measure_cpu_peak(o.dtype == "bf16" && !widened);
         peak = p.gflops / 1e3;
-        if (peak > 0) peak_source = fmt::format("\"measured: {}\"", p.instruction);
+        if (peak > 0)
+            peak_source = fmt::format("\"measured: {}{}\"", p.instruction,
+                                      widened ? " (bf16 GEMMs run in fp32 on this CPU)" : "");
     }
     const std::string mfu =
         peak > 0 ? fmt::format("{:.4f}", flops_per_token * tokens_per_s / (peak * 1e12)) : "null";
@@ -268,7 +280,8 @@ void setup(CLI::App& app) {
         "tokens/s, MFU and peak memory. bench/gpu/loom_vs_hf.sh runs it beside PyTorch + HF\n"
         "transformers on the same GPU. MFU counts against a GPU's datasheet peak, or against\n"
         "the CPU's peak measured after the run (its multiply-add units on every thread,\n"
-        "\"peak_source\" names the instruction).\n\n"
+        "\"peak_source\" names the instruction; bf16 on a CPU without oneDNN bf16 kernels runs\n"
+        "its GEMMs in fp32 and counts against the fp32 peak).\n\n"
         "  loom bench --model gpt2-124m --seq 1024 --batch 16 --device cuda\n"
         "  loom bench --model bert-large --seq 128 --batch 64 --device cuda --dtype bf16\n"
         "  loom bench --model tiny-bert --device cpu --steps 3      (a quick check)");

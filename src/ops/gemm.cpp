@@ -1,4 +1,5 @@
 // GEMM dispatch: fp32 and bf16 through oneDNN, fp64 through a plain reference loop.
+// bf16 on a CPU without oneDNN bf16 kernels: fp32 copies through the fp32 route.
 //
 // fp32 route, measured on 2 Zen 5 cores (oneDNN 2.6, BERT-base linears at 1024
 // and 4096 tokens, every transpose; bench/bench_ops.cpp): dnnl_sgemm is as fast
@@ -13,6 +14,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 #include <type_traits>
@@ -136,12 +138,106 @@ template void gemm_batched<double>(int64_t, bool, bool, int64_t, int64_t, int64_
                                    const double*, int64_t, int64_t, const double*, int64_t,
                                    int64_t, double, double*, int64_t, int64_t);
 
+namespace {
+
+void widen_row(float* y, const uint16_t* x, int64_t n) {
+#pragma omp simd
+    for (int64_t c = 0; c < n; ++c) y[c] = std::bit_cast<float>(uint32_t(x[c]) << 16);
+}
+
+// bf16 -> fp32 of (rows, cols) values with row stride ld, packed (stride cols).
+// split: the rows are shared among the threads of the enclosing team, every one
+// of which must call this; otherwise the calling thread does them all.
+void widen_rows(float* out, const uint16_t* in, int64_t rows, int64_t cols, int64_t ld,
+                bool split) {
+    if (split) {
+#pragma omp for schedule(static) nowait
+        for (int64_t r = 0; r < rows; ++r) widen_row(out + r * cols, in + r * ld, cols);
+    } else {
+        for (int64_t r = 0; r < rows; ++r) widen_row(out + r * cols, in + r * ld, cols);
+    }
+}
+
+// Grown, never shrunk: fresh pages are slow to touch, and training repeats the
+// same few shapes.
+float* widen_buffer(std::vector<float>& w, int64_t n) {
+    if (int64_t(w.size()) < n) w.resize(size_t(n));
+    return w.data();
+}
+
+// The fp32 copies cover at most this many of K at a time, so they stay within
+// (M + N) * 4 KiB whatever K is (the dweight GEMM's K is the token count),
+// while each panel still gives the fp32 GEMM a K long enough to run at speed.
+constexpr int64_t k_widen_panel = 1024;
+
+void gemm_bf16_widened(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                       const uint16_t* A, int64_t lda, const uint16_t* B, int64_t ldb, float beta,
+                       float* C, int64_t ldc, const float* bias) {
+    if (M == 0 || N == 0) return;
+    if (K == 0) {
+        // C = beta * C (+ bias) without reading A or B; the matmul runner does that.
+        detail::dnnl_matmul_run(detail::MatmulType::f32, trans_a, trans_b, M, N, K, alpha, A, lda,
+                                B, ldb, beta, C, ldc, bias);
+        return;
+    }
+    // Equal panels: a short last one would be a slow GEMM of its own.
+    const int64_t panels = (K + k_widen_panel - 1) / k_widen_panel;
+    const int64_t kb_max = (K + panels - 1) / panels;
+    // Per thread: attention calls this from inside its parallel region.
+    thread_local std::vector<float> a_buf, b_buf;
+    float* a = widen_buffer(a_buf, M * kb_max);
+    float* b = widen_buffer(b_buf, kb_max * N);
+    for (int64_t k0 = 0; k0 < K; k0 += kb_max) {
+        const int64_t kb = std::min(kb_max, K - k0);
+        auto widen_panel = [&](bool split) {
+            // op(A)'s columns k0.. are rows of A when it is stored transposed.
+            if (trans_a)
+                widen_rows(a, A + k0 * lda, kb, M, lda, split);
+            else
+                widen_rows(a, A + k0, M, kb, lda, split);
+            if (trans_b)
+                widen_rows(b, B + k0, N, kb, ldb, split);
+            else
+                widen_rows(b, B + k0 * ldb, kb, N, ldb, split);
+        };
+        // One team for both operands: a barrier less per panel. Calls from
+        // inside a parallel region (attention's thousands of small GEMMs) stay
+        // on their thread without opening even an inactive nested region.
+        if ((M + N) * kb > (1 << 16) && !omp_in_parallel()) {
+#pragma omp parallel
+            widen_panel(true);
+        } else {
+            widen_panel(false);
+        }
+        // Later panels add to C; the bias goes in once, with the last.
+        const bool last = k0 + kb == K;
+        gemm<float>(trans_a, trans_b, M, N, kb, alpha, a, trans_a ? M : kb, b, trans_b ? kb : N,
+                    k0 == 0 ? beta : 1.0f, C, ldc, last ? bias : nullptr);
+    }
+}
+
+}  // namespace
+
+Bf16Impl gemm_bf16_route() {
+    return detail::dnnl_bf16_matmul_available() ? Bf16Impl::dnnl_bf16 : Bf16Impl::widen_f32;
+}
+
+void gemm_bf16_with(Bf16Impl impl, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                    float alpha, const uint16_t* A, int64_t lda, const uint16_t* B, int64_t ldb,
+                    float beta, float* C, int64_t ldc, const float* bias) {
+    check_gemm_args(trans_a, trans_b, M, N, K, lda, ldb, ldc);
+    if (impl == Bf16Impl::dnnl_bf16)
+        detail::dnnl_matmul_run(detail::MatmulType::bf16, trans_a, trans_b, M, N, K, alpha, A, lda,
+                                B, ldb, beta, C, ldc, bias);
+    else
+        gemm_bf16_widened(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias);
+}
+
 void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                const uint16_t* A, int64_t lda, const uint16_t* B, int64_t ldb, float beta, float* C,
                int64_t ldc, const float* bias) {
-    check_gemm_args(trans_a, trans_b, M, N, K, lda, ldb, ldc);
-    detail::dnnl_matmul_run(detail::MatmulType::bf16, trans_a, trans_b, M, N, K, alpha, A, lda, B,
-                            ldb, beta, C, ldc, bias);
+    gemm_bf16_with(gemm_bf16_route(), trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C,
+                   ldc, bias);
 }
 
 void convert_f32_to_bf16(uint16_t* out, const float* inp, int64_t n) {

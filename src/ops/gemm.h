@@ -3,7 +3,7 @@
 //   C (M, N) = alpha * op(A) (M, K) @ op(B) (K, N) + beta * C [+ bias (N) on every row]
 //
 // op(X) is X or X^T (trans_*). Leading dimensions are row strides in elements.
-// float runs through oneDNN (AVX-512 kernels near the cores' peak); double is
+// float runs through oneDNN (AVX-512 or AVX2 kernels near the cores' peak); double is
 // the reference path used by the finite-difference gradient checks. beta == 0
 // never reads C (BLAS semantics: garbage or NaN in C is fine).
 //
@@ -32,6 +32,21 @@ void gemm_batched(int64_t batch, bool trans_a, bool trans_b, int64_t M, int64_t 
 void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                const uint16_t* A, int64_t lda, const uint16_t* B, int64_t ldb, float beta, float* C,
                int64_t ldc, const float* bias = nullptr);
+
+// The two routes of gemm_bf16. oneDNN 2.x multiplies bf16 only on AVX-512
+// cores; elsewhere the operands are widened to fp32, which is exact, as is the
+// fp32 product of two bf16 values, so the fp32 GEMM computes the same products
+// with fp32 accumulation (another summation order) at fp32 speed.
+enum class Bf16Impl {
+    dnnl_bf16,  // oneDNN's bf16 matmul primitive
+    widen_f32,  // fp32 copies of K-panels of the operands, then gemm<float>
+};
+// The route gemm_bf16 takes on this machine: dnnl_bf16 where oneDNN can make
+// the primitive (decided once per process), else widen_f32.
+Bf16Impl gemm_bf16_route();
+void gemm_bf16_with(Bf16Impl impl, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                    float alpha, const uint16_t* A, int64_t lda, const uint16_t* B, int64_t ldb,
+                    float beta, float* C, int64_t ldc, const float* bias = nullptr);
 
 // fp32 <-> bf16 over a buffer (round to nearest even), threaded and vectorised.
 void convert_f32_to_bf16(uint16_t* out, const float* inp, int64_t n);

@@ -168,6 +168,20 @@ void dnnl_matmul_run(MatmulType type, bool trans_a, bool trans_b, int64_t M, int
     if (bias != nullptr && !fuse_bias) add_bias_rows(C, ldc, bias, M, N);
 }
 
+bool dnnl_bf16_matmul_available() {
+    static const bool available = [] {
+        try {
+            const memory::desc ab({16, 16}, memory::data_type::bf16, memory::format_tag::ab);
+            const memory::desc c({16, 16}, memory::data_type::f32, memory::format_tag::ab);
+            const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(ab, ab, c), cpu_engine());
+            return true;
+        } catch (const dnnl::error&) {
+            return false;
+        }
+    }();
+    return available;
+}
+
 void add_bias_rows(float* C, int64_t ldc, const float* bias, int64_t M, int64_t N) {
 #pragma omp parallel for if (M * N > (1 << 15) && !omp_in_parallel())
     for (int64_t i = 0; i < M; ++i) {

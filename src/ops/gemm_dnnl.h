@@ -17,6 +17,12 @@ void dnnl_matmul_run(MatmulType type, bool trans_a, bool trans_b, int64_t M, int
                      float alpha, const void* A, int64_t lda, const void* B, int64_t ldb,
                      float beta, float* C, int64_t ldc, const float* bias);
 
+// Whether oneDNN can make a bf16 matmul primitive on this CPU, probed once per
+// process. oneDNN 2.x implements bf16 matmul for AVX-512 cores only (or fewer,
+// under DNNL_MAX_CPU_ISA): on an AVX2 CPU no shape gets one, so a single small
+// probe stands for all.
+bool dnnl_bf16_matmul_available();
+
 // Adds bias (N) to each of M rows of C (row stride ldc).
 void add_bias_rows(float* C, int64_t ldc, const float* bias, int64_t M, int64_t N);
 

@@ -13,6 +13,7 @@
 #include "io/object_store.h"
 #include "io/safetensors.h"
 #include "io/uri.h"
+#include "ops/gemm.h"
 #include "optim/lamb.h"
 #include "optim/sgd.h"
 #include "parallel/dp_step.h"
@@ -352,6 +353,11 @@ void Trainer::build_model_and_optimizer() {
     };
     // Before any optimizer: on the GPU, AdamW's state lives on the device.
     const bool gpu = choose_gpu();
+    // Without oneDNN bf16 kernels bf16 keeps its numerics but not its speed: say so once.
+    if (!gpu && t.bf16 && gemm_bf16_route() == Bf16Impl::widen_f32)
+        load_notes_.push_back(
+            "bf16: this CPU has no bf16 GEMM kernels in oneDNN (needs AVX-512); operands are "
+            "rounded to bf16 and multiplied in fp32: same numerics, no speed gain");
     if (pipeline) {
         LOOM_CHECK(opts_.dp_comm != nullptr && opts_.pp_comm != nullptr,
                    "pipeline and tensor parallelism need the dp and pp groups");

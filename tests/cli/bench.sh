@@ -8,6 +8,8 @@ set -u
 loom=$1
 failures=0
 fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+err_file=$(mktemp)
+trap 'rm -f "$err_file"' EXIT
 
 check_json() {  # JSON_LINE MODEL TASK BATCH SEQ LAYERS HEADS HIDDEN
     python3 - "$@" <<'PY' || fail "bench $2: $1"
@@ -35,9 +37,16 @@ PY
 }
 
 for dtype in fp32 bf16; do
-    out=$("$loom" bench --model tiny-bert --seq 32 --batch 4 --steps 2 --warmup 1 --dtype $dtype 2>/dev/null) ||
+    out=$("$loom" bench --model tiny-bert --seq 32 --batch 4 --steps 2 --warmup 1 --dtype $dtype 2>"$err_file") ||
         fail "tiny-bert $dtype exited $?"
     check_json "$out" tiny-bert masked-lm 4 32 2 4 64
+    # bf16 GEMMs run in fp32 on a CPU without oneDNN bf16 kernels: said on stderr and
+    # in peak_source, never one without the other.
+    noted=0 sourced=0
+    grep -q "no bf16 GEMM kernels" "$err_file" && noted=1
+    grep -q "bf16 GEMMs run in fp32" <<<"$out" && sourced=1
+    [ "$noted" = "$sourced" ] || fail "$dtype: stderr note $noted, peak_source note $sourced: $out"
+    [ "$dtype" = bf16 ] || [ "$noted" = 0 ] || fail "fp32 run mentions the bf16 fallback"
 done
 out=$("$loom" bench --model tiny-gpt2 --seq 48 --batch 2 --steps 2 --warmup 0 2>/dev/null) ||
     fail "tiny-gpt2 exited $?"

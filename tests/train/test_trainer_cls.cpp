@@ -8,6 +8,7 @@
 
 #include "io/file_utils.h"
 #include "io/safetensors.h"
+#include "ops/gemm.h"
 #include "trainer_e2e_util.h"
 
 namespace loom::test {
@@ -104,14 +105,32 @@ namespace loom::test {
 namespace {
 
 // hyperparameters.bf16: the loss curve follows the fp32 run within bf16's
-// precision, and fp16 (not implemented) is refused up front.
+// precision. A CPU without oneDNN bf16 kernels runs it as fp32 GEMMs and the
+// run says so once at the start.
 TEST_F(TrainDir, Bf16FollowsTheFp32LossCurve) {
     const std::string extra = "  max_steps: 10\n";
     const TrainResult a =
         Trainer(job(job_text("sequence-classification", "fp32", extra)), quiet()).train();
+    std::FILE* f = std::tmpfile();
+    TrainerOptions o = quiet();
+    o.quiet = false;
+    o.out = f;
     const TrainResult b =
-        Trainer(job(job_text("sequence-classification", "bf16", extra + "  bf16: true\n")), quiet())
+        Trainer(job(job_text("sequence-classification", "bf16", extra + "  bf16: true\n")), o)
             .train();
+    std::rewind(f);
+    std::string printed;
+    char buf[4096];
+    for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) printed.append(buf, n);
+    std::fclose(f);
+    const std::string note = "bf16: this CPU has no bf16 GEMM kernels in oneDNN";
+    const size_t at = printed.find(note);
+    if (gemm_bf16_route() == Bf16Impl::widen_f32) {
+        EXPECT_NE(at, std::string::npos) << printed;
+        EXPECT_EQ(printed.find(note, at + 1), std::string::npos) << printed;
+    } else {
+        EXPECT_EQ(at, std::string::npos) << printed;
+    }
     ASSERT_EQ(a.step_losses.size(), b.step_losses.size());
     bool differs = false;
     for (size_t i = 0; i < a.step_losses.size(); ++i) {
