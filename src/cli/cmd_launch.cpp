@@ -37,6 +37,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdio>
@@ -103,6 +104,23 @@ std::vector<pid_t> children_of(pid_t parent) {
     }
     closedir(proc);
     return kids;
+}
+
+// Whether `pid` has blocked or caught SIGTERM, i.e. has got far enough to
+// stop cleanly (`loom train` blocks the stop signals first thing); before
+// that a signal would kill it mid-start. Read from /proc/<pid>/status.
+bool stop_ready(pid_t pid) {
+    std::FILE* f = std::fopen(fmt::format("/proc/{}/status", pid).c_str(), "r");
+    if (!f) return false;
+    char line[256];
+    unsigned long long blocked = 0, caught = 0;
+    while (std::fgets(line, sizeof(line), f)) {
+        if (std::strncmp(line, "SigBlk:", 7) == 0) blocked = std::strtoull(line + 7, nullptr, 16);
+        if (std::strncmp(line, "SigCgt:", 7) == 0) caught = std::strtoull(line + 7, nullptr, 16);
+    }
+    std::fclose(f);
+    const unsigned long long term = 1ull << (SIGTERM - 1);
+    return ((blocked | caught) & term) != 0;
 }
 
 int usable_cores() {
@@ -210,7 +228,19 @@ int run_launch(const LaunchOptions& o) {
         ranks_signalled = true;
         // loom train stops gracefully on SIGTERM, SIGINT and SIGUSR1 only.
         const int sig = g_signal == SIGHUP ? SIGTERM : int(g_signal);
+        // A signal in the first moments may find ranks not started or not
+        // yet able to stop cleanly: wait (up to 10 s) for all of them.
         std::vector<pid_t> ranks = children_of(pid);
+        for (int i = 0; i < 500; ++i) {
+            if (int(ranks.size()) >= o.nproc && std::all_of(ranks.begin(), ranks.end(), stop_ready))
+                break;
+            siginfo_t ended{};
+            if (waitid(P_PID, id_t(pid), &ended, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+                ended.si_pid != 0)
+                break;  // mpirun is gone (reaped below)
+            usleep(20000);
+            ranks = children_of(pid);
+        }
         for (pid_t r : ranks) kill(r, sig);
         if (ranks.empty()) kill(pid, SIGTERM);  // nothing to ask: stop mpirun
         fmt::print(stderr,
