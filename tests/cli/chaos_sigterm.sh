@@ -17,23 +17,15 @@
 #   $1 = loom binary, $2 = tests/data directory
 #   CHAOS_TRIALS (default 20) runs per rank count; CHAOS_SEED picks the moments.
 source "$(dirname "$0")/lib/layouts.sh" "$@"
-root=$(cd "$here/../.." && pwd)
 trials=${CHAOS_TRIALS:-20}
 seed=${CHAOS_SEED:-$RANDOM}
 RANDOM=$seed
 echo "chaos seed $seed (rerun with CHAOS_SEED=$seed)"
 
-server=$(bash "$root/scripts/install_s3rver.sh" 2>/dev/null | tail -1 || true)
-[[ -n $server ]] || { echo "SKIP: s3rver could not be installed (node/npm missing)"; exit 0; }
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-mkdir -p s3data
-node --openssl-legacy-provider "$server" -d s3data -a 127.0.0.1 -p "$port" --silent \
-  --configure-bucket chaos >/dev/null 2>&1 &
-s3pid=$!
-trap 'kill $s3pid 2>/dev/null; rm -rf "$work"' EXIT
-for _ in $(seq 100); do (echo > /dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.1; done
-export AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER AWS_REGION=us-east-1 \
-  AWS_ENDPOINT_URL=http://127.0.0.1:$port LOOM_CACHE_DIR=$work/cache
+source "$here/lib/s3rver.sh"
+trap 's3_stop; rm -rf "$work"' EXIT
+s3_start chaos || { echo "SKIP: $s3_why"; exit 0; }
+export LOOM_CACHE_DIR=$work/cache
 
 layout_configs
 steps=12
@@ -154,7 +146,7 @@ for np in 2 4; do
       what="SIGTERM inside $phase (occurrence $hit, rank ${LOOM_FAULT_RANK:-every})"
       start_job "$launcher" "$np"
     else
-      delay=$(python3 -c "import random; random.seed($RANDOM); print(round(random.uniform(0.2, $run_s), 2))")
+      delay=$(python3 -c "import random; random.seed($RANDOM); print(round(random.uniform(0.2, 0.8 * $run_s), 2))")
       start_job "$launcher" "$np"
       sleep "$delay"
       target=$((RANDOM % 3))

@@ -75,20 +75,10 @@ for n in 2 4; do
     --set hyperparameters.per_device_train_batch_size=$((16 / n))
 done
 runs="dp2 dp4"
-server=$(bash "$root/scripts/install_s3rver.sh" 2>/dev/null | tail -1 || true)
-if [[ -n $server ]] && command -v s3cmd >/dev/null; then
-  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-  mkdir -p s3data
-  node --openssl-legacy-provider "$server" -d s3data -a 127.0.0.1 -p "$port" --silent \
-    --configure-bucket corpus >/dev/null 2>&1 &
-  s3pid=$!
-  trap 'kill $s3pid 2>/dev/null; rm -rf "$work"' EXIT
-  for _ in $(seq 100); do (echo > /dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.1; done
-  printf '[default]\naccess_key = S3RVER\nsecret_key = S3RVER\nhost_base = 127.0.0.1:%s\nhost_bucket = 127.0.0.1:%s\nuse_https = False\n' \
-    "$port" "$port" > s3cfg
-  s3cmd -q -c s3cfg put --recursive shards/ s3://corpus/shards/
-  export AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER AWS_REGION=us-east-1 \
-    AWS_ENDPOINT_URL=http://127.0.0.1:$port
+source "$root/tests/cli/lib/s3rver.sh"
+trap 's3_stop; rm -rf "$work"' EXIT
+if s3_start corpus; then
+  s3 put --recursive shards/ s3://corpus/shards/
   for n in 1 2 4; do
     mpirun --allow-run-as-root --oversubscribe --bind-to none -np $n "$loom" train job.yaml --quiet \
       --set data.train=s3://corpus/shards --set hyperparameters.output_dir=s3dp$n \
@@ -96,7 +86,7 @@ if [[ -n $server ]] && command -v s3cmd >/dev/null; then
   done
   runs="$runs s3dp1 s3dp2 s3dp4"
 else
-  echo "note: s3rver or s3cmd unavailable: the streamed-shards runs are skipped"
+  echo "note: the streamed-shards runs are skipped: $s3_why"
 fi
 RUNS=$runs python3 - <<'PY'
 import json, os
