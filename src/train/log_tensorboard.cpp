@@ -98,7 +98,7 @@ std::string tensorboard_tag(std::string_view key) {
     return "train/" + std::string(key);
 }
 
-TensorBoardWriter::TensorBoardWriter(const std::string& logdir) {
+TensorBoardWriter::TensorBoardWriter(const std::string& logdir, int64_t purge_step) {
     fs::create_directories(logdir);
     const double t = now_seconds();
     // The same name PyTorch's SummaryWriter uses: time, host, pid, counter.
@@ -111,6 +111,14 @@ TensorBoardWriter::TensorBoardWriter(const std::string& logdir) {
     std::string e = event_header(t, 0);
     put_bytes(e, 3, "brain.Event:2");
     write_record(e);
+    if (purge_step >= 0) {
+        std::string session_log;
+        put_key(session_log, 1, 0);  // status: START
+        put_varint(session_log, 1);
+        std::string p = event_header(t, purge_step);
+        put_bytes(p, 7, session_log);
+        write_record(p);
+    }
 }
 
 TensorBoardWriter::~TensorBoardWriter() {

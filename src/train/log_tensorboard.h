@@ -11,7 +11,9 @@
 // Event (tensorflow/core/util/event.proto), only the fields written here:
 //   1: double wall_time   (fixed64)      2: int64 step (varint)
 //   3: string file_version                5: Summary summary
+//   7: SessionLog session_log
 // Summary { repeated Value value = 1; }  Value { string tag = 1; float simple_value = 2; }
+// SessionLog { SessionStatus status = 1; }  (START = 1)
 // The first record is Event{wall_time, file_version: "brain.Event:2"}, as
 // TensorBoard expects. Every record is flushed when written.
 #pragma once
@@ -36,8 +38,12 @@ std::string tensorboard_tag(std::string_view key);
 
 class TensorBoardWriter {
 public:
-    // Creates logdir if needed and writes the file_version record.
-    explicit TensorBoardWriter(const std::string& logdir);
+    // Creates logdir if needed and writes the file_version record. A resumed
+    // run passes purge_step (the first step it will log): a SessionLog START
+    // at that step makes TensorBoard drop what earlier files logged at steps
+    // >= it, i.e. what a stopped run logged after its last checkpoint, so the
+    // repeated steps show once (PyTorch's SummaryWriter(purge_step=)).
+    explicit TensorBoardWriter(const std::string& logdir, int64_t purge_step = -1);
     ~TensorBoardWriter();
     TensorBoardWriter(const TensorBoardWriter&) = delete;
     TensorBoardWriter& operator=(const TensorBoardWriter&) = delete;

@@ -442,7 +442,8 @@ TrainResult Trainer::train() {
     if (main) {
         jsonl_ = std::make_unique<JsonlLogger>(t.output_dir, resumed ? state_.global_step : -1);
         tb_ = std::make_unique<TensorBoardWriter>(
-            t.logging_dir.empty() ? (fs::path(t.output_dir) / "runs").string() : t.logging_dir);
+            t.logging_dir.empty() ? (fs::path(t.output_dir) / "runs").string() : t.logging_dir,
+            resumed ? state_.global_step + 1 : -1);
     }
     auto say = [&](const std::string& s) {
         if (main && !opts_.quiet) {

@@ -87,6 +87,7 @@ struct Event {
     double wall_time = 0;
     int64_t step = -1;
     std::string file_version;
+    int session_status = -1;  // SessionLog.status, -1: no session_log
     std::vector<std::pair<std::string, float>> values;
 };
 
@@ -108,6 +109,11 @@ std::vector<Event> read_events(const std::string& data) {
             if (f.number == 1 && f.wire == 1) std::memcpy(&e.wall_time, f.bytes.data(), 8);
             if (f.number == 2 && f.wire == 0) e.step = static_cast<int64_t>(f.varint);
             if (f.number == 3 && f.wire == 2) e.file_version = f.bytes;
+            if (f.number == 7 && f.wire == 2) {
+                e.session_status = 0;  // proto3 default: STATUS_UNSPECIFIED
+                for (const Field& s : decode(f.bytes))
+                    if (s.number == 1 && s.wire == 0) e.session_status = int(s.varint);
+            }
             if (f.number == 5 && f.wire == 2)
                 for (const Field& v : decode(f.bytes)) {
                     std::string tag;
@@ -164,6 +170,32 @@ TEST_F(TensorBoard, EventFileParsesBack) {
                                               "eval/accuracy", "train/epoch"}));
     EXPECT_FLOAT_EQ(events[6].values[0].second, 0.45f);
     EXPECT_EQ(events.back().step, int64_t{1} << 40);
+}
+
+TEST_F(TensorBoard, AResumedRunMarksWhereTensorBoardPurgesTheOldSteps) {
+    std::string path;
+    {
+        TensorBoardWriter w((dir_ / "runs").string(), 13);
+        path = w.path();
+        w.add_scalar("train/loss", 0.5, 13, 1.0);
+    }
+    auto events = read_events(slurp(path));
+    ASSERT_EQ(events.size(), 3u);
+    EXPECT_EQ(events[0].file_version, "brain.Event:2");
+    EXPECT_EQ(events[0].session_status, -1);
+    EXPECT_EQ(events[1].step, 13);
+    EXPECT_EQ(events[1].session_status, 1);  // START
+    EXPECT_TRUE(events[1].values.empty());
+    EXPECT_EQ(events[2].step, 13);
+    EXPECT_EQ(events[2].session_status, -1);
+    // A fresh run writes no session_log.
+    {
+        TensorBoardWriter w((dir_ / "fresh").string());
+        path = w.path();
+    }
+    events = read_events(slurp(path));
+    ASSERT_EQ(events.size(), 1u);
+    EXPECT_EQ(events[0].session_status, -1);
 }
 
 TEST_F(TensorBoard, ReadableByTensorBoardItself) {
