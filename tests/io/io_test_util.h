@@ -4,13 +4,17 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdint>
 #include <cstdlib>
+#include <exception>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "core/check.h"
 
@@ -67,6 +71,46 @@ std::string error_of(Fn&& fn) {
     }
     ADD_FAILURE() << "expected a loom::Error";
     return {};
+}
+
+// Runs body(i) in n forked processes at once: separate processes, as ranks on
+// one machine are, sharing only the file system. body returns 0 when all is
+// well; an exception's text or a non-zero status is what failed. Returns,
+// per process, "" or that failure.
+inline std::vector<std::string> in_processes(int n, const std::function<int(int)>& body) {
+    std::vector<std::pair<pid_t, int>> kids;  // pid, read end of its error pipe
+    for (int i = 0; i < n; ++i) {
+        int fds[2];
+        if (::pipe(fds) != 0) return {"pipe failed"};
+        const pid_t pid = ::fork();
+        if (pid == 0) {
+            ::close(fds[0]);
+            int rc = 0;
+            std::string err;
+            try {
+                rc = body(i);
+            } catch (const std::exception& e) {
+                err = e.what();
+                rc = 2;
+            }
+            if (!err.empty() && ::write(fds[1], err.data(), err.size()) < 0) rc = 3;
+            ::_exit(rc);
+        }
+        ::close(fds[1]);
+        kids.emplace_back(pid, fds[0]);
+    }
+    std::vector<std::string> failures;
+    for (const auto& [pid, fd] : kids) {
+        std::string err;
+        char buf[4096];
+        for (ssize_t k; (k = ::read(fd, buf, sizeof(buf))) > 0;) err.append(buf, size_t(k));
+        ::close(fd);
+        int st = 0;
+        if (pid < 0 || ::waitpid(pid, &st, 0) != pid) st = -1;
+        const bool ok = st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+        failures.push_back(ok ? "" : err.empty() ? "exit status " + std::to_string(st) : err);
+    }
+    return failures;
 }
 
 inline ::testing::AssertionResult contains(const std::string& haystack, const std::string& needle) {

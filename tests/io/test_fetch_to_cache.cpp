@@ -2,7 +2,6 @@
 // processes fetching the same prefix at once share one complete copy, a
 // changed listing gets a folder of its own without disturbing the old one,
 // and a warm cache is reused.
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -43,32 +42,15 @@ TEST_F(FetchToCache, ProcessesFetchingOnePrefixShareOneCompleteCopy) {
     c.put(k_bucket, "data/train/sub/b.jsonl", b);
     c.put(k_bucket, "data/train/c.csv", "text,label\nx,1\n");
     const std::string src = uri("data/train/");
-    std::vector<pid_t> kids;
-    for (int i = 0; i < 4; ++i) {
-        const pid_t pid = ::fork();
-        ASSERT_GE(pid, 0);
-        if (pid == 0) {
-            int rc = 0;
-            try {
-                const std::string p = fetch_to_cache(src);
-                std::ofstream(path("path-" + std::to_string(i))) << p;
-                if (read_all(p + "/a.jsonl") != a || read_all(p + "/sub/b.jsonl") != b ||
-                    read_all(p + "/c.csv") != "text,label\nx,1\n")
-                    rc = 1;
-            } catch (const std::exception& e) {
-                std::ofstream(path("error-" + std::to_string(i))) << e.what();
-                rc = 2;
-            }
-            ::_exit(rc);
-        }
-        kids.push_back(pid);
-    }
-    for (size_t i = 0; i < kids.size(); ++i) {
-        int st = 0;
-        ASSERT_EQ(::waitpid(kids[i], &st, 0), kids[i]);
-        EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0)
-            << "process " << i << ": " << read_all(path("error-" + std::to_string(i)));
-    }
+    const auto failures = test::in_processes(4, [&](int i) {
+        const std::string p = fetch_to_cache(src);
+        std::ofstream(path("path-" + std::to_string(i))) << p;
+        return read_all(p + "/a.jsonl") == a && read_all(p + "/sub/b.jsonl") == b &&
+                       read_all(p + "/c.csv") == "text,label\nx,1\n"
+                   ? 0
+                   : 1;
+    });
+    for (size_t i = 0; i < failures.size(); ++i) EXPECT_EQ(failures[i], "") << "process " << i;
     const std::string first = read_all(path("path-0"));
     for (int i = 1; i < 4; ++i) EXPECT_EQ(read_all(path("path-" + std::to_string(i))), first);
     EXPECT_EQ(fs::path(first).filename(), "train");

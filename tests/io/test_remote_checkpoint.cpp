@@ -3,7 +3,6 @@
 // or half written; a damaged remote copy is an error naming it.
 #include "io/remote_checkpoint.h"
 
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -33,33 +32,16 @@ class RemoteCheckpointDownload : public TempDirTest {
 
 TEST_F(RemoteCheckpointDownload, RanksRestoringAtOnceAllFindItWhole) {
     make_remote();
-    std::vector<pid_t> kids;
-    for (int i = 0; i < 4; ++i) {
-        const pid_t pid = ::fork();
-        ASSERT_GE(pid, 0);
-        if (pid == 0) {
-            int rc = 0;
-            try {
-                auto store = open_object_store(path("store"));
-                const std::string dir =
-                    download_checkpoint(*store, {"checkpoint-4", 4}, path("out"));
-                // What resume() does next: read it, while the other ranks finish.
-                for (int k = 0; k < 3; ++k)
-                    if (verify_checkpoint(dir) != 4) rc = 1;
-            } catch (const std::exception& e) {
-                std::ofstream(path("error-" + std::to_string(i))) << e.what();
-                rc = 2;
-            }
-            ::_exit(rc);
-        }
-        kids.push_back(pid);
-    }
-    for (size_t i = 0; i < kids.size(); ++i) {
-        int st = 0;
-        ASSERT_EQ(::waitpid(kids[i], &st, 0), kids[i]);
-        EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0)
-            << "rank " << i << ": " << read_all(path("error-" + std::to_string(i)));
-    }
+    const auto failures = test::in_processes(4, [&](int) {
+        auto store = open_object_store(path("store"));
+        const std::string dir = download_checkpoint(*store, {"checkpoint-4", 4}, path("out"));
+        // What resume() does next: read it, while the other ranks finish.
+        int rc = 0;
+        for (int k = 0; k < 3; ++k)
+            if (verify_checkpoint(dir) != 4) rc = 1;
+        return rc;
+    });
+    for (size_t i = 0; i < failures.size(); ++i) EXPECT_EQ(failures[i], "") << "rank " << i;
     const auto local = list_checkpoints(path("out"));
     ASSERT_EQ(local.size(), 1u);
     EXPECT_EQ(local[0].step, 4);
