@@ -37,10 +37,10 @@
 #include <mpi.h>
 #endif
 
+#include "comm/comm_mpi.h"
 #include "core/runtime.h"
-#include "io/hf_config.h"
 #include "models/model.h"
-#include "parallel/comm_mpi.h"
+#include "models/model_config.h"
 #include "parallel/dp_step.h"
 
 using namespace loom;

@@ -25,8 +25,8 @@
 #include <vector>
 
 #include "core/runtime.h"
-#include "io/hf_config.h"
 #include "models/model.h"
+#include "models/model_config.h"
 #include "optim/adamw.h"
 
 using namespace loom;

@@ -51,13 +51,14 @@ file(GLOB LOOM_CUDA_SOURCES CONFIGURE_DEPENDS
      ${PROJECT_SOURCE_DIR}/src/backend/cuda/*.cpp
      ${PROJECT_SOURCE_DIR}/src/ops/cuda/*.cu
      ${PROJECT_SOURCE_DIR}/src/models/cuda/*.cpp
+     ${PROJECT_SOURCE_DIR}/src/comm/cuda/*.cpp
      ${PROJECT_SOURCE_DIR}/src/parallel/cuda/*.cpp)
 add_library(loom_cuda STATIC ${LOOM_CUDA_SOURCES})
 target_include_directories(loom_cuda PUBLIC ${PROJECT_SOURCE_DIR}/src)
 # loom_models: the CUDA model executor (src/models/cuda) replays the CPU
 # modules' structure (StackView) and their ParamTable layout.
-target_link_libraries(loom_cuda PUBLIC loom_base loom_models CUDA::cudart CUDA::cublas CUDA::cublasLt
-                      ${LOOM_NCCL_TARGET})
+target_link_libraries(loom_cuda PUBLIC loom_base loom_models loom_parallel loom_comm CUDA::cudart
+                      CUDA::cublas CUDA::cublasLt ${LOOM_NCCL_TARGET})
 target_compile_definitions(loom_cuda PUBLIC LOOM_HAVE_CUDA=1
                            $<$<BOOL:${LOOM_NCCL}>:LOOM_HAVE_NCCL=1>)
 # --expt-relaxed-constexpr: core/philox.h's std::array is used in device code.
@@ -65,9 +66,6 @@ target_compile_options(loom_cuda PRIVATE
   $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr -Xcompiler=-Wall,-Wextra,-Wshadow=local>
   $<$<AND:$<COMPILE_LANGUAGE:CUDA>,$<BOOL:${LOOM_WERROR}>>:--Werror=all-warnings>)
 loom_set_warnings(loom_cuda)
-# CommNccl (src/parallel/cuda) implements loom_parallel's Communicator. Its
-# headers need only the src/ root, so only the link names the library.
-target_link_libraries(loom_cuda INTERFACE $<LINK_ONLY:loom_parallel>)
 
 target_link_libraries(loom_core INTERFACE loom_cuda)
 message(STATUS "CUDA ${CUDAToolkit_VERSION}, architectures ${CMAKE_CUDA_ARCHITECTURES}, "

@@ -27,9 +27,9 @@
 #include "core/check.h"
 #include "core/cpu_peak.h"
 #include "core/runtime.h"
-#include "io/hf_config.h"
 #include "models/cuda/cuda_model.h"
 #include "models/model.h"
+#include "models/model_config.h"
 #include "ops/gemm.h"
 #include "optim/adamw.h"
 
@@ -88,11 +88,11 @@ ModelConfig bench_config(const BenchOptions& o) {
     }
     if (!o.task.empty()) {
         const auto t = task_from_name(o.task);
-        LOOM_CHECK(t && (*t == TaskKind::masked_lm || *t == TaskKind::causal_lm),
+        LOOM_CHECK(t && (*t == Task::masked_lm || *t == Task::causal_lm),
                    "--task {}: expected masked-lm or causal-lm", o.task);
         config_set_task(c, *t);
     }
-    LOOM_CHECK(c.task == TaskKind::masked_lm || c.task == TaskKind::causal_lm,
+    LOOM_CHECK(c.task == Task::masked_lm || c.task == Task::causal_lm,
                "{}: loom bench times language-model steps; pass --task masked-lm or causal-lm",
                o.model);
     return c;
@@ -131,7 +131,7 @@ Batch random_batch(const ModelConfig& c, int64_t B, int64_t T, uint64_t seed) {
     for (auto& id : b.ids) id = int64_t(rnd() % uint64_t(c.vocab_size));
     for (size_t i = 0; i < N; ++i) {
         // Masked LM: 15% of positions labelled; causal LM: every next token.
-        if (c.task == TaskKind::causal_lm || rnd() % 100 < 15) b.labels[i] = b.ids[i];
+        if (c.task == Task::causal_lm || rnd() % 100 < 15) b.labels[i] = b.ids[i];
     }
     b.in.B = B;
     b.in.T = T;

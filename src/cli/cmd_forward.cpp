@@ -17,10 +17,9 @@
 #include "core/check.h"
 #include "core/runtime.h"
 #include "io/batch.h"
-#include "io/hf_config.h"
 #include "io/safetensors.h"
 #include "models/model.h"
-#include "models/model_inputs.h"
+#include "models/model_config.h"
 #include "models/parity.h"
 #include "optim/adamw.h"
 
@@ -81,7 +80,7 @@ void run_forward(const ForwardOptions& o) {
     for (const auto& n : report.unused) fmt::print("  not used by this model: {}\n", n);
 
     const Batch batch = load_batch(o.batch_path);
-    const ModelInputs in = inputs_from_batch(batch, config, backward);
+    const ModelInputs in = inputs_from_batch(batch, config.task, backward);
     DropoutPlan drop;
     drop.training = o.dropout;
     drop.seed = o.seed;

@@ -9,7 +9,7 @@
 
 #include "cli/command.h"
 #include "config/job.h"
-#include "io/hf_config.h"
+#include "models/model_config.h"
 #include "parallel/layout_plan.h"
 
 namespace loom::cli {
@@ -25,20 +25,6 @@ struct PlanOptions {
     MachineModel machine;
 };
 
-TaskKind plan_task(Task t) {
-    switch (t) {
-        case Task::masked_lm:
-            return TaskKind::masked_lm;
-        case Task::sequence_classification:
-            return TaskKind::sequence_classification;
-        case Task::question_answering:
-            return TaskKind::question_answering;
-        case Task::causal_lm:
-            return TaskKind::causal_lm;
-    }
-    return TaskKind::base;
-}
-
 double gib(double bytes) {
     return bytes / double(1 << 30);
 }
@@ -53,7 +39,7 @@ std::string layout_name(const LayoutChoice& l) {
 void run_plan(const PlanOptions& o) {
     const Job job = job_load(o.job_path, o.overrides);
     ModelConfig config = load_hf_config(job.model.config_path);
-    const TaskKind want = plan_task(job.task);
+    const Task want = job.task;
     if (config.task != want) config_set_task(config, want);
     const PlanModel m = plan_model_from_config(config);
     const DistributionArgs& d = job.distribution;

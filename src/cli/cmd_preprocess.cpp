@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "config/job.h"
 #include "core/check.h"
 #include "data/preprocess.h"
 

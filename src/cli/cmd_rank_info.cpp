@@ -18,9 +18,9 @@
 #include <thread>
 
 #include "cli/command.h"
+#include "comm/comm_mpi.h"
 #include "core/check.h"
 #include "core/runtime.h"
-#include "parallel/comm_mpi.h"
 #include "parallel/topology.h"
 
 namespace loom::cli {

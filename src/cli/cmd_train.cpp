@@ -12,14 +12,14 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "comm/comm_mpi.h"
+#include "comm/cuda/comm_nccl.h"
 #include "config/job.h"
 #include "config/launch_check.h"
 #include "core/check.h"
 #include "core/runtime.h"
 #include "core/stop_signals.h"
 #include "models/cuda/cuda_model.h"
-#include "parallel/comm_mpi.h"
-#include "parallel/cuda/comm_nccl.h"
 #include "parallel/cuda/gpu_grad_sync.h"
 #include "parallel/cuda/local_device.h"
 #include "parallel/mpi_job.h"

@@ -22,7 +22,8 @@
 #include <utility>
 #include <vector>
 
-#include "data/record.h"
+#include "core/sample_by.h"
+#include "core/task.h"
 #include "optim/lr_schedule.h"
 
 namespace loom {
@@ -31,11 +32,11 @@ namespace loom {
 template <class E>
 struct EnumTable;
 
-enum class Task { masked_lm, sequence_classification, question_answering, causal_lm };
+// A job's task: core/task.h's values but `base` (a model without a head).
 template <>
 struct EnumTable<Task> {
-    static constexpr std::array<std::string_view, 4> names = {
-        "masked-lm", "sequence-classification", "question-answering", "causal-lm"};
+    static constexpr std::array<std::string_view, 4> names = {k_task_names[0], k_task_names[1],
+                                                              k_task_names[2], k_task_names[3]};
 };
 
 // HF IntervalStrategy: when to log, evaluate or save.
@@ -66,7 +67,7 @@ struct EnumTable<PipelineKind> {
     static constexpr std::array<std::string_view, 3> names = {"simple", "1f1b", "interleaved"};
 };
 
-// SampleBy (plain-text records) is declared with the readers.
+// SampleBy (plain-text records) is declared in core, for the readers too.
 template <>
 struct EnumTable<SampleBy> {
     static constexpr auto names = k_sample_by_names;

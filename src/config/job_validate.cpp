@@ -39,6 +39,8 @@ std::vector<std::string_view> metrics_for(Task task) {
         case Task::masked_lm:
         case Task::causal_lm:
             return {"loss", "perplexity", "accuracy"};
+        case Task::base:
+            break;  // never a job's task (the parser's names exclude it)
     }
     return {"loss"};
 }

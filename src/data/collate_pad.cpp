@@ -35,6 +35,7 @@ int64_t row_label_count(Task task, const Feature& f, int64_t feature_index, int6
         case Task::question_answering: return 2;
         case Task::causal_lm: return f.ids.empty() ? 0 : int64_t(f.ids.size()) - 1;
         case Task::masked_lm: return masker->count_row(f, feature_index, epoch);
+        case Task::base: return 0;
     }
     return 0;
 }
@@ -91,6 +92,9 @@ void collate_rows(TokenBatch& out, const RowSource& rows, const LoaderOptions& o
                 out.start_positions[size_t(b)] = f.start_position;
                 out.end_positions[size_t(b)] = f.end_position;
                 out.label_count += row_label_count(task, f, fi, epoch, masker);
+                break;
+            case Task::base:  // no labels: the model's hidden states only
+                for (int64_t t = 0; t < n; ++t) ids[t] = f.ids[size_t(t)];
                 break;
         }
     }

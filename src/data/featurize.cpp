@@ -65,6 +65,7 @@ FeatureSet featurize(const std::vector<Record>& records, const Tokenizer& tok,
         case Task::masked_lm:
         case Task::causal_lm: set = detail::featurize_lm(records, tok, opts); break;
         case Task::question_answering: set = detail::featurize_qa(records, tok, opts); break;
+        case Task::base: LOOM_FAIL("featurize: a task is needed to build labels (got 'base')");
     }
     set.task = opts.task;
     set.stats.records = int64_t(records.size());

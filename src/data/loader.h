@@ -40,9 +40,9 @@
 #include <thread>
 #include <vector>
 
+#include "core/model_inputs.h"
 #include "data/features.h"
 #include "data/row_source.h"
-#include "models/model.h"
 
 namespace loom {
 

@@ -176,7 +176,7 @@ class Packer {
 // Tokenizes and packs into the local folder o.output.
 PreprocessReport preprocess_folder(const PreprocessOptions& o) {
     LOOM_CHECK(o.task == Task::masked_lm || o.task == Task::causal_lm,
-               "preprocess: --task must be masked-lm or causal-lm, got {}", enum_name(o.task));
+               "preprocess: --task must be masked-lm or causal-lm, got {}", task_name(o.task));
     LOOM_CHECK(!o.sentence_order || o.task == Task::masked_lm,
                "preprocess: --sentence-order pairs segments for masked LM only");
     LOOM_CHECK(o.max_seq_length >= 2, "preprocess: --max-seq-length must be at least 2, got {}",

@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "config/job.h"
+#include "core/task.h"
 #include "data/record.h"
 
 namespace loom {

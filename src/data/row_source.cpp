@@ -21,7 +21,7 @@ class FeatureRows : public RowSource {
     int64_t total_tokens() const override { return tokens_; }
     const Feature& row(int64_t i, Feature&) const override { return data_->features[size_t(i)]; }
     std::string describe() const override {
-        return fmt::format("the {} data set", enum_name(data_->task));
+        return fmt::format("the {} data set", task_name(data_->task));
     }
 
   private:

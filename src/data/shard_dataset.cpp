@@ -128,8 +128,8 @@ std::shared_ptr<const ShardDataset> ShardDataset::open(const std::string& dir,
     LOOM_CHECK(version == shard::k_version,
                "{}: format version {} is not supported (this build reads version {})", index_path,
                version, shard::k_version);
-    const auto task = enum_from_name<Task>(index_value<std::string>(idx, "task", index_path));
-    LOOM_CHECK(task == Task::masked_lm || task == Task::causal_lm,
+    const auto task = task_from_name(index_value<std::string>(idx, "task", index_path));
+    LOOM_CHECK(task && (*task == Task::masked_lm || *task == Task::causal_lm),
                "{}: task '{}' is not a language-modelling task", index_path,
                index_value<std::string>(idx, "task", index_path));
     info.task = *task;

@@ -169,7 +169,7 @@ void ShardWriter::flush_shard() {
 json ShardWriter::folder_fields() const {
     return {{"format", std::string(shard::k_format_name)},
             {"version", shard::k_version},
-            {"task", std::string(enum_name(opt_.task))},
+            {"task", std::string(task_name(opt_.task))},
             {"dtype", id_bytes_ == 2 ? "uint16" : "uint32"},
             {"vocab_size", opt_.vocab_size},
             {"max_seq_length", opt_.max_seq_length},

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "config/job.h"
+#include "core/task.h"
 
 namespace loom {
 

@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "core/model_inputs.h"
+#include "core/task.h"
 #include "core/tensor.h"
 
 namespace loom {
@@ -35,5 +37,14 @@ struct Batch {
 
 // Loads every tensor of a safetensors file as I64.
 Batch load_batch(const std::string& path);
+
+// Label keys a task reads: {"labels"} or {"start_positions", "end_positions"}.
+std::vector<std::string> label_keys(Task task);
+
+// Views into `batch` (which must outlive the inputs) for a model with head
+// `task`, every shape checked (errors name the batch file, the key, and the
+// expected and found shapes). With `require_labels` the task's label keys
+// must be present (training, --backward).
+ModelInputs inputs_from_batch(const Batch& batch, Task task, bool require_labels);
 
 }  // namespace loom

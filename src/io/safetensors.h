@@ -30,10 +30,11 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "core/tensor_source.h"
 
 namespace loom {
 
-class SafetensorsFile {
+class SafetensorsFile : public TensorSource {
 public:
     // Maps the file read-only and validates the header; throws loom::Error.
     static SafetensorsFile open(const std::string& path);
@@ -42,14 +43,14 @@ public:
     // and tests call it directly. Views returned by get() keep `bytes` alive.
     static SafetensorsFile from_bytes(std::shared_ptr<Storage> bytes, const std::string& label);
 
-    const std::string& path() const { return path_; }
+    const std::string& path() const override { return path_; }
     const std::map<std::string, std::string>& metadata() const { return metadata_; }
     // Tensor names in file order (ascending data offset, then name).
-    const std::vector<std::string>& names() const { return names_; }
-    bool contains(const std::string& name) const;
+    const std::vector<std::string>& names() const override { return names_; }
+    bool contains(const std::string& name) const override;
     // A zero-copy view into the mapping; the mapping lives as long as any view.
     // Missing names throw an error that names the file and the tensor.
-    Tensor get(const std::string& name) const;
+    Tensor get(const std::string& name) const override;
     // Like get, and checks dtype and shape, naming both on mismatch.
     Tensor get(const std::string& name, DType dtype, const Shape& shape) const;
     // dtype and shape without touching the data; missing names throw like get.

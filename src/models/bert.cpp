@@ -52,14 +52,14 @@ public:
         }
 
         switch (c.task) {
-            case TaskKind::base: break;
-            case TaskKind::masked_lm: {
+            case Task::base: break;
+            case Task::masked_lm: {
                 MlmHeadSpec s = encoder_mlm_head_spec(c);
                 s.word_embeddings_row = c.tie_word_embeddings ? word_.table.row : -1;
                 head_ = make_mlm_head(table_, s);
                 break;
             }
-            case TaskKind::sequence_classification:
+            case Task::sequence_classification:
                 LOOM_CHECK(c.num_labels >= 2,
                            "{}: num_labels {} is not supported (regression needs num_labels >= 2 "
                            "classes)", c.source, c.num_labels);
@@ -68,10 +68,10 @@ public:
                            c.source, c.problem_type);
                 head_ = make_seq_cls_head(table_, encoder_cls_head_spec(c, names.base));
                 break;
-            case TaskKind::question_answering:
+            case Task::question_answering:
                 head_ = make_qa_head(table_, encoder_qa_head_spec(c));
                 break;
-            case TaskKind::causal_lm:
+            case Task::causal_lm:
                 LOOM_FAIL("{}: causal LM is not supported for {}", c.source, family_name(c.family));
         }
         finish_build();

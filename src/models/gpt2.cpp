@@ -57,8 +57,8 @@ public:
         final_norm_ = LayerNorm::make(table_, names.ln_f, C, c.layer_norm_eps);
 
         switch (c.task) {
-            case TaskKind::base: break;
-            case TaskKind::causal_lm: {
+            case Task::base: break;
+            case Task::causal_lm: {
                 CausalLmHeadSpec s;
                 s.decoder = names.lm_head;
                 s.C = C;

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "io/hf_config.h"
 #include "models/heads/head.h"
+#include "models/model_config.h"
 
 namespace loom {
 

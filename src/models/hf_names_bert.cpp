@@ -50,7 +50,7 @@ Activation config_activation(const ModelConfig& c) {
 
 EncoderNames encoder_hf_names(const ModelConfig& c) {
     EncoderNames n;
-    const bool has_head = c.task != TaskKind::base;
+    const bool has_head = c.task != Task::base;
     n.base = has_head ? std::string(family_name(c.family)) : "";
     const std::string emb = prefixed(n.base, "embeddings.");
     n.word = emb + "word_embeddings.weight";

@@ -7,7 +7,7 @@ namespace loom {
 
 Gpt2Names gpt2_hf_names(const ModelConfig& c) {
     Gpt2Names n;
-    n.base = c.task == TaskKind::base ? "" : "transformer";
+    n.base = c.task == Task::base ? "" : "transformer";
     const std::string p = n.base.empty() ? "" : n.base + ".";
     n.wte = p + "wte.weight";
     n.wpe = p + "wpe.weight";

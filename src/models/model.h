@@ -23,8 +23,9 @@
 #include <string>
 #include <vector>
 
+#include "core/model_inputs.h"
 #include "core/tensor.h"
-#include "io/hf_config.h"
+#include "models/model_config.h"
 #include "nn/embedding.h"
 #include "nn/module.h"
 #include "nn/param_table.h"
@@ -32,22 +33,7 @@
 
 namespace loom {
 
-class SafetensorsFile;
-
-// One micro-batch: views of int64 (B, T) / (B) arrays owned by the caller.
-// Only input_ids is required; the rest are null when absent.
-struct ModelInputs {
-    int64_t B = 0, T = 0;
-    const int64_t* input_ids = nullptr;        // (B, T)
-    const int64_t* attention_mask = nullptr;   // (B, T) 1 = token, 0 = padding; null: all tokens
-    const int64_t* token_type_ids = nullptr;   // (B, T) null: all zero
-    const int64_t* labels = nullptr;           // (B, T) token tasks or (B) classification
-    const int64_t* start_positions = nullptr;  // (B) question answering
-    const int64_t* end_positions = nullptr;    // (B)
-    // Pipeline stages after the first (ModelConfig::part): the previous
-    // stage's output, (B, T, C), copied in place of the embeddings.
-    const float* stage_input = nullptr;
-};
+class TensorSource;
 
 // Where the LM heads compute logits. HF computes every position; a training
 // step only needs the labelled ones (about 15% for masked LM), and the loss and
@@ -70,7 +56,7 @@ class Model {
 
     // Loads parameters by HF name; head rows missing from the file are
     // initialised (reported), anything else missing is an error.
-    LoadReport load(const SafetensorsFile& file, uint64_t init_seed = 0);
+    LoadReport load(const TensorSource& file, uint64_t init_seed = 0);
     // Initialises every parameter as HF's _init_weights does (pretraining).
     void init(uint64_t seed) { table_.init_all(seed); }
     void zero_grad() { table_.zero_grad(); }

@@ -6,14 +6,14 @@
 #include <algorithm>
 
 #include "core/check.h"
-#include "io/safetensors.h"
+#include "core/tensor_source.h"
 #include "models/bert.h"
 #include "models/gpt2.h"
 
 namespace loom {
 
 const std::vector<ModelSpec>& model_specs() {
-    using T = TaskKind;
+    using T = Task;
     static const std::vector<ModelSpec> specs = {
         {ModelFamily::bert, "bert", build_bert_family,
          {T::base, T::masked_lm, T::sequence_classification, T::question_answering}},
@@ -34,8 +34,8 @@ const ModelSpec& model_spec(ModelFamily family) {
     LOOM_FAIL("no model spec for family '{}'", family_name(family));
 }
 
-bool supports_task(ModelFamily family, TaskKind task) {
-    for (TaskKind t : model_spec(family).tasks)
+bool supports_task(ModelFamily family, Task task) {
+    for (Task t : model_spec(family).tasks)
         if (t == task) return true;
     return false;
 }
@@ -50,14 +50,14 @@ std::unique_ptr<Model> build_model(const ModelConfig& config) {
     const ModelSpec& spec = model_spec(config.family);
     if (!supports_task(config.family, config.task)) {
         std::string tasks;
-        for (TaskKind t : spec.tasks) tasks += fmt::format("{}{}", tasks.empty() ? "" : ", ", task_name(t));
+        for (Task t : spec.tasks) tasks += fmt::format("{}{}", tasks.empty() ? "" : ", ", task_name(t));
         LOOM_FAIL("{}: task '{}' is not supported for {} (supported: {})", config.source,
                   task_name(config.task), spec.name, tasks);
     }
     return spec.build(config);
 }
 
-LoadReport Model::load(const SafetensorsFile& file, uint64_t init_seed) {
+LoadReport Model::load(const TensorSource& file, uint64_t init_seed) {
     return table_.load(file, config_.source.empty() ? "the model config" : config_.source,
                        init_seed);
 }

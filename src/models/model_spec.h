@@ -7,8 +7,8 @@
 #include <string_view>
 #include <vector>
 
-#include "io/hf_config.h"
 #include "models/model.h"
+#include "models/model_config.h"
 
 namespace loom {
 
@@ -16,11 +16,11 @@ struct ModelSpec {
     ModelFamily family;
     std::string_view name;
     std::unique_ptr<Model> (*build)(const ModelConfig&);
-    std::vector<TaskKind> tasks;  // supported heads (TaskKind::base included)
+    std::vector<Task> tasks;  // supported heads (Task::base included)
 };
 
 const std::vector<ModelSpec>& model_specs();
 const ModelSpec& model_spec(ModelFamily family);
-bool supports_task(ModelFamily family, TaskKind task);
+bool supports_task(ModelFamily family, Task task);
 
 }  // namespace loom

@@ -283,7 +283,7 @@ LossSum StackModel::forward(const ModelInputs& in, const DropoutPlan& dropout) {
     labels_.clear();
     starts_.clear();
     ends_.clear();
-    const bool per_sample_labels = config_.task == TaskKind::sequence_classification;
+    const bool per_sample_labels = config_.task == Task::sequence_classification;
     if (in.labels) labels_.assign(in.labels, in.labels + (per_sample_labels ? B_ : N));
     if (in.start_positions) starts_.assign(in.start_positions, in.start_positions + B_);
     if (in.end_positions) ends_.assign(in.end_positions, in.end_positions + B_);

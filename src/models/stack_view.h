@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/task.h"
 #include "nn/embedding.h"
 #include "nn/layer_norm.h"
 #include "nn/linear.h"
@@ -41,8 +42,6 @@ struct EmbeddingsView {
     int64_t E = 0;                          // embedding width (C unless ALBERT)
 };
 
-enum class HeadKind { none, masked_lm, sequence_classification, question_answering, causal_lm };
-
 // What each head kind uses (models/heads/head.h has the math):
 //   masked_lm:   dense (C -> E), act, norm (E), decoder (V, E) + bias
 //   sequence_classification: token 0 -> [drop a] -> dense (C -> C) -> act
@@ -50,7 +49,7 @@ enum class HeadKind { none, masked_lm, sequence_classification, question_answeri
 //   question_answering: [drop a] -> decoder (C -> 2): start, end logits
 //   causal_lm:   decoder (V, C), no bias; position t predicts label t + 1
 struct HeadView {
-    HeadKind kind = HeadKind::none;
+    Task kind = Task::base;
     const Linear* dense = nullptr;
     const LayerNorm* norm = nullptr;
     const Linear* decoder = nullptr;

@@ -3,9 +3,9 @@
 
 #include <vector>
 
+#include "comm/tp_vocab.h"
 #include "core/check.h"
 #include "ops/embedding.h"
-#include "parallel/tp_vocab.h"
 
 namespace loom {
 

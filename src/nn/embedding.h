@@ -13,8 +13,8 @@
 #include <cstdint>
 #include <string>
 
-#include "io/hf_config.h"
 #include "nn/module.h"
+#include "nn/tp_slice.h"
 
 namespace loom {
 

@@ -3,10 +3,10 @@
 
 #include <vector>
 
+#include "comm/comm.h"
+#include "comm/tp_regions.h"
 #include "core/check.h"
 #include "ops/gemm.h"
-#include "parallel/comm.h"
-#include "parallel/tp_regions.h"
 
 namespace loom {
 

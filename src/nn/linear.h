@@ -21,8 +21,8 @@
 #include <string>
 #include <vector>
 
-#include "io/hf_config.h"
 #include "nn/module.h"
+#include "nn/tp_slice.h"
 #include "ops/matmul.h"
 
 namespace loom {

@@ -7,11 +7,11 @@
 #include <cstring>
 #include <set>
 
+#include "comm/tp_vocab.h"
 #include "core/check.h"
 #include "core/philox.h"
-#include "io/safetensors.h"
-#include "parallel/tp_layers.h"
-#include "parallel/tp_vocab.h"
+#include "core/tensor_source.h"
+#include "nn/tp_shard.h"
 
 namespace loom {
 
@@ -248,7 +248,7 @@ void ParamTable::init_values(const ParamRow& r, const Shape& shape, float* p, ui
     }
 }
 
-LoadReport ParamTable::load(const SafetensorsFile& file, const std::string& expected_from,
+LoadReport ParamTable::load(const TensorSource& file, const std::string& expected_from,
                             uint64_t init_seed) {
     LOOM_ASSERT(allocated(), "load before allocate");
     LoadReport report;
@@ -324,10 +324,6 @@ std::map<std::string, Tensor> ParamTable::grad_tensors() const {
         if (rows_[size_t(i)].local && rows_[size_t(i)].trainable)
             m[rows_[size_t(i)].name] = grad_tensor(i);
     return m;
-}
-
-void ParamTable::save(const std::string& path) const {
-    safetensors_write(path, param_tensors(), {{"format", "pt"}});
 }
 
 }  // namespace loom

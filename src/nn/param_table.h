@@ -33,7 +33,7 @@
 
 namespace loom {
 
-class SafetensorsFile;
+class TensorSource;
 
 enum class InitRule {
     normal,      // N(0, init_std), as HF's _init_weights for Linear and Embedding
@@ -155,10 +155,8 @@ public:
     // (global ones for sharded rows) must match (error names the file, tensor, expected and
     // found shape, and `expected_from`, e.g. the config.json path). A missing
     // non-head row is an error; a missing head row is initialised and reported.
-    LoadReport load(const SafetensorsFile& file, const std::string& expected_from,
+    LoadReport load(const TensorSource& file, const std::string& expected_from,
                     uint64_t init_seed = 0);
-    // Writes every stored row under its HF name (tied aliases once, as HF does).
-    void save(const std::string& path) const;
     // Stored name -> view of the local rows, e.g. for safetensors_write.
     std::map<std::string, Tensor> param_tensors() const;
     std::map<std::string, Tensor> grad_tensors() const;

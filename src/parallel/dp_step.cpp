@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/check.h"
+#include "core/fault_points.h"
 #include "optim/grad_clip.h"
 
 namespace loom {
@@ -72,8 +73,28 @@ void DataParallel::begin_micro_batch(bool last) {
 void DataParallel::end_micro_batch() {
     sync_->end_micro_batch(sparse_now_ ? model_.embedding_grad_rows() : EmbeddingGradRows{});
 }
-void DataParallel::finalize_grads(double scale) {
-    sync_->finalize(scale);
+double DataParallel::run(const std::vector<MicroBatch>& micro, double loss_scale) {
+    double loss_sum = 0;
+    const size_t n = micro.size();
+    for (size_t k = 0; k < n; ++k) {
+        const MicroBatch& m = micro[k];
+        LossSum l;
+        fault_point("forward");
+        if (m.inputs.B > 0) l = model_.forward(m.inputs, m.dropout);
+        LOOM_ASSERT(l.count == m.label_count,
+                    "the model counted {} labels in a micro-batch, the loader {}", l.count,
+                    m.label_count);
+        loss_sum += l.sum;
+        begin_micro_batch(k + 1 == n);
+        fault_point("backward");
+        if (l.count > 0) model_.backward(loss_scale);
+        end_micro_batch();
+    }
+    return loss_sum;
+}
+
+void DataParallel::finalize_grads() {
+    sync_->finalize(1.0);
 }
 
 double DataParallel::clip_grad_norm(double max_norm) {

@@ -6,8 +6,8 @@
 // One step (ga micro-batches per rank; dp ranks see disjoint samples):
 //   dp.begin_step();                           // zero grads
 //   total = dp.sum(local_label_count);         // global count, before backward
-//   for k in 0..ga-1:
-//       loss = model.forward(mb[k], dropout keyed by global sample index);
+//   loss = dp.run(micro, 1.0 / total);         // for each micro-batch k:
+//       model.forward(mb[k], dropout keyed by global sample index);
 //       dp.begin_micro_batch(k == ga - 1);
 //       model.backward(1.0 / total);           // hook launches bucket reductions
 //       dp.end_micro_batch();
@@ -30,10 +30,11 @@
 #include <utility>
 #include <vector>
 
+#include "comm/comm.h"
 #include "models/model.h"
 #include "optim/adamw.h"
-#include "parallel/comm.h"
 #include "parallel/grad_sync.h"
+#include "parallel/step_engine.h"
 #include "parallel/zero.h"
 
 namespace loom {
@@ -54,7 +55,7 @@ struct DpOptions {
     std::function<std::unique_ptr<Optimizer>(ParamTable&)> make_optimizer;
 };
 
-class DataParallel {
+class DataParallel : public StepEngine {
   public:
     // Installs the grad-ready hook on `model` (removed by the destructor).
     // model and dp must outlive this object.
@@ -74,23 +75,26 @@ class DataParallel {
     // all_reduce(sum) of one double on the dp group (blocking).
     double sum(double local);
 
-    void begin_step();
+    void begin_step() override;
+    // The micro-batches through the model, each bracketed by begin/end_micro_batch
+    // (the last one's backward launches the bucket reductions).
+    double run(const std::vector<MicroBatch>& micro, double loss_scale) override;
     void begin_micro_batch(bool last);
     void end_micro_batch();
-    // Waits for every bucket; `scale` multiplies the summed gradients (1 when
-    // backward already used 1 / global count).
-    void finalize_grads(double scale = 1.0);
+    // Waits for every bucket: the summed gradients (backward already scaled
+    // by 1 / global count, so the sum is the mean).
+    void finalize_grads() override;
     // Global gradient norm over every rank's (reduced) gradients; clips to
     // max_norm when max_norm > 0. Returns the norm before clipping.
-    double clip_grad_norm(double max_norm);
+    double clip_grad_norm(double max_norm) override;
     // Sum of squared reduced gradients over every dp rank (collective under
     // ZeRO), leaving out the flat ranges in `exclude` (pipeline stages: rows
     // another stage counts).
     double grad_norm_sq(const std::vector<std::pair<int64_t, int64_t>>& exclude);
     // Multiplies the gradients step() will read by s: the whole reduced
     // buffer (replicated) or this rank's shard (ZeRO-1/2). fp16 unscaling.
-    void scale_grads(float s);
-    void step(double lr);
+    void scale_grads(float s) override;
+    void step(double lr) override;
     int64_t step_count() const;
 
     // Layout-free optimizer state, AdamW::state_tensors names (collective

@@ -41,7 +41,7 @@ GpuPipeline::GpuPipeline(CudaModel& owner, PipelineParallel& layout, Communicato
 
 GpuPipeline::~GpuPipeline() = default;
 
-double GpuPipeline::run(const std::vector<PipelineMicroBatch>& micro, double loss_scale) {
+double GpuPipeline::run(const std::vector<MicroBatch>& micro, double loss_scale) {
     const int M = int(micro.size()), V = layout_.n_virtual(), P = layout_.n_stages();
     const int S = P * V, stage = layout_.stage(), n_slots = layout_.n_slots();
     LOOM_CHECK(M >= 1, "pipeline step without micro-batches");
@@ -119,7 +119,7 @@ double GpuPipeline::run(const std::vector<PipelineMicroBatch>& micro, double los
             continue;
         }
         const int m = a.micro, v = a.virtual_stage;
-        const PipelineMicroBatch& mb = micro[size_t(m)];
+        const MicroBatch& mb = micro[size_t(m)];
         ++i;
         if (mb.inputs.B == 0) continue;
         if (a.kind == ActionKind::forward) {

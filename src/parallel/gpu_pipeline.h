@@ -38,8 +38,8 @@
 #include <memory>
 #include <vector>
 
+#include "comm/comm.h"
 #include "models/cuda/cuda_model.h"
-#include "parallel/comm.h"
 #include "parallel/pipeline_parallel.h"
 
 namespace loom {
@@ -59,7 +59,7 @@ class GpuPipeline {
     // d(loss_scale * loss) in the owner's buffer. Returns the sum of the
     // per-example losses over this replica's micro-batches (all-reduced on
     // pp, so every stage returns it).
-    double run(const std::vector<PipelineMicroBatch>& micro, double loss_scale);
+    double run(const std::vector<MicroBatch>& micro, double loss_scale);
     // Rows several stages hold (tied embeddings, ALBERT's shared layer): every
     // holder's gradient becomes the sum over pp (stages without a row add
     // zeros), as PipelineParallel::finalize_grads does before the dp step.

@@ -61,8 +61,8 @@
 #include <string_view>
 #include <vector>
 
+#include "comm/comm.h"
 #include "nn/embedding.h"
-#include "parallel/comm.h"
 
 namespace loom {
 

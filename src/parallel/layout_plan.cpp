@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "io/hf_config.h"
+#include "models/model_config.h"
 #include "parallel/pipeline_parallel.h"
 #include "parallel/pipeline_sim.h"
 
@@ -172,9 +172,9 @@ PlanModel plan_model_from_config(const ModelConfig& c) {
     m.embedding = c.embedding_size > 0 ? c.embedding_size : c.hidden_size;
     m.positions = c.sinusoidal_pos_embds ? 0 : c.max_position_embeddings;
     m.type_vocab = c.type_vocab_size;
-    m.lm_head = c.task == TaskKind::masked_lm || c.task == TaskKind::causal_lm;
-    m.causal = c.task == TaskKind::causal_lm || c.family == ModelFamily::gpt2;
-    m.span_head = c.task == TaskKind::question_answering;
+    m.lm_head = c.task == Task::masked_lm || c.task == Task::causal_lm;
+    m.causal = c.task == Task::causal_lm || c.family == ModelFamily::gpt2;
+    m.span_head = c.task == Task::question_answering;
     m.num_labels = c.num_labels;
     const BlockParams b = block_params(m), e = embedding_params(m), h = head_params(m);
     m.total_params = int64_t(double(m.distinct_blocks) * (b.split + b.replicated) + e.split +

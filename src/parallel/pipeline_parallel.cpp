@@ -57,10 +57,10 @@ StageExtras pipeline_stage_extras(const ModelConfig& c, int64_t seq_len, double 
     StageExtras x;
     if (E != C) x.first = 2 * E * C / layer;  // ALBERT's mapping
     switch (c.task) {
-        case TaskKind::masked_lm:
+        case Task::masked_lm:
             x.last = mlm_probability * 2 * (C * E + E * V) / layer;
             break;
-        case TaskKind::causal_lm:
+        case Task::causal_lm:
             x.last = 2 * C * V / layer;
             break;
         default:
@@ -191,7 +191,7 @@ void PipelineParallel::begin_step() {
     dp_->begin_step();  // zeroes the shared gradient buffer
 }
 
-double PipelineParallel::run(const std::vector<PipelineMicroBatch>& micro, double loss_scale) {
+double PipelineParallel::run(const std::vector<MicroBatch>& micro, double loss_scale) {
     const int M = int(micro.size()), V = n_virtual_, S = n_stages() * V;
     LOOM_CHECK(M >= 1, "pipeline step without micro-batches");
     const std::vector<Action> actions = make_schedule(kind_, n_stages(), stage(), M, V);
@@ -255,7 +255,7 @@ double PipelineParallel::run(const std::vector<PipelineMicroBatch>& micro, doubl
             continue;
         }
         const int m = a.micro, v = a.virtual_stage;
-        const PipelineMicroBatch& mb = micro[size_t(m)];
+        const MicroBatch& mb = micro[size_t(m)];
         std::vector<int>& free = free_slots[size_t(v)];
         int& slot = slot_of[size_t(v * M + m)];
         ++i;

@@ -43,10 +43,11 @@
 #include <utility>
 #include <vector>
 
+#include "comm/comm.h"
 #include "models/model.h"
-#include "parallel/comm.h"
 #include "parallel/dp_step.h"
 #include "parallel/pipeline_schedule.h"
+#include "parallel/step_engine.h"
 
 namespace loom {
 
@@ -75,13 +76,7 @@ StageExtras pipeline_stage_extras(const ModelConfig& c, int64_t seq_len, double 
 // no extras it is the even split, earlier stages taking the extra ones.
 std::vector<int64_t> balanced_partition(int64_t n_apps, int n_stages, const StageExtras& extras);
 
-struct PipelineMicroBatch {
-    ModelInputs inputs;   // views owned by the caller, valid through run()
-    DropoutPlan dropout;  // keyed by the micro-batch's first global sample
-    int64_t label_count = 0;
-};
-
-class PipelineParallel {
+class PipelineParallel : public StepEngine {
   public:
     // `stage_models`: this rank's model instances, n_virtual chunks x the same
     // number each (chunk c's at [c * n, (c + 1) * n)), built with each chunk's
@@ -111,16 +106,16 @@ class PipelineParallel {
     // Rows held by more than one stage (their gradients are summed on pp).
     const std::vector<int>& shared_rows() const { return shared_rows_; }
 
-    void begin_step();
+    void begin_step() override;
     // The step's micro-batches through the schedule. Returns the sum of the
     // per-example losses over this replica's micro-batches (all-reduced on
     // pp, so every stage returns it). Gradients accumulate d(scale * loss).
-    double run(const std::vector<PipelineMicroBatch>& micro, double loss_scale);
+    double run(const std::vector<MicroBatch>& micro, double loss_scale) override;
     // Shared rows summed on pp, then the dp reduction (DataParallel).
-    void finalize_grads();
+    void finalize_grads() override;
     // Global norm over every stage and replica (shared rows counted once);
     // clips to max_norm when max_norm > 0. Returns the norm before clipping.
-    double clip_grad_norm(double max_norm);
+    double clip_grad_norm(double max_norm) override;
     // The pieces of that norm for a stage whose gradients live elsewhere (the
     // GPU executor): the flat ranges this rank leaves out of its sum of
     // squares (shared rows a lower stage counts; rows tp replicates, on tp
@@ -128,8 +123,8 @@ class PipelineParallel {
     // pp, then tp).
     const std::vector<std::pair<int64_t, int64_t>>& norm_excluded() const { return norm_excluded_; }
     double global_norm_sq(double local_sq);
-    void scale_grads(float s) { dp_->scale_grads(s); }
-    void step(double lr) { dp_->step(lr); }
+    void scale_grads(float s) override { dp_->scale_grads(s); }
+    void step(double lr) override { dp_->step(lr); }
     int64_t step_count() const { return dp_->step_count(); }
 
     // Every row of the whole model by HF name (collective on pp and, under

@@ -15,7 +15,7 @@
 
 #include <memory>
 
-#include "parallel/comm.h"
+#include "comm/comm.h"
 #include "parallel/topology.h"
 
 namespace loom {

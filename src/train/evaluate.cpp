@@ -119,6 +119,8 @@ EvalOutput evaluate_model(Model& model, std::shared_ptr<const FeatureSet> data,
                     }
                 break;
             }
+            case Task::base:
+                break;  // no head, no metric beyond the loss
         }
     }
     model.set_logits_scope(LogitsScope::all_positions);
@@ -154,6 +156,8 @@ EvalOutput evaluate_model(Model& model, std::shared_ptr<const FeatureSet> data,
         case Task::causal_lm:
             out.metrics.emplace_back("perplexity", perplexity(loss));
             out.metrics.emplace_back("accuracy", tok_acc.accuracy());
+            break;
+        case Task::base:
             break;
     }
     out.runtime_s = std::chrono::duration<double>(Clock::now() - t0).count();

@@ -28,7 +28,7 @@ class GpuEvalModel final : public Model {
         const LossSum l = gpu_.forward(in, dropout);
         out_ = gpu_.outputs();
         auto it = out_.find("logits");
-        if (scope_ == LogitsScope::labelled_positions && config_.task == TaskKind::masked_lm &&
+        if (scope_ == LogitsScope::labelled_positions && config_.task == Task::masked_lm &&
             in.labels && it != out_.end()) {
             const Tensor& all = it->second;  // (B, T, V)
             const int64_t N = in.B * in.T, V = all.shape[2];

@@ -21,19 +21,9 @@ using json = nlohmann::json;
 namespace {
 
 Task task_of(const ModelConfig& c) {
-    switch (c.task) {
-        case TaskKind::sequence_classification:
-            return Task::sequence_classification;
-        case TaskKind::question_answering:
-            return Task::question_answering;
-        case TaskKind::masked_lm:
-            return Task::masked_lm;
-        case TaskKind::causal_lm:
-            return Task::causal_lm;
-        default:
-            break;
-    }
-    LOOM_FAIL("{}: architecture {} has no task head to predict with", c.source, c.architecture);
+    if (c.task == Task::base)
+        LOOM_FAIL("{}: architecture {} has no task head to predict with", c.source, c.architecture);
+    return c.task;
 }
 
 // Softmax of one row in double (probabilities a person reads).
@@ -207,6 +197,8 @@ std::vector<json> Predictor::predict(const std::vector<Record>& records) {
             for (const Record& r : records) out.push_back(continue_text(r));
             return out;
         }
+        case Task::base:
+            break;  // task_of refuses a model without a head
     }
     return {};
 }

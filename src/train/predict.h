@@ -26,7 +26,7 @@
 #include <nlohmann/json.hpp>
 
 #include "data/record.h"
-#include "io/hf_config.h"
+#include "models/model_config.h"
 
 namespace loom {
 

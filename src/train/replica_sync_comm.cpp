@@ -3,8 +3,8 @@
 
 #include <vector>
 
+#include "comm/comm.h"
 #include "core/check.h"
-#include "parallel/comm.h"
 
 namespace loom {
 

@@ -102,19 +102,24 @@ DropoutPlan Trainer::train_dropout(int64_t step, const TokenBatch& b) const {
     return d;
 }
 
-std::vector<PipelineMicroBatch> Trainer::pipeline_micro_batches(
-    int64_t step, const TokenBatch* mb, int64_t n, std::vector<TokenBatch>& pieces) const {
-    // Each batch split into `microbatches` pieces along B (dropout and masks
-    // are keyed by global sample, so the split changes nothing).
+std::vector<MicroBatch> Trainer::step_micro_batches(int64_t step, TokenBatch* mb, int64_t n,
+                                                    std::vector<TokenBatch>& pieces) const {
+    std::vector<MicroBatch> micro;
+    if (!pp_) {
+        for (int64_t k = 0; k < n; ++k)
+            micro.push_back({mb[k].inputs(), train_dropout(step, mb[k]), mb[k].label_count});
+        return micro;
+    }
+    // Pipeline: each batch split into `microbatches` pieces along B (dropout
+    // and masks are keyed by global sample, so the split changes nothing).
     const int64_t parts = job_.distribution.microbatches;
     pieces.clear();
     pieces.reserve(size_t(n * parts));
     for (int64_t k = 0; k < n; ++k)
         for (int64_t p = 0; p < parts; ++p)
             pieces.push_back(batch_rows(mb[k], p, parts, job_.task));
-    std::vector<PipelineMicroBatch> micro;
     for (const TokenBatch& b : pieces) {
-        PipelineMicroBatch x;
+        MicroBatch x;
         x.inputs = b.inputs();
         x.dropout = train_dropout(step, b);
         x.label_count = b.label_count;
@@ -153,44 +158,20 @@ double Trainer::train_step(int64_t step, TokenBatch* mb, double* grad_norm) {
     if (gpu_) return gpu_train_step(step, mb, n, total, grad_norm);
     // fp16: backward runs on loss x scale so small gradients survive fp16.
     const double loss_scale = scaler_ ? scaler_->scale() : 1.0;
-    double loss_sum = 0;
-    if (pp_) {
-        // 3'. Pipeline: all of the step's pieces through the schedule.
-        std::vector<TokenBatch> pieces;
-        const std::vector<PipelineMicroBatch> micro = pipeline_micro_batches(step, mb, n, pieces);
-        pp_->begin_step();
-        loss_sum = pp_->run(micro, loss_scale / total);
-        pp_->finalize_grads();
-        for (int64_t k = 0; k < n; ++k) {
-            count_seen(mb[k]);
-        }
-    }
-    // 3. Forward/backward each micro-batch, scaled by 1 / total. A replica
+    // 3. Forward/backward of the step's micro-batches, scaled by 1 / total
+    //    (a pipeline's batches cut into `microbatches` pieces). A replica
     //    whose share of a short last batch is empty still joins every
     //    collective of the step.
-    if (dp_)
-        dp_->begin_step();
-    else if (!pp_)
-        model_->zero_grad();
-    for (int64_t k = 0; k < (pp_ ? 0 : n); ++k) {
-        const DropoutPlan drop = train_dropout(step, mb[k]);
-        LossSum l;
-        fault_point("forward");
-        if (mb[k].B > 0) l = model_->forward(mb[k].inputs(), drop);
-        LOOM_ASSERT(l.count == mb[k].label_count,
-                    "the model counted {} labels in a micro-batch, the loader {}", l.count,
-                    mb[k].label_count);
-        loss_sum += l.sum;
-        if (dp_) dp_->begin_micro_batch(k == n - 1);
-        fault_point("backward");
-        if (l.count > 0) model_->backward(loss_scale / total);
-        if (dp_) dp_->end_micro_batch();
-        count_seen(mb[k]);
-    }
-    // 4. Gradients summed over replicas; the loss over the global batch.
+    std::vector<TokenBatch> pieces;
+    const std::vector<MicroBatch> micro = step_micro_batches(step, mb, n, pieces);
+    engine_->begin_step();
+    double loss_sum = engine_->run(micro, loss_scale / total);
+    for (int64_t k = 0; k < n; ++k) count_seen(mb[k]);
+    // 4. Gradients reduced (finalize_grads, in the engine's documented
+    //    order); the loss over the global batch.
     fault_point("allreduce");
-    if (dp_) dp_->finalize_grads();
-    loss_sum = sync_->sum(loss_sum);  // over replicas (pp_ summed its stages already)
+    engine_->finalize_grads();
+    loss_sum = sync_->sum(loss_sum);  // over replicas (a pipeline summed its stages already)
     const double loss = total > 0 ? loss_sum / total : 0.0;
     LOOM_CHECK(std::isfinite(loss),
                "training diverged: the loss is {} at step {}\nHINT: lower learning_rate, raise "
@@ -199,28 +180,15 @@ double Trainer::train_step(int64_t step, TokenBatch* mb, double* grad_norm) {
     // 5. fp16: unscale (exact: the scale is a power of two). The global norm
     //    is inf/NaN exactly when some gradient is, on every rank alike, so
     //    it decides whether the step is skipped (GradScaler's rule).
-    if (scaler_) {
-        if (pp_)
-            pp_->scale_grads(float(1.0 / loss_scale));
-        else if (dp_)
-            dp_->scale_grads(float(1.0 / loss_scale));
-        else
-            scale_grads(model_->params(), 1.0 / loss_scale);
-    }
+    if (scaler_) engine_->scale_grads(float(1.0 / loss_scale));
     // 6. Clip by the global norm, update. The schedule advances only on
     //    applied updates (HF skips lr_scheduler.step() with the optimizer).
     const double lr = schedule_->lr_at(step - state_.skipped_steps);
     const double max_norm = scaler_ ? 0.0 : t.max_grad_norm;
     if (max_norm <= 0 && !scaler_)
         *grad_norm = -1;  // HF neither computes nor logs it without clipping: a pass saved
-    else if (pp_)
-        *grad_norm = pp_->clip_grad_norm(max_norm);
-    else if (dp_)
-        *grad_norm = dp_->clip_grad_norm(max_norm);
-    else if (max_norm > 0)
-        *grad_norm = clip_grad_norm(model_->params(), max_norm);
     else
-        *grad_norm = std::sqrt(grad_norm_sq(model_->params()));
+        *grad_norm = engine_->clip_grad_norm(max_norm);
     if (scaler_) {
         const bool finite = std::isfinite(*grad_norm);
         scaler_->update(finite);
@@ -229,21 +197,9 @@ double Trainer::train_step(int64_t step, TokenBatch* mb, double* grad_norm) {
         state_.skipped_steps = scaler_->skipped();
         if (!finite) return loss;
         // Clip now that the norm is known to be finite (the same norm again).
-        if (t.max_grad_norm > 0) {
-            if (pp_)
-                pp_->clip_grad_norm(t.max_grad_norm);
-            else if (dp_)
-                dp_->clip_grad_norm(t.max_grad_norm);
-            else
-                clip_grad_norm(model_->params(), t.max_grad_norm);
-        }
+        if (t.max_grad_norm > 0) engine_->clip_grad_norm(t.max_grad_norm);
     }
-    if (pp_)
-        pp_->step(lr);
-    else if (dp_)
-        dp_->step(lr);
-    else
-        optimizer_->step(lr);
+    engine_->step(lr);
     return loss;
 }
 
@@ -267,7 +223,7 @@ double Trainer::gpu_train_step(int64_t step, TokenBatch* mb, int64_t n, double t
         // then the shared rows summed over pp and, as the CPU pipeline does,
         // the dp reduction of the whole buffer as one micro-batch.
         std::vector<TokenBatch> pieces;
-        const std::vector<PipelineMicroBatch> micro = pipeline_micro_batches(step, mb, n, pieces);
+        const std::vector<MicroBatch> micro = step_micro_batches(step, mb, n, pieces);
         loss_sum = gpu_pipe_->run(micro, loss_scale / total);
         gpu_pipe_->reduce_shared_rows();
         if (gpu_sync_) {

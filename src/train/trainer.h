@@ -35,14 +35,15 @@
 #include "config/step_plan.h"
 #include "data/features.h"
 #include "data/loader.h"
-#include "io/hf_config.h"
 #include "models/cuda/cuda_model.h"
 #include "models/model.h"
+#include "models/model_config.h"
 #include "optim/adamw.h"
 #include "optim/loss_scale.h"
 #include "optim/lr_schedule.h"
 #include "parallel/gpu_grad_sync_api.h"
 #include "train/evaluate.h"
+#include "train/single_step.h"
 #include "train/train_state.h"
 
 namespace loom {
@@ -77,7 +78,7 @@ class Communicator;
 class DataParallel;
 class GpuPipeline;
 class PipelineParallel;
-struct PipelineMicroBatch;
+struct MicroBatch;
 
 struct TrainerOptions {
     ReplicaSync* sync = nullptr;  // null: one process (or dp_comm's replicas)
@@ -220,11 +221,11 @@ class Trainer {
     // Why this job cannot train on the GPU executor ("" when it can).
     std::string gpu_unsupported_reason() const;
     DropoutPlan train_dropout(int64_t step, const TokenBatch& b) const;
-    // Pipeline: the step's n batches split into `microbatches` pieces each
-    // (kept in `pieces`, which the views point into).
-    std::vector<PipelineMicroBatch> pipeline_micro_batches(int64_t step, const TokenBatch* mb,
-                                                           int64_t n,
-                                                           std::vector<TokenBatch>& pieces) const;
+    // The step's n batches as the engine runs them; under pipeline
+    // parallelism each split into `microbatches` pieces (kept in `pieces`,
+    // which the views point into).
+    std::vector<MicroBatch> step_micro_batches(int64_t step, TokenBatch* mb, int64_t n,
+                                               std::vector<TokenBatch>& pieces) const;
     void count_seen(const TokenBatch& b);  // samples and tokens of a trained micro-batch
     // Whether this job trains on the GPU executor (notes why not). Collective
     // on the dp group under data parallelism: the replicas must agree.
@@ -255,6 +256,10 @@ class Trainer {
     // destroyed first, it removes its hook from the executor).
     std::unique_ptr<GpuGradSync> gpu_sync_;
     std::unique_ptr<Optimizer> optimizer_;      // AdamW or Lamb (hyperparameters.optim)
+    std::unique_ptr<SingleStep> single_;        // one process: model_ and optimizer_
+    // The layout's step engine, chosen once in build_model_and_optimizer:
+    // pp_, dp_ or single_ (the GPU executor has a step of its own).
+    StepEngine* engine_ = nullptr;
     std::unique_ptr<DynamicLossScale> scaler_;  // fp16 only
     std::unique_ptr<RemoteJob> remote_;         // checkpoint_uri / s3:// output_dir
     std::unique_ptr<LrSchedule> schedule_;

@@ -24,6 +24,7 @@
 #include "train/log_jsonl.h"
 #include "train/log_tensorboard.h"
 #include "train/progress.h"
+#include "train/read_options.h"
 #include "train/remote_job.h"
 #include "train/replica_sync_comm.h"
 #include "train/trainer.h"
@@ -34,31 +35,6 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 namespace {
-
-TaskKind task_kind(Task t) {
-    switch (t) {
-        case Task::masked_lm:
-            return TaskKind::masked_lm;
-        case Task::sequence_classification:
-            return TaskKind::sequence_classification;
-        case Task::question_answering:
-            return TaskKind::question_answering;
-        case Task::causal_lm:
-            return TaskKind::causal_lm;
-    }
-    return TaskKind::base;
-}
-
-RecordKind record_kind(Task t) {
-    switch (t) {
-        case Task::sequence_classification:
-            return RecordKind::classification;
-        case Task::question_answering:
-            return RecordKind::qa;
-        default:
-            return RecordKind::text;
-    }
-}
 
 // HF's default names LABEL_0.. carry no information.
 bool default_label_names(const std::vector<std::string>& names) {
@@ -130,7 +106,7 @@ void Trainer::load_tokenizer_and_config() {
     tokenizer_ = std::make_unique<tokenizer::Tokenizer>(
         tokenizer::Tokenizer::from_file(job_.model.tokenizer_path));
     config_ = load_hf_config(job_.model.config_path);
-    const TaskKind want = task_kind(job_.task);
+    const Task want = job_.task;
     if (config_.task != want) config_set_task(config_, want);
     const int64_t tok_vocab = int64_t(tokenizer_->vocab_size(true));
     LOOM_CHECK(tok_vocab <= config_.vocab_size,
@@ -141,18 +117,7 @@ void Trainer::load_tokenizer_and_config() {
 
 void Trainer::read_data() {
     const DataArgs& d = job_.data;
-    ReadOptions ro;
-    ro.kind = record_kind(job_.task);
-    ro.text_column = d.text_column;
-    ro.text_pair_column = d.text_pair_column;
-    ro.label_column = d.label_column;
-    ro.label_map = d.label_map;
-    ro.question_column = d.question_column;
-    ro.context_column = d.context_column;
-    ro.answers_column = d.answers_column;
-    ro.id_column = d.id_column;
-    ro.sample_by = d.sample_by;
-    ro.skip_bad_lines = d.skip_bad_lines;
+    const ReadOptions ro = read_options_for(job_);
 
     FeaturizeOptions fo;
     fo.task = job_.task;
@@ -238,7 +203,7 @@ void Trainer::read_data() {
                         n_labels = std::max(n_labels, f.label + 1);
         }
         if (config_.num_labels != n_labels || (!names.empty() && config_.id2label != names)) {
-            config_set_task(config_, TaskKind::sequence_classification, n_labels);
+            config_set_task(config_, Task::sequence_classification, n_labels);
             if (!names.empty()) config_.id2label = names;
         }
     }
@@ -493,6 +458,14 @@ void Trainer::build_model_and_optimizer() {
         optimizer_ = std::make_unique<Sgd>(model_->params(), t.weight_decay, DecayPolicy::table);
     } else {
         optimizer_ = std::make_unique<AdamW>(model_->params(), hp, DecayPolicy::table);
+    }
+    if (pp_) {
+        engine_ = pp_.get();
+    } else if (dp_) {
+        engine_ = dp_.get();
+    } else if (optimizer_) {
+        single_ = std::make_unique<SingleStep>(*model_, *optimizer_);
+        engine_ = single_.get();
     }
 
     state_.seed = uint64_t(t.seed);

@@ -16,8 +16,8 @@
 
 #if defined(LOOM_HAVE_NCCL)
 #include "backend/cuda/nccl_bootstrap.h"
-#include "parallel/comm_local.h"
-#include "parallel/cuda/comm_nccl.h"
+#include "comm/comm_local.h"
+#include "comm/cuda/comm_nccl.h"
 #endif
 
 namespace loom::test {

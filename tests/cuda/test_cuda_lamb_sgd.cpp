@@ -14,8 +14,8 @@
 #include "nn/param_table.h"
 #include "ops/cuda/lamb_cuda.h"
 #include "ops/cuda/sgd_cuda.h"
+#include "ops/lamb_tiles.h"
 #include "optim/lamb.h"
-#include "optim/lamb_tiles.h"
 #include "optim/sgd.h"
 
 namespace loom::test {

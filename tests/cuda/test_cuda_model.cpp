@@ -8,9 +8,9 @@
 
 #include <cmath>
 
-#include "io/hf_config.h"
 #include "models/cuda/cuda_model.h"
 #include "models/hf_fixture.h"
+#include "models/model_config.h"
 #include "optim/adamw.h"
 
 namespace loom::test {
@@ -307,7 +307,7 @@ TEST_P(CudaModelFixture, FusedAttentionGivesTheUnfusedResults) {
 // position, and labelled_logits are those rows of the full logits.
 TEST_P(CudaModelFixture, LabelledPositionsGiveTheSameLossAndGradients) {
     const Fixture& f = *fx_;
-    if (f.config.task != TaskKind::masked_lm) GTEST_SKIP() << f.name << " is not masked LM";
+    if (f.config.task != Task::masked_lm) GTEST_SKIP() << f.name << " is not masked LM";
     std::vector<std::vector<float>> grads;
     std::vector<double> sums;
     std::map<std::string, Tensor> outs[2];

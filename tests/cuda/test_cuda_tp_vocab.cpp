@@ -5,13 +5,13 @@
 #include <algorithm>
 #include <limits>
 
+#include "comm/tp_vocab.h"
 #include "core/check.h"
 #include "cuda_test_util.h"
 #include "ops/cuda/embedding_cuda.h"
 #include "ops/cuda/tp_vocab_cuda.h"
 #include "ops/embedding.h"
 #include "ops/softmax_xent.h"
-#include "parallel/tp_vocab.h"
 
 namespace loom::test {
 namespace {

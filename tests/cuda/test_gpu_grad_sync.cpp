@@ -26,7 +26,7 @@
 #include "models/cuda/cuda_model.h"
 
 #if defined(LOOM_HAVE_NCCL)
-#include "parallel/comm_local.h"
+#include "comm/comm_local.h"
 #include "parallel/cuda/gpu_grad_sync.h"
 #include "parallel/grad_bucket_queue.h"
 #include "parallel/grad_sync.h"

@@ -68,7 +68,7 @@ INSTANTIATE_TEST_SUITE_P(Tasks, LoaderSplits,
                          ::testing::Values(Task::masked_lm, Task::causal_lm, Task::sequence_classification,
                                            Task::question_answering),
                          [](const auto& param_info) {
-                             std::string s(enum_name(param_info.param));
+                             std::string s(task_name(param_info.param));
                              std::replace(s.begin(), s.end(), '-', '_');
                              return s;
                          });
@@ -188,7 +188,7 @@ TEST(Loader, SeekResumesWithExactlyTheUninterruptedBatches) {
 
 TEST(Loader, PaddingMasksTypesAndLabelsPerTask) {
     for (Task task : {Task::causal_lm, Task::sequence_classification, Task::question_answering}) {
-        SCOPED_TRACE(std::string(enum_name(task)));
+        SCOPED_TRACE(std::string(task_name(task)));
         auto data = synthetic_set(task, 20);
         LoaderOptions o = base_options(5);
         o.pad_id = 7;
@@ -258,7 +258,7 @@ TEST(Loader, PadSpanGivesOneLengthPerStepWhateverTheSplit) {
 
 TEST(Loader, GlobalLabelCountIsTheSumOverRanksAndMicroBatches) {
     for (Task task : {Task::masked_lm, Task::causal_lm, Task::question_answering}) {
-        SCOPED_TRACE(std::string(enum_name(task)));
+        SCOPED_TRACE(std::string(task_name(task)));
         auto data = synthetic_set(task, 30, 0, 5);
         const int64_t dp = 3, B = 2, steps_of = 2;
         std::vector<std::vector<TokenBatch>> ranks;

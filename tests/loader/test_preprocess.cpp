@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "config/job.h"
 #include "data/preprocess.h"
 #include "data/shard_dataset.h"
 #include "loader_test_util.h"

@@ -18,10 +18,9 @@
 #include <vector>
 
 #include "io/batch.h"
-#include "io/hf_config.h"
 #include "io/safetensors.h"
 #include "models/model.h"
-#include "models/model_inputs.h"
+#include "models/model_config.h"
 
 namespace loom::test {
 
@@ -72,7 +71,7 @@ struct Fixture {
         EXPECT_TRUE(r.unused.empty()) << name << ": " << r.unused.front();
         return m;
     }
-    ModelInputs inputs() const { return inputs_from_batch(batch, config, true); }
+    ModelInputs inputs() const { return inputs_from_batch(batch, config.task, true); }
     Tol tol(const std::string& key) const {
         const auto& t = manifest.at("suggested_tolerances").at(key);
         return {t.at("atol").get<double>(), t.at("rtol").get<double>()};

@@ -1,4 +1,4 @@
-// lamb_tiles_plan (optim/lamb_tiles.h): the tile list the CUDA LAMB reduces
+// lamb_tiles_plan (ops/lamb_tiles.h): the tile list the CUDA LAMB reduces
 // per tensor. Checked: tiles cover every piece exactly once with the right
 // param/state offsets, are grouped by row in the pieces' order inside a row,
 // row ranges are contiguous and empty for rows without pieces, and bad input
@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "core/check.h"
-#include "optim/lamb_tiles.h"
+#include "ops/lamb_tiles.h"
 
 namespace loom::test {
 namespace {

@@ -82,7 +82,7 @@ class LastLayerRowsTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(LastLayerRowsTest, MatchesTheWholeLayer) {
     const Fixture f(GetParam());
-    const bool cls = f.config.task == TaskKind::sequence_classification;
+    const bool cls = f.config.task == Task::sequence_classification;
     const int L = f.config.num_hidden_layers;
     const std::string last = "hidden_states." + std::to_string(L);
     for (const bool dropout : {false, true}) {

@@ -10,7 +10,6 @@
 
 #include "core/check.h"
 #include "hf_fixture.h"
-#include "models/model_inputs.h"
 
 namespace loom::test {
 namespace {
@@ -74,7 +73,7 @@ TEST(ModelLoad, MissingEncoderTensorIsAnError) {
 // classifier are new (initialised like HF, reported); the MLM head is unused.
 TEST(ModelLoad, NewHeadIsInitialisedAndReported) {
     ModelConfig c = load_hf_config(hf_dir() + "/bert-mlm");
-    config_set_task(c, TaskKind::sequence_classification, 5);
+    config_set_task(c, Task::sequence_classification, 5);
     auto model = build_model(c);
     const LoadReport r =
         model->load(SafetensorsFile::open(hf_dir() + "/bert-mlm/model.safetensors"), 7);
@@ -124,7 +123,7 @@ TEST(ModelSave, TiedWeightsOnceAndRoundTrip) {
     TempDir tmp;
     auto model = build_model(load_hf_config(hf_dir() + "/gpt2-lm"));
     model->load(SafetensorsFile::open(hf_dir() + "/gpt2-lm/model.safetensors"));
-    model->params().save(tmp.file("model.safetensors"));
+    safetensors_write(tmp.file("model.safetensors"), model->params().param_tensors(), {{"format", "pt"}});
     const SafetensorsFile saved = SafetensorsFile::open(tmp.file("model.safetensors"));
     EXPECT_FALSE(saved.contains("lm_head.weight"));
     EXPECT_TRUE(saved.contains("transformer.wte.weight"));
@@ -156,7 +155,7 @@ TEST(ModelLoad, StoredTiedCopyIsNotUnused) {
 
 TEST(ModelBuild, UnsupportedTaskForFamily) {
     ModelConfig c = load_hf_config(hf_dir() + "/gpt2-lm");
-    c.task = TaskKind::masked_lm;
+    c.task = Task::masked_lm;
     const std::string msg = error_of([&] { build_model(c); });
     EXPECT_THAT(msg, HasSubstr("masked-lm"));
     EXPECT_THAT(msg, HasSubstr("gpt2"));
@@ -194,16 +193,16 @@ TEST(Batch, MissingKeyNamesFileAndKey) {
     safetensors_write(file, all);
     const Batch b = load_batch(file);
     const ModelConfig c = load_hf_config(hf_dir() + "/bert-cls");
-    const std::string msg = error_of([&] { inputs_from_batch(b, c, /*require_labels=*/true); });
+    const std::string msg = error_of([&] { inputs_from_batch(b, c.task, /*require_labels=*/true); });
     EXPECT_THAT(msg, HasSubstr(file));
     EXPECT_THAT(msg, HasSubstr("labels"));
     // Without labels required, the same batch runs forward only.
-    EXPECT_EQ(inputs_from_batch(b, c, false).labels, nullptr);
+    EXPECT_EQ(inputs_from_batch(b, c.task, false).labels, nullptr);
 
     all.erase("input_ids");
     safetensors_write(file, all);
     const Batch b2 = load_batch(file);
-    const std::string msg2 = error_of([&] { inputs_from_batch(b2, c, false); });
+    const std::string msg2 = error_of([&] { inputs_from_batch(b2, c.task, false); });
     EXPECT_THAT(msg2, HasSubstr(file));
     EXPECT_THAT(msg2, HasSubstr("input_ids"));
 }
@@ -212,7 +211,7 @@ TEST(Batch, WrongLabelShapeNamesKey) {
     // Token-level labels [B, T] given to a classifier that wants [B].
     const Batch b = load_batch(hf_dir() + "/bert-mlm/batch.safetensors");
     const ModelConfig c = load_hf_config(hf_dir() + "/bert-cls");
-    const std::string msg = error_of([&] { inputs_from_batch(b, c, true); });
+    const std::string msg = error_of([&] { inputs_from_batch(b, c.task, true); });
     EXPECT_THAT(msg, HasSubstr("'labels' has shape [3, 16], expected [3]"));
     EXPECT_THAT(msg, HasSubstr("bert-mlm/batch.safetensors"));
 }

@@ -21,8 +21,8 @@
 #include <string>
 #include <vector>
 
+#include "comm/comm_local.h"
 #include "hf_fixture.h"
-#include "parallel/comm_local.h"
 #include "parallel/tp_layers.h"
 
 namespace loom::test {

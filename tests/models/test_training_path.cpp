@@ -87,7 +87,7 @@ TEST_P(TrainingPath, SameSeedAndStepReproduce) {
 TEST_P(TrainingPath, SplitBatchMatchesWholeBatch) {
     const ModelInputs full = fx_->inputs();
     ASSERT_GE(full.B, 2);
-    const bool per_sample = config_.task == TaskKind::sequence_classification;
+    const bool per_sample = config_.task == Task::sequence_classification;
     const auto drop = [](int64_t offset) { return training(3, 9, offset); };
 
     auto whole = model();

@@ -12,8 +12,8 @@
 #include <numeric>
 #include <vector>
 
+#include "comm/comm.h"
 #include "core/philox.h"
-#include "parallel/comm.h"
 #include "parallel/process_groups.h"
 #include "parallel/topology.h"
 

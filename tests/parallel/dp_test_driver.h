@@ -23,12 +23,12 @@
 #include <string>
 #include <vector>
 
+#include "comm/comm.h"
 #include "core/check.h"
 #include "core/philox.h"
-#include "io/hf_config.h"
 #include "io/safetensors.h"
 #include "models/model.h"
-#include "parallel/comm.h"
+#include "models/model_config.h"
 #include "parallel/dp_step.h"
 
 namespace loom::test {
@@ -88,7 +88,7 @@ inline GlobalBatch make_global_batch(const ModelConfig& c, const DpJob& job, int
         const uint64_t i = ctr++;
         return rng.block(i >> 2)[i & 3] % uint32_t(n);
     };
-    const bool causal = c.task == TaskKind::causal_lm;
+    const bool causal = c.task == Task::causal_lm;
     for (int64_t g = 0; g < G; ++g) {
         const int64_t len = T / 2 + int64_t(draw(uint64_t(T / 2 + 1)));  // [T/2, T]
         for (int64_t t = 0; t < T; ++t) {
@@ -152,7 +152,7 @@ inline DpRun run_dp_job(const DpJob& job, const DpLayout& layout, Communicator& 
         int64_t local = 0;
         for (int64_t i = first * T; i < (first + per_rank) * T; ++i)
             local += gb.labels[size_t(i)] != -100;
-        if (c.task == TaskKind::causal_lm) {  // the last labelled token of a row has no target
+        if (c.task == Task::causal_lm) {  // the last labelled token of a row has no target
             local = 0;
             for (int64_t g = first; g < first + per_rank; ++g) {
                 int64_t n = 0;

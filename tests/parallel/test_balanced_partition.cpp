@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <numeric>
 
-#include "io/hf_config.h"
+#include "models/model_config.h"
 #include "parallel/pipeline_parallel.h"
 
 namespace loom::test {

@@ -5,9 +5,9 @@
 #include <atomic>
 #include <chrono>
 
+#include "comm/comm_local.h"
 #include "core/check.h"
 #include "parallel/comm_checks.h"
-#include "parallel/comm_local.h"
 
 using namespace loom;
 using namespace loom::testing;

@@ -14,8 +14,8 @@
 
 #include <cmath>
 
+#include "comm/comm_local.h"
 #include "dp_test_driver.h"
-#include "parallel/comm_local.h"
 
 namespace loom::test {
 namespace {

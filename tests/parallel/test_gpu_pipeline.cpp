@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "io/hf_config.h"
+#include "comm/comm_local.h"
 #include "models/model.h"
-#include "parallel/comm_local.h"
+#include "models/model_config.h"
 #include "parallel/gpu_pipeline.h"
 #include "parallel/pipeline_parallel.h"
 
@@ -200,7 +200,7 @@ void check_schedule(ScheduleKind kind, int V, int n_micro) {
     const ModelConfig c = tiny_gpt2();
     const std::vector<Batch> batches = make_batches(n_micro);
     const int M = int(batches.size());
-    std::vector<PipelineMicroBatch> micro;
+    std::vector<MicroBatch> micro;
     // The whole model, micro-batch after micro-batch: the reference sums.
     auto whole = build_model(c);
     whole->init(11);
@@ -225,7 +225,7 @@ void check_schedule(ScheduleKind kind, int V, int n_micro) {
         whole->backward(scale);
     }
     for (int k = 0; k < M; ++k) {
-        PipelineMicroBatch x;
+        MicroBatch x;
         x.inputs = batches[size_t(k)].inputs();
         x.dropout = dropout_for(k);
         x.label_count = counts[size_t(k)];

@@ -9,8 +9,8 @@
 #include <numeric>
 #include <vector>
 
+#include "comm/comm_local.h"
 #include "core/check.h"
-#include "parallel/comm_local.h"
 #include "parallel/grad_sync.h"
 
 namespace loom {

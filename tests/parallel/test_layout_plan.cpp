@@ -7,8 +7,8 @@
 #include <set>
 #include <vector>
 
-#include "io/hf_config.h"
 #include "models/model.h"
+#include "models/model_config.h"
 #include "parallel/layout_plan.h"
 
 namespace loom {
@@ -42,7 +42,7 @@ int64_t measured_activation_bytes(const ModelConfig& c, int64_t B, int64_t T,
     std::vector<int64_t> ids(size_t(B * T)), mask(size_t(B * T), 1), labels(size_t(B * T), -100);
     for (int64_t i = 0; i < B * T; ++i) {
         ids[size_t(i)] = 5 + i % (c.vocab_size - 5);
-        if (i % 7 == 0 || c.task == TaskKind::causal_lm) labels[size_t(i)] = ids[size_t(i)];
+        if (i % 7 == 0 || c.task == Task::causal_lm) labels[size_t(i)] = ids[size_t(i)];
     }
     std::vector<int64_t> cls_labels(size_t(B), 1);
     ModelInputs in;
@@ -50,7 +50,7 @@ int64_t measured_activation_bytes(const ModelConfig& c, int64_t B, int64_t T,
     in.T = T;
     in.input_ids = ids.data();
     in.attention_mask = mask.data();
-    in.labels = c.task == TaskKind::sequence_classification ? cls_labels.data() : labels.data();
+    in.labels = c.task == Task::sequence_classification ? cls_labels.data() : labels.data();
     model->forward(in, DropoutPlan{});
     return model->activation_bytes();
 }

@@ -19,15 +19,15 @@
 #include <string>
 #include <vector>
 
+#include "comm/comm_local.h"
+#include "comm/tp_regions.h"
+#include "comm/tp_vocab.h"
 #include "core/check.h"
 #include "core/tensor.h"
 #include "ops/embedding.h"
 #include "ops/matmul.h"
 #include "ops/softmax_xent.h"
-#include "parallel/comm_local.h"
 #include "parallel/tp_layers.h"
-#include "parallel/tp_regions.h"
-#include "parallel/tp_vocab.h"
 
 namespace loom {
 namespace {

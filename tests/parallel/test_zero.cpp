@@ -13,10 +13,10 @@
 #include <memory>
 #include <vector>
 
+#include "comm/comm_local.h"
 #include "core/check.h"
 #include "optim/adamw.h"
 #include "optim/grad_clip.h"
-#include "parallel/comm_local.h"
 #include "parallel/zero.h"
 
 namespace loom {

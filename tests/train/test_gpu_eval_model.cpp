@@ -6,8 +6,8 @@
 
 #include <cmath>
 
-#include "io/hf_config.h"
 #include "models/model.h"
+#include "models/model_config.h"
 #include "train/gpu_eval_model.h"
 
 namespace loom::test {

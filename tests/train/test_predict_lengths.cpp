@@ -6,7 +6,7 @@
 // and the limit.
 #include <gtest/gtest.h>
 
-#include "io/hf_config.h"
+#include "models/model_config.h"
 #include "train/predict.h"
 #include "trainer_e2e_util.h"
 

@@ -4,8 +4,8 @@
 
 #include <atomic>
 
+#include "comm/comm_local.h"
 #include "core/check.h"
-#include "parallel/comm_local.h"
 #include "train/replica_sync_comm.h"
 
 namespace loom {

@@ -383,7 +383,7 @@ void CudaExecutor<T>::backward_stage(double loss_scale, const void* d_stage_outp
         LOOM_CHECK(d_stage_output == nullptr,
                    "CUDA executor: this part ends with the head; its backward starts from the "
                    "loss, not from an output gradient");
-        LOOM_CHECK(view_.head.kind != HeadKind::none,
+        LOOM_CHECK(view_.head.kind != Task::base,
                    "{} has no task head, so there is no loss to differentiate",
                    config_.architecture);
         LOOM_CHECK(has_labels_, "backward needs labels in the batch (task {})",

@@ -17,13 +17,13 @@
 #include <vector>
 
 #include "backend/cuda/cuda_context.h"
+#include "comm/comm.h"
 #include "models/cuda/cuda_model.h"
 #include "models/cuda/device_arena.h"
 #include "models/stack_model.h"
 #include "models/stack_view.h"
+#include "ops/lamb_tiles.h"
 #include "ops/softmax_xent.h"
-#include "optim/lamb_tiles.h"
-#include "parallel/comm.h"
 #include "parallel/norm_ranges.h"
 #include "parallel/zero.h"
 

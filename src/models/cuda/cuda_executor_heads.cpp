@@ -48,9 +48,9 @@ void CudaExecutor<T>::plan_head(DeviceArena& a) {
     h1_ = h2_ = h3_ = h4_ = hd1_ = logits_ = logits2_ = xg_ = dxg_ = nullptr;
     if (!with_head_) return;  // a pipeline stage before the last
     switch (h.kind) {
-        case HeadKind::none:
+        case Task::base:
             break;
-        case HeadKind::masked_lm: {
+        case Task::masked_lm: {
             const int64_t E = h.dense->out;
             h1_ = a.template take<T>(N * E);   // dense + bias (pre-activation)
             h2_ = a.template take<T>(N * E);   // after the activation
@@ -64,10 +64,10 @@ void CudaExecutor<T>::plan_head(DeviceArena& a) {
             dxg_ = a.template take<T>(N * C);
             break;
         }
-        case HeadKind::causal_lm:
+        case Task::causal_lm:
             logits_ = a.template take<T>(N * h.decoder->out);
             break;
-        case HeadKind::sequence_classification: {
+        case Task::sequence_classification: {
             const int64_t D = h.dense->out;
             h1_ = a.template take<T>(B * C);  // token 0 rows
             h2_ = a.template take<T>(B * C);  // after dropout a
@@ -77,7 +77,7 @@ void CudaExecutor<T>::plan_head(DeviceArena& a) {
             logits_ = a.template take<T>(B * h.n_out);
             break;
         }
-        case HeadKind::question_answering:
+        case Task::question_answering:
             h1_ = a.template take<T>(N * C);  // hidden after dropout
             h2_ = a.template take<T>(N);      // start logits (B, T)
             h3_ = a.template take<T>(N);      // end logits
@@ -94,9 +94,9 @@ void CudaExecutor<T>::fill_targets(const ModelInputs& in) {
     std::fill(tg, tg + 2 * N, k_ignore_index);
     has_labels_ = false;
     switch (view_.head.kind) {
-        case HeadKind::none:
+        case Task::base:
             break;
-        case HeadKind::masked_lm:
+        case Task::masked_lm:
             sparse_ = scope_ == LogitsScope::labelled_positions && in.labels != nullptr;
             if (!in.labels) break;
             has_labels_ = true;
@@ -113,19 +113,19 @@ void CudaExecutor<T>::fill_targets(const ModelInputs& in) {
                 ++head_rows_;
             }
             break;
-        case HeadKind::causal_lm:
+        case Task::causal_lm:
             if (!in.labels) break;
             // Position t predicts labels[t + 1]; the last position has no target.
             for (int64_t b = 0; b < B_; ++b)
                 for (int64_t t = 0; t + 1 < T_; ++t) tg[b * T_ + t] = in.labels[b * T_ + t + 1];
             has_labels_ = true;
             break;
-        case HeadKind::sequence_classification:
+        case Task::sequence_classification:
             if (!in.labels) break;
             std::copy(in.labels, in.labels + B_, tg);
             has_labels_ = true;
             break;
-        case HeadKind::question_answering: {
+        case Task::question_answering: {
             if (!in.start_positions || !in.end_positions) break;
             // HF clamps positions to [0, T] and ignores T (an answer cut off).
             auto clamp = [&](int64_t p) {
@@ -152,9 +152,9 @@ LossSum CudaExecutor<T>::head_forward(const T* hidden) {
     LossSum l;
     XentSum x;
     switch (h.kind) {
-        case HeadKind::none:
+        case Task::base:
             return l;
-        case HeadKind::masked_lm: {
+        case Task::masked_lm: {
             const int64_t E = h.dense->out;
             const T* in = hidden;
             if (sparse_) {
@@ -173,12 +173,12 @@ LossSum CudaExecutor<T>::head_forward(const T* hidden) {
             if (has_labels_) x = head_xent_forward(*h.decoder, logits_, targets_, M, h.n_out);
             break;
         }
-        case HeadKind::causal_lm:
+        case Task::causal_lm:
             linear_forward(*h.decoder, logits_, hidden, N);
             head_rows_ = N;
             if (has_labels_) x = head_xent_forward(*h.decoder, logits_, targets_, N, h.n_out);
             break;
-        case HeadKind::sequence_classification: {
+        case Task::sequence_classification: {
             const int64_t D = h.dense->out;
             copy_rows(h1_, C, hidden, T_ * C, C, B_, st);
             const T* xa = h1_;
@@ -195,7 +195,7 @@ LossSum CudaExecutor<T>::head_forward(const T* hidden) {
                 x = softmax_xent_forward_cuda<T>(nullptr, logits_, targets_, B_, h.n_out, ctx_);
             break;
         }
-        case HeadKind::question_answering: {
+        case Task::question_answering: {
             const T* in = hidden;
             if (drop_a_.active()) {
                 dropout_forward_cuda<T>(h1_, hidden, B_, T_ * C, drop_a_, ctx_);
@@ -227,9 +227,9 @@ void CudaExecutor<T>::head_backward(T* dhidden, const T* hidden, double scale) {
     const int64_t N = N_, C = C_;
     cudaStream_t st = ctx_.stream();
     switch (h.kind) {
-        case HeadKind::none:
+        case Task::base:
             break;
-        case HeadKind::masked_lm: {
+        case Task::masked_lm: {
             const int64_t E = h.dense->out, M = head_rows_;
             if (sparse_)
                 LOOM_CUDA_CHECK(cudaMemsetAsync(dhidden, 0, size_t(N * C) * sizeof(T), st));
@@ -244,11 +244,11 @@ void CudaExecutor<T>::head_backward(T* dhidden, const T* hidden, double scale) {
             if (sparse_) embedding_backward_cuda<T>(dhidden, targets2_, dxg_, M, N, C, -1, ctx_);
             break;
         }
-        case HeadKind::causal_lm:
+        case Task::causal_lm:
             head_xent_backward(*h.decoder, logits_, targets_, N, h.n_out, scale);
             linear_backward(*h.decoder, dhidden, logits_, hidden, N, false);
             break;
-        case HeadKind::sequence_classification: {
+        case Task::sequence_classification: {
             const int64_t D = h.dense->out;
             softmax_xent_backward_cuda<T>(logits_, logits_, targets_, B_, h.n_out, scale, ctx_);
             linear_backward(*h.decoder, hd1_, logits_, h4_, B_, false);
@@ -262,7 +262,7 @@ void CudaExecutor<T>::head_backward(T* dhidden, const T* hidden, double scale) {
             copy_rows(dhidden, T_ * C, t_, C, C, B_, st);
             break;
         }
-        case HeadKind::question_answering: {
+        case Task::question_answering: {
             softmax_xent_backward_cuda<T>(h2_, h2_, targets_, B_, T_, scale, ctx_);
             softmax_xent_backward_cuda<T>(h3_, h3_, targets2_, B_, T_, scale, ctx_);
             copy_rows(logits_, 2, h2_, 1, 1, N, st);
@@ -294,21 +294,21 @@ std::map<std::string, Tensor> CudaExecutor<T>::outputs() {
     // A vocab-parallel decoder's logits are a slice, not HF's (as the CPU head).
     if (h.decoder && h.decoder->tp) return out;
     switch (h.kind) {
-        case HeadKind::none:
+        case Task::base:
             break;
-        case HeadKind::masked_lm:
+        case Task::masked_lm:
             if (sparse_)
                 fetch("labelled_logits", logits_, Shape{head_rows_, h.n_out});
             else
                 fetch("logits", logits_, Shape{B_, T_, h.n_out});
             break;
-        case HeadKind::causal_lm:
+        case Task::causal_lm:
             fetch("logits", logits_, Shape{B_, T_, h.n_out});
             break;
-        case HeadKind::sequence_classification:
+        case Task::sequence_classification:
             fetch("logits", logits_, Shape{B_, h.n_out});
             break;
-        case HeadKind::question_answering:
+        case Task::question_answering:
             fetch("start_logits", h2_, Shape{B_, T_});
             fetch("end_logits", h3_, Shape{B_, T_});
             break;

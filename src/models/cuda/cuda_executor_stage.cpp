@@ -16,7 +16,7 @@
 #include "models/cuda/cuda_executor.h"
 
 #if defined(LOOM_HAVE_NCCL)
-#include "parallel/cuda/comm_nccl.h"
+#include "comm/cuda/comm_nccl.h"
 #endif
 
 namespace loom {

@@ -1,5 +1,5 @@
 // CudaExecutor: tensor parallelism, the device side of what nn/linear.h,
-// nn/embedding.h and parallel/tp_vocab.h do on the CPU. The executor knows no
+// nn/embedding.h and comm/tp_vocab.h do on the CPU. The executor knows no
 // layout: a module that declares a tp group (Linear::tp with its TpRole, a
 // vocab-parallel Embedding or decoder) gets the same Megatron collectives,
 // posted on the device twin of that group (CudaModelOptions::tp, a CommNccl):
@@ -19,16 +19,16 @@
 #include <algorithm>
 
 #include "backend/cuda/cuda_check.h"
+#include "comm/tp_vocab.h"
 #include "core/check.h"
 #include "models/cuda/cuda_executor.h"
 #include "ops/cuda/elementwise_cuda.h"
 #include "ops/cuda/embedding_cuda.h"
 #include "ops/cuda/softmax_xent_cuda.h"
 #include "ops/cuda/tp_vocab_cuda.h"
-#include "parallel/tp_vocab.h"
 
 #if defined(LOOM_HAVE_NCCL)
-#include "parallel/cuda/comm_nccl.h"
+#include "comm/cuda/comm_nccl.h"
 #endif
 
 namespace loom {

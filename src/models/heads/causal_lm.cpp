@@ -6,10 +6,10 @@
 // tp) giving (B, T, Vp/tp) local logits, scored by Megatron's vocab-parallel
 // cross-entropy; the full logits are never gathered. Under tp, outputs()
 // reports no logits (a rank holds only a slice of them).
+#include "comm/tp_vocab.h"
 #include "core/check.h"
 #include "models/heads/head.h"
 #include "ops/softmax_xent.h"
-#include "parallel/tp_vocab.h"
 
 namespace loom {
 
@@ -46,7 +46,7 @@ public:
 
     HeadView view() const override {
         HeadView v;
-        v.kind = HeadKind::causal_lm;
+        v.kind = Task::causal_lm;
         v.decoder = &decoder_;
         v.n_out = spec_.V;
         return v;

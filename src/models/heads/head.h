@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "io/hf_config.h"
 #include "models/model.h"
+#include "models/model_config.h"
 #include "models/stack_view.h"
 #include "nn/layer_norm.h"
 #include "nn/linear.h"

@@ -15,10 +15,10 @@
 // reports no logits (a rank holds only a slice of them).
 #include <cstring>
 
+#include "comm/tp_vocab.h"
 #include "core/check.h"
 #include "models/heads/head.h"
 #include "ops/softmax_xent.h"
-#include "parallel/tp_vocab.h"
 
 namespace loom {
 
@@ -82,7 +82,7 @@ class MlmHead final : public Head {
 
     HeadView view() const override {
         HeadView v;
-        v.kind = HeadKind::masked_lm;
+        v.kind = Task::masked_lm;
         v.dense = &dense_;
         v.norm = &norm_;
         v.decoder = &decoder_;

@@ -25,7 +25,7 @@ public:
 
     HeadView view() const override {
         HeadView v;
-        v.kind = HeadKind::question_answering;
+        v.kind = Task::question_answering;
         v.decoder = &out_;
         v.p_drop_a = spec_.p_drop;
         v.n_out = 2;

@@ -30,7 +30,7 @@ class SeqClsHead final : public Head {
 
     HeadView view() const override {
         HeadView v;
-        v.kind = HeadKind::sequence_classification;
+        v.kind = Task::sequence_classification;
         v.dense = &dense_;
         v.decoder = &out_;
         v.act = spec_.act;

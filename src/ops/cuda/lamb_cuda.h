@@ -1,5 +1,5 @@
 // CUDA LAMB over tiles of the flat buffers (optim/lamb.h's formula, rounding
-// and per-tensor trust ratio; tiles from optim/lamb_tiles.h).
+// and per-tensor trust ratio; tiles from ops/lamb_tiles.h).
 //
 // Three launches, all deterministic (fixed-shape trees and fixed-order sums,
 // no atomics):
@@ -24,7 +24,7 @@
 #include <cstdint>
 
 #include "backend/cuda/cuda_context.h"
-#include "optim/lamb_tiles.h"
+#include "ops/lamb_tiles.h"
 
 namespace loom {
 

@@ -1,4 +1,4 @@
-// CUDA pieces of the tensor-parallel layers (semantics of parallel/tp_vocab.h
+// CUDA pieces of the tensor-parallel layers (semantics of comm/tp_vocab.h
 // and nn/linear.h's row-parallel bias): the kernels a rank runs between the
 // collectives, which the caller posts on its tp group. Nothing here
 // communicates, so every piece is tested against the CPU on one GPU by

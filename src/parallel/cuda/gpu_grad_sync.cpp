@@ -10,9 +10,9 @@
 #include <utility>
 #include <vector>
 
+#include "comm/cuda/comm_nccl.h"
 #include "core/check.h"
 #include "models/cuda/cuda_model.h"
-#include "parallel/cuda/comm_nccl.h"
 #include "parallel/cuda/gpu_zero_sync.h"
 #include "parallel/grad_bucket_queue.h"
 

@@ -40,10 +40,10 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_context.h"
+#include "comm/cuda/comm_nccl.h"
 #include "core/check.h"
 #include "models/cuda/cuda_model.h"
 #include "ops/cuda/accumulate_cuda.h"
-#include "parallel/cuda/comm_nccl.h"
 #include "parallel/grad_bucket_queue.h"
 #include "parallel/grad_sync.h"
 

@@ -13,10 +13,10 @@
 #include <cstring>
 #include <string>
 
+#include "comm/comm_mpi.h"
 #include "core/check.h"
 #include "core/runtime.h"
 #include "parallel/comm_checks.h"
-#include "parallel/comm_mpi.h"
 
 using namespace loom;
 using namespace loom::testing;

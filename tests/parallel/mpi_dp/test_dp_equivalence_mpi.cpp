@@ -14,10 +14,10 @@
 #include <cstdio>
 #include <cstring>
 
+#include "comm/comm_local.h"
+#include "comm/comm_mpi.h"
 #include "core/runtime.h"
 #include "dp_test_driver.h"
-#include "parallel/comm_local.h"
-#include "parallel/comm_mpi.h"
 
 using namespace loom;
 using namespace loom::test;

@@ -21,14 +21,14 @@
 // - Like the ops' activation gradients, every output here overwrites.
 //
 // Not here: the sharded layers themselves (parallel/tp_layers.h), the
-// vocab-parallel embedding and cross-entropy (parallel/tp_vocab.h), sequence
+// vocab-parallel embedding and cross-entropy (comm/tp_vocab.h), sequence
 // parallelism (reduce-scatter/all-gather along the sequence dim), and any
 // asynchronous overlap of these collectives with compute.
 #pragma once
 
 #include <cstdint>
 
-#include "parallel/comm.h"
+#include "comm/comm.h"
 
 namespace loom {
 

@@ -22,8 +22,8 @@
 #include "backend/cuda/backend_cuda.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/nccl_bootstrap.h"
+#include "comm/cuda/comm_nccl.h"
 #include "core/check.h"
-#include "parallel/cuda/comm_nccl.h"
 
 namespace loom {
 

@@ -4,7 +4,7 @@
 // has a finish step run once they complete (divide for avg, the rank-order
 // sum of the fixed-order reduction), after which the next phase is posted.
 // test() and wait() drive that state machine; wait() also enforces the timeout.
-#include "parallel/comm_mpi.h"
+#include "comm/comm_mpi.h"
 
 #include "core/check.h"
 

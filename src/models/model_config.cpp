@@ -4,7 +4,7 @@
 // that omits an optional key means what it means to HF. Size keys are required:
 // a default hidden size paired with a checkpoint's own weights would only fail
 // later with a confusing shape error.
-#include "io/hf_config.h"
+#include "models/model_config.h"
 
 #include <nlohmann/json.hpp>
 
@@ -25,34 +25,34 @@ using json = nlohmann::json;
 struct ArchEntry {
     const char* name;
     ModelFamily family;
-    TaskKind task;
+    Task task;
 };
 
 // architectures[0] -> (family, head). The *ForPreTraining classes carry an
 // extra NSP/SOP head that Loom does not train; their MLM weights load as-is.
 constexpr ArchEntry k_architectures[] = {
-    {"BertModel", ModelFamily::bert, TaskKind::base},
-    {"BertForMaskedLM", ModelFamily::bert, TaskKind::masked_lm},
-    {"BertForPreTraining", ModelFamily::bert, TaskKind::masked_lm},
-    {"BertForSequenceClassification", ModelFamily::bert, TaskKind::sequence_classification},
-    {"BertForQuestionAnswering", ModelFamily::bert, TaskKind::question_answering},
-    {"RobertaModel", ModelFamily::roberta, TaskKind::base},
-    {"RobertaForMaskedLM", ModelFamily::roberta, TaskKind::masked_lm},
+    {"BertModel", ModelFamily::bert, Task::base},
+    {"BertForMaskedLM", ModelFamily::bert, Task::masked_lm},
+    {"BertForPreTraining", ModelFamily::bert, Task::masked_lm},
+    {"BertForSequenceClassification", ModelFamily::bert, Task::sequence_classification},
+    {"BertForQuestionAnswering", ModelFamily::bert, Task::question_answering},
+    {"RobertaModel", ModelFamily::roberta, Task::base},
+    {"RobertaForMaskedLM", ModelFamily::roberta, Task::masked_lm},
     {"RobertaForSequenceClassification", ModelFamily::roberta,
-     TaskKind::sequence_classification},
-    {"RobertaForQuestionAnswering", ModelFamily::roberta, TaskKind::question_answering},
-    {"DistilBertModel", ModelFamily::distilbert, TaskKind::base},
-    {"DistilBertForMaskedLM", ModelFamily::distilbert, TaskKind::masked_lm},
+     Task::sequence_classification},
+    {"RobertaForQuestionAnswering", ModelFamily::roberta, Task::question_answering},
+    {"DistilBertModel", ModelFamily::distilbert, Task::base},
+    {"DistilBertForMaskedLM", ModelFamily::distilbert, Task::masked_lm},
     {"DistilBertForSequenceClassification", ModelFamily::distilbert,
-     TaskKind::sequence_classification},
-    {"DistilBertForQuestionAnswering", ModelFamily::distilbert, TaskKind::question_answering},
-    {"AlbertModel", ModelFamily::albert, TaskKind::base},
-    {"AlbertForMaskedLM", ModelFamily::albert, TaskKind::masked_lm},
-    {"AlbertForPreTraining", ModelFamily::albert, TaskKind::masked_lm},
-    {"AlbertForSequenceClassification", ModelFamily::albert, TaskKind::sequence_classification},
-    {"AlbertForQuestionAnswering", ModelFamily::albert, TaskKind::question_answering},
-    {"GPT2Model", ModelFamily::gpt2, TaskKind::base},
-    {"GPT2LMHeadModel", ModelFamily::gpt2, TaskKind::causal_lm},
+     Task::sequence_classification},
+    {"DistilBertForQuestionAnswering", ModelFamily::distilbert, Task::question_answering},
+    {"AlbertModel", ModelFamily::albert, Task::base},
+    {"AlbertForMaskedLM", ModelFamily::albert, Task::masked_lm},
+    {"AlbertForPreTraining", ModelFamily::albert, Task::masked_lm},
+    {"AlbertForSequenceClassification", ModelFamily::albert, Task::sequence_classification},
+    {"AlbertForQuestionAnswering", ModelFamily::albert, Task::question_answering},
+    {"GPT2Model", ModelFamily::gpt2, Task::base},
+    {"GPT2LMHeadModel", ModelFamily::gpt2, Task::causal_lm},
 };
 
 std::string supported_architectures() {
@@ -258,24 +258,6 @@ std::string_view family_name(ModelFamily f) {
     return "?";
 }
 
-std::string_view task_name(TaskKind t) {
-    switch (t) {
-        case TaskKind::base: return "base";
-        case TaskKind::masked_lm: return "masked-lm";
-        case TaskKind::sequence_classification: return "sequence-classification";
-        case TaskKind::question_answering: return "question-answering";
-        case TaskKind::causal_lm: return "causal-lm";
-    }
-    return "?";
-}
-
-std::optional<TaskKind> task_from_name(std::string_view name) {
-    for (TaskKind t : {TaskKind::base, TaskKind::masked_lm, TaskKind::sequence_classification,
-                       TaskKind::question_answering, TaskKind::causal_lm})
-        if (task_name(t) == name) return t;
-    return std::nullopt;
-}
-
 ModelConfig parse_hf_config(const std::string& json_text, const std::string& source) {
     json j;
     try {
@@ -312,7 +294,7 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& sou
             if (family_name(f) == mt) c.family = f, ok = true;
         LOOM_CHECK(ok, "{}: model_type '{}' is not supported; supported: bert, roberta, distilbert, "
                        "albert, gpt2", source, mt);
-        c.task = TaskKind::base;
+        c.task = Task::base;
         c.architecture = architecture_name(c.family, c.task);
     }
     c.model_type = r.opt_str("model_type", std::string(family_name(c.family)));
@@ -373,7 +355,7 @@ ModelConfig load_hf_config(const std::string& path) {
     return parse_hf_config(ss.str(), file);
 }
 
-std::string architecture_name(ModelFamily f, TaskKind t) {
+std::string architecture_name(ModelFamily f, Task t) {
     for (const auto& a : k_architectures)
         if (a.family == f && a.task == t && std::string_view(a.name).find("PreTraining") ==
                                                  std::string_view::npos)
@@ -381,7 +363,7 @@ std::string architecture_name(ModelFamily f, TaskKind t) {
     LOOM_FAIL("task '{}' is not supported for model family '{}'", task_name(t), family_name(f));
 }
 
-void config_set_task(ModelConfig& c, TaskKind t, int64_t num_labels) {
+void config_set_task(ModelConfig& c, Task t, int64_t num_labels) {
     c.architecture = architecture_name(c.family, t);
     c.task = t;
     if (num_labels > 0 && num_labels != c.num_labels) {
@@ -450,7 +432,7 @@ std::string config_to_json(const ModelConfig& c) {
             break;
     }
     if (!c.tie_word_embeddings) j["tie_word_embeddings"] = false;
-    if (c.task == TaskKind::sequence_classification) {
+    if (c.task == Task::sequence_classification) {
         json id2label = json::object(), label2id = json::object();
         for (size_t i = 0; i < c.id2label.size(); ++i) {
             id2label[std::to_string(i)] = c.id2label[i];

@@ -33,8 +33,8 @@
 
 #include <cstdint>
 
+#include "comm/comm.h"
 #include "ops/softmax_xent.h"
-#include "parallel/comm.h"
 
 namespace loom {
 

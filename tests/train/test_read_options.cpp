@@ -1,8 +1,8 @@
 // The job's data section becomes the readers' options field for field.
 #include <gtest/gtest.h>
 
-#include "config/read_options.h"
-#include "job_test_util.h"
+#include "config/job_test_util.h"
+#include "train/read_options.h"
 
 namespace loom {
 namespace {

@@ -1,6 +1,6 @@
 // LambTiles planning (lamb_tiles.h): a stable bucket sort of the pieces by
 // row, then each piece cut into tiles.
-#include "optim/lamb_tiles.h"
+#include "ops/lamb_tiles.h"
 
 #include <algorithm>
 

@@ -51,7 +51,7 @@
 #include <string>
 #include <vector>
 
-#include "parallel/comm.h"
+#include "comm/comm.h"
 
 namespace loom {
 

@@ -7,7 +7,7 @@
 
 #include "core/check.h"
 #include "hf_fixture.h"
-#include "io/hf_config.h"
+#include "models/model_config.h"
 
 namespace loom::test {
 namespace {
@@ -35,7 +35,7 @@ std::string parse_error(const std::string& text, const std::string& source = "di
 TEST(HfConfig, BertFixture) {
     const ModelConfig c = load_hf_config(hf_dir() + "/bert-mlm");
     EXPECT_EQ(c.family, ModelFamily::bert);
-    EXPECT_EQ(c.task, TaskKind::masked_lm);
+    EXPECT_EQ(c.task, Task::masked_lm);
     EXPECT_EQ(c.architecture, "BertForMaskedLM");
     EXPECT_EQ(c.vocab_size, 1000);
     EXPECT_EQ(c.hidden_size, 64);
@@ -58,7 +58,7 @@ TEST(HfConfig, BertFixture) {
 TEST(HfConfig, FamilyKeyNames) {
     const ModelConfig d = load_hf_config(hf_dir() + "/distilbert-cls");
     EXPECT_EQ(d.family, ModelFamily::distilbert);
-    EXPECT_EQ(d.task, TaskKind::sequence_classification);
+    EXPECT_EQ(d.task, Task::sequence_classification);
     EXPECT_EQ(d.hidden_size, 64);          // dim
     EXPECT_EQ(d.num_hidden_layers, 2);     // n_layers
     EXPECT_EQ(d.intermediate_size, 128);   // hidden_dim
@@ -69,7 +69,7 @@ TEST(HfConfig, FamilyKeyNames) {
 
     const ModelConfig g = load_hf_config(hf_dir() + "/gpt2-lm/config.json");
     EXPECT_EQ(g.family, ModelFamily::gpt2);
-    EXPECT_EQ(g.task, TaskKind::causal_lm);
+    EXPECT_EQ(g.task, Task::causal_lm);
     EXPECT_EQ(g.hidden_size, 64);  // n_embd
     EXPECT_EQ(g.intermediate_size, 128);
     EXPECT_EQ(g.max_position_embeddings, 64);  // n_positions
@@ -146,7 +146,7 @@ TEST(HfConfig, MissingFileNamesPath) {
 
 TEST(HfConfig, ExportKeepsOriginalAndUpdatesFields) {
     ModelConfig c = load_hf_config(hf_dir() + "/bert-mlm");
-    config_set_task(c, TaskKind::sequence_classification, 4);
+    config_set_task(c, Task::sequence_classification, 4);
     c.hidden_dropout = 0.2;
     const auto j = nlohmann::json::parse(config_to_json(c));
     EXPECT_EQ(j["architectures"][0], "BertForSequenceClassification");
@@ -156,7 +156,7 @@ TEST(HfConfig, ExportKeepsOriginalAndUpdatesFields) {
     EXPECT_EQ(j["transformers_version"], "4.40.2");  // untouched keys survive
     // Round trip.
     const ModelConfig back = parse_hf_config(config_to_json(c), "export");
-    EXPECT_EQ(back.task, TaskKind::sequence_classification);
+    EXPECT_EQ(back.task, Task::sequence_classification);
     EXPECT_EQ(back.num_labels, 4);
     EXPECT_EQ(back.hidden_size, c.hidden_size);
 
@@ -167,12 +167,12 @@ TEST(HfConfig, ExportKeepsOriginalAndUpdatesFields) {
 }
 
 TEST(HfConfig, TaskNames) {
-    EXPECT_EQ(task_from_name("masked-lm"), TaskKind::masked_lm);
-    EXPECT_EQ(task_from_name("question-answering"), TaskKind::question_answering);
+    EXPECT_EQ(task_from_name("masked-lm"), Task::masked_lm);
+    EXPECT_EQ(task_from_name("question-answering"), Task::question_answering);
     EXPECT_FALSE(task_from_name("translation").has_value());
-    EXPECT_EQ(architecture_name(ModelFamily::albert, TaskKind::question_answering),
+    EXPECT_EQ(architecture_name(ModelFamily::albert, Task::question_answering),
               "AlbertForQuestionAnswering");
-    EXPECT_THROW(architecture_name(ModelFamily::gpt2, TaskKind::masked_lm), Error);
+    EXPECT_THROW(architecture_name(ModelFamily::gpt2, Task::masked_lm), Error);
 }
 
 }  // namespace

@@ -1,6 +1,5 @@
-// DataArgs -> ReadOptions: what the record readers need from a job. Inline
-// (header-only) so config does not link the data library and data does not
-// depend on config.
+// DataArgs -> ReadOptions: what the record readers need from a job. Here, in
+// train/, because config/ and data/ do not know each other.
 #pragma once
 
 #include "config/job.h"
@@ -13,7 +12,8 @@ inline RecordKind record_kind_for(Task task) {
         case Task::sequence_classification: return RecordKind::classification;
         case Task::question_answering: return RecordKind::qa;
         case Task::masked_lm:
-        case Task::causal_lm: return RecordKind::text;
+        case Task::causal_lm:
+        case Task::base: return RecordKind::text;
     }
     return RecordKind::text;
 }

@@ -5,7 +5,7 @@
 // completion event after it. Works poll the completion event. The NCCL handle
 // is shared by the communicator and its Works and aborted on the first error
 // or timeout, which also ends every other operation still queued on it.
-#include "parallel/cuda/comm_nccl.h"
+#include "comm/cuda/comm_nccl.h"
 
 #if defined(LOOM_HAVE_NCCL)
 
@@ -23,8 +23,8 @@
 #include "backend/cuda/backend_cuda.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/nccl_bootstrap.h"
+#include "comm/cuda/comm_nccl_internal.h"
 #include "core/check.h"
-#include "parallel/cuda/comm_nccl_internal.h"
 
 namespace loom {
 

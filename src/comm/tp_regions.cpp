@@ -3,7 +3,7 @@
 // The all-gathers land rank-major, (tp, N, D/tp), in a staging buffer and are
 // then interleaved into (N, D): Communicator::all_gather concatenates whole
 // buffers, and the last-dim concatenation needs every row of every rank.
-#include "parallel/tp_regions.h"
+#include "comm/tp_regions.h"
 
 #include <algorithm>
 #include <vector>

@@ -1,7 +1,7 @@
 // CommLocal: threads sharing a rendezvous (see comm_local.h). All shared state
 // of one world sits behind one mutex and one condition variable: tests are
 // small and correctness matters more than contention here.
-#include "parallel/comm_local.h"
+#include "comm/comm_local.h"
 
 #include <fmt/format.h>
 

@@ -21,7 +21,7 @@
 #include <memory>
 #include <vector>
 
-#include "parallel/comm.h"
+#include "comm/comm.h"
 
 namespace loom {
 

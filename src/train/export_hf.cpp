@@ -1,5 +1,5 @@
 // Writes HF model folders (see export_hf.h).
-#include "io/export_hf.h"
+#include "train/export_hf.h"
 
 #include <filesystem>
 #include <optional>

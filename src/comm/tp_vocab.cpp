@@ -6,7 +6,7 @@
 // sum is exact). The local exp sums accumulate in T as ops/softmax_xent.cpp
 // does; the per-row losses are summed in double in row order, so every rank
 // returns the same XentSum.
-#include "parallel/tp_vocab.h"
+#include "comm/tp_vocab.h"
 
 #include <algorithm>
 #include <cmath>

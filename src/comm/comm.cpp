@@ -1,6 +1,6 @@
 // Communicator base: argument checks, group_start/group_end bookkeeping, the
 // timeout report, and the element-wise reduction every implementation shares.
-#include "parallel/comm.h"
+#include "comm/comm.h"
 
 #include <fmt/format.h>
 

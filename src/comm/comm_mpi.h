@@ -21,7 +21,7 @@
 
 #include <memory>
 
-#include "parallel/comm.h"
+#include "comm/comm.h"
 
 namespace loom {
 

@@ -1,10 +1,10 @@
 // CommNccl: posting the collectives and point-to-point operations (the set-up,
 // groups and split are in comm_nccl.cpp).
-#include "parallel/cuda/comm_nccl.h"
+#include "comm/cuda/comm_nccl.h"
 
 #if defined(LOOM_HAVE_NCCL)
 
-#include "parallel/cuda/comm_nccl_internal.h"
+#include "comm/cuda/comm_nccl_internal.h"
 
 namespace loom {
 

@@ -16,7 +16,7 @@
 #include <string>
 
 #include "core/tensor.h"
-#include "io/hf_config.h"
+#include "models/model_config.h"
 
 namespace loom {
 

@@ -1,5 +1,9 @@
 // Hugging Face config.json -> ModelConfig, for the five supported families.
 //
+// NOTE: `part` and `tp` are not HF math but what this process builds of the
+// model (a pipeline stage, a tensor-parallel slice); they ride along here
+// until build_model takes them as arguments of their own.
+//
 // ModelConfig holds every field that changes the math (sizes, activation, eps,
 // padding id, ALBERT's groups, dropout probabilities, the task head), under
 // one name per concept whatever the family calls it (hidden_size / dim /
@@ -20,20 +24,15 @@
 #include <utility>
 #include <vector>
 
-namespace loom {
+#include "core/task.h"
+#include "nn/tp_slice.h"
 
-class Communicator;  // parallel/comm.h; kept out so this header needs no MPI
+namespace loom {
 
 enum class ModelFamily { bert, roberta, distilbert, albert, gpt2 };
 
-// The task head on top of the encoder/decoder. `base` = no head (BertModel).
-enum class TaskKind { base, masked_lm, sequence_classification, question_answering, causal_lm };
 
 std::string_view family_name(ModelFamily f);  // "bert", ... (HF model_type)
-// Job-file names: "masked-lm", "sequence-classification", "question-answering",
-// "causal-lm", "base".
-std::string_view task_name(TaskKind t);
-std::optional<TaskKind> task_from_name(std::string_view name);
 
 class ParamTable;
 
@@ -60,23 +59,12 @@ struct ModelPart {
     }
 };
 
-// Tensor parallelism: which slice of every column/row-parallel linear this
-// process builds (Megatron's tp rank in the tp group). The default builds the
-// whole model. `comm` is the tp group the regions' collectives run on; it is
-// not owned and must outlive the model.
-struct ModelTp {
-    int rank = 0;
-    int size = 1;
-    Communicator* comm = nullptr;
-    bool active() const { return size > 1; }
-};
-
 struct ModelConfig {
     std::string source;        // path of config.json, for error messages
     std::string architecture;  // architectures[0], e.g. "BertForMaskedLM"
     std::string model_type;    // "bert", "roberta", "distilbert", "albert", "gpt2"
     ModelFamily family = ModelFamily::bert;
-    TaskKind task = TaskKind::base;
+    Task task = Task::base;
     ModelPart part;  // not from config.json: what this process builds
     ModelTp tp;      // not from config.json: this process's tensor-parallel slice
 
@@ -137,10 +125,10 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& sou
 ModelConfig load_hf_config(const std::string& path);
 
 // The HF class for (family, task), e.g. (bert, masked_lm) -> "BertForMaskedLM".
-std::string architecture_name(ModelFamily f, TaskKind t);
+std::string architecture_name(ModelFamily f, Task t);
 // Switches the task head (fine-tuning a pretrained checkpoint), keeping
 // architecture and labels consistent. num_labels <= 0 keeps the current count.
-void config_set_task(ModelConfig& c, TaskKind t, int64_t num_labels = 0);
+void config_set_task(ModelConfig& c, Task t, int64_t num_labels = 0);
 
 // config.json text for export: the original JSON with Loom's fields written
 // back under the family's own key names.

@@ -1,0 +1,25 @@
+// ModelInputs: one micro-batch as a model reads it, the contract between the
+// data loader (or a saved batch file) and the model stack. Views only: the
+// arrays belong to the caller and must outlive the call.
+#pragma once
+
+#include <cstdint>
+
+namespace loom {
+
+// One micro-batch: views of int64 (B, T) / (B) arrays owned by the caller.
+// Only input_ids is required; the rest are null when absent.
+struct ModelInputs {
+    int64_t B = 0, T = 0;
+    const int64_t* input_ids = nullptr;        // (B, T)
+    const int64_t* attention_mask = nullptr;   // (B, T) 1 = token, 0 = padding; null: all tokens
+    const int64_t* token_type_ids = nullptr;   // (B, T) null: all zero
+    const int64_t* labels = nullptr;           // (B, T) token tasks or (B) classification
+    const int64_t* start_positions = nullptr;  // (B) question answering
+    const int64_t* end_positions = nullptr;    // (B)
+    // Pipeline stages after the first (ModelConfig::part): the previous
+    // stage's output, (B, T, C), copied in place of the embeddings.
+    const float* stage_input = nullptr;
+};
+
+}  // namespace loom

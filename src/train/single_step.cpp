@@ -1,0 +1,35 @@
+// SingleStep (single_step.h).
+#include "train/single_step.h"
+
+#include <cmath>
+
+#include "core/check.h"
+#include "core/fault_points.h"
+#include "optim/grad_clip.h"
+
+namespace loom {
+
+double SingleStep::run(const std::vector<MicroBatch>& micro, double loss_scale) {
+    double loss_sum = 0;
+    for (const MicroBatch& m : micro) {
+        LossSum l;
+        fault_point("forward");
+        if (m.inputs.B > 0) l = model_.forward(m.inputs, m.dropout);
+        LOOM_ASSERT(l.count == m.label_count,
+                    "the model counted {} labels in a micro-batch, the loader {}", l.count,
+                    m.label_count);
+        loss_sum += l.sum;
+        fault_point("backward");
+        if (l.count > 0) model_.backward(loss_scale);
+    }
+    return loss_sum;
+}
+
+void SingleStep::scale_grads(float s) { loom::scale_grads(model_.params(), double(s)); }
+
+double SingleStep::clip_grad_norm(double max_norm) {
+    if (max_norm > 0) return loom::clip_grad_norm(model_.params(), max_norm);
+    return std::sqrt(grad_norm_sq(model_.params()));
+}
+
+}  // namespace loom
