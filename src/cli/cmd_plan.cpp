@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "cli/plan_gpu.h"
+#include "core/check.h"
 #include "config/job.h"
 #include "io/hf_config.h"
 #include "parallel/layout_plan.h"
@@ -23,6 +25,7 @@ struct PlanOptions {
     int top = 0;
     bool all = false;
     MachineModel machine;
+    GpuPlanOptions gpu;  // used when --machine is given
 };
 
 TaskKind plan_task(Task t) {
@@ -51,6 +54,13 @@ std::string layout_name(const LayoutChoice& l) {
 }
 
 void run_plan(const PlanOptions& o) {
+    if (!o.gpu.machine.empty()) {
+        GpuPlanOptions g = o.gpu;
+        g.top = o.top;
+        g.all = o.all;
+        run_gpu_plan(o.job_path, o.overrides, g);
+        return;
+    }
     const Job job = job_load(o.job_path, o.overrides);
     ModelConfig config = load_hf_config(job.model.config_path);
     const TaskKind want = plan_task(job.task);
@@ -145,7 +155,30 @@ layers, over --memory-gib) are hidden; --all lists them with the reason.
         ->capture_default_str();
     sub->add_option("--memory-gib", o->machine.memory_gib, "memory per rank, GiB (0: no limit)")
         ->capture_default_str();
-    sub->callback([o] { run_plan(*o); });
+    GpuPlanOptions& g = o->gpu;
+    sub->add_option("--machine", g.machine,
+                    "GPU node profile (a100-40gb-sxm, a100-80gb-sxm, h100-sxm, h200-sxm, "
+                    "p4d.24xlarge, p4de.24xlarge, p5.48xlarge, p5e.48xlarge) or a YAML file; "
+                    "selects the cluster planner (docs/plan-gpu.md)");
+    sub->add_option("--nodes", g.nodes, "nodes of --machine")->capture_default_str();
+    sub->add_option("--layout", g.layout,
+                    "price one layout: dp=8,tp=4,pp=12,micro_batch=2,global_batch=2048,"
+                    "recompute=full|selective|none,virtual_stages=1,sequence_parallel=false,"
+                    "zero_stage=0,precision=bf16 (with --machine)");
+    sub->add_option("--global-batch", g.global_batch, "global batch (default: the job's)");
+    sub->add_flag("--json", g.json, "one JSON object per layout (with --machine)");
+    sub->add_flag("--explain", g.explain, "say why the fastest layout wins (with --machine)");
+    sub->add_option("--max-tp", g.bounds.max_tp, "largest tensor-parallel degree to search");
+    sub->add_option("--max-pp", g.bounds.max_pp, "largest pipeline degree to search");
+    sub->add_option("--micro-batch", g.bounds.micro_batch, "search only this micro-batch size");
+    sub->add_flag("--fused-attention", g.bounds.fused_attention,
+                  "price flash-style fused attention (no s x s tensors)");
+    sub->callback([o] {
+        const bool gpu_only = !o->gpu.layout.empty() || o->gpu.json || o->gpu.explain;
+        if (gpu_only && o->gpu.machine.empty())
+            throw loom::Error("--layout, --json and --explain need --machine NAME");
+        run_plan(*o);
+    });
 }
 
 }  // namespace

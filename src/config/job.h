@@ -245,6 +245,8 @@ struct JobParseOptions {
     // leaves data.eval unread. Other commands read the job for its model and
     // data and leave both switches alone.
     bool for_training = false;
+    // `loom plan` prices a model from its config alone: no tokenizer needed.
+    bool model_config_only = false;
 };
 
 // Parses a job file; `overrides` are "dotted.key=value" strings (--set),
