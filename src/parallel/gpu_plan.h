@@ -112,6 +112,7 @@ struct GpuSearchBounds {
     int zero_stage = 0;
     std::string precision = "bf16";
     bool fused_attention = false;
+    bool sequence_parallel = true;  // also try it where tp > 1
     std::vector<Recompute> recompute{Recompute::none, Recompute::selective, Recompute::full};
 };
 // Every layout of job.world() at the global batch, feasible ones first,

@@ -156,8 +156,8 @@ GpuPlanRow gpu_plan_price(const GpuJob& job, const GpuLayout& l) {
     if (r.memory.total > cap) {
         const GpuMemory& m = r.memory;
         r.reason = fmt::format(
-            "needs {:.1f} GiB per GPU on the {} stage (model state {:.1f}, activations {:.1f}, "
-            "logits {:.1f}, reserved and margin {:.1f}), over the {:.0f} GiB of {}",
+            "needs {:.4g} GiB per GPU on the {} stage (model state {:.4g}, activations {:.4g}, "
+            "logits {:.4g}, reserved and margin {:.4g}), over the {:.4g} GiB of {}",
             m.total / k_gib, m.first_stage ? "first" : "last",
             (m.weights + m.grads + m.optimizer) / k_gib, m.activations / k_gib,
             m.logits / k_gib, (m.reserved + m.allocator) / k_gib, job.machine.hbm_gib,
@@ -195,7 +195,7 @@ std::vector<GpuPlanRow> gpu_plan_search(const GpuJob& job, int64_t global_batch,
                 for (auto [kind, v] : schedules)
                     for (Recompute rc : bounds.recompute)
                         for (bool sp : {false, true}) {
-                            if (sp && tp == 1) continue;
+                            if (sp && (tp == 1 || !bounds.sequence_parallel)) continue;
                             GpuLayout l;
                             l.dp = dp, l.tp = tp, l.pp = pp, l.micro_batch = mb;
                             l.global_batch = global_batch;
@@ -222,8 +222,8 @@ std::vector<std::string> gpu_plan_explain(const std::vector<GpuPlanRow>& rows) {
     auto parts = [](const GpuPlanRow& r) {
         const GpuTime& t = r.time;
         return fmt::format(
-            "GEMM {:.3f} s, memory-bound {:.3f} s, TP comm {:.3f} s, PP comm {:.3f} s, bubble "
-            "{:.1f}%, DP exposed {:.3f} s of {:.3f} s, optimizer {:.3f} s; {:.1f} GiB per GPU",
+            "GEMM {:.4g} s, memory-bound {:.4g} s, TP comm {:.4g} s, PP comm {:.4g} s, bubble "
+            "{:.1f}%, DP exposed {:.4g} s of {:.4g} s, optimizer {:.4g} s; {:.4g} GiB per GPU",
             t.gemm_s, t.memory_bound_s, t.tp_comm_s, t.pp_comm_s, 100 * t.bubble,
             t.dp_exposed_s, t.dp_comm_s, t.optimizer_s, r.memory.total / k_gib);
     };
@@ -232,7 +232,7 @@ std::vector<std::string> gpu_plan_explain(const std::vector<GpuPlanRow>& rows) {
         out.push_back("no feasible layout");
         return out;
     }
-    out.push_back(fmt::format("winner {}: step {:.3f} s ({})", gpu_layout_name(win->layout),
+    out.push_back(fmt::format("winner {}: step {:.4g} s ({})", gpu_layout_name(win->layout),
                               win->time.step_s, parts(*win)));
     if (rows.size() > 1 && rows[1].feasible) {
         const GpuPlanRow& ru = rows[1];
@@ -250,8 +250,8 @@ std::vector<std::string> gpu_plan_explain(const std::vector<GpuPlanRow>& rows) {
         std::string why;
         for (const auto& [ds, what] : d)
             if (ds > 0.005 * a.step_s)
-                why += fmt::format("{}{} +{:.3f} s", why.empty() ? "" : ", ", what, ds);
-        out.push_back(fmt::format("runner-up {}: step {:.3f} s, {:.1f}% slower ({})",
+                why += fmt::format("{}{} +{:.4g} s", why.empty() ? "" : ", ", what, ds);
+        out.push_back(fmt::format("runner-up {}: step {:.4g} s, {:.1f}% slower ({})",
                                   gpu_layout_name(ru.layout), b.step_s,
                                   100 * (b.step_s / a.step_s - 1),
                                   why.empty() ? "within 0.5% in every part" : why));
@@ -259,7 +259,7 @@ std::vector<std::string> gpu_plan_explain(const std::vector<GpuPlanRow>& rows) {
     // The fastest layout memory ruled out, when it would have won.
     for (const GpuPlanRow& r : rows)
         if (!r.feasible && r.time.step_s > 0 && r.time.step_s < win->time.step_s) {
-            out.push_back(fmt::format("faster but infeasible {}: step {:.3f} s, {}",
+            out.push_back(fmt::format("faster but infeasible {}: step {:.4g} s, {}",
                                       gpu_layout_name(r.layout), r.time.step_s, r.reason));
             break;
         }
