@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "cli/plan_calibrate.h"
 #include "cli/plan_gpu.h"
 #include "core/check.h"
 #include "config/job.h"
@@ -26,6 +27,9 @@ struct PlanOptions {
     bool all = false;
     MachineModel machine;
     GpuPlanOptions gpu;  // used when --machine is given
+    bool calibrate = false;
+    CalibrateOptions calib;
+    std::string calibration;  // file from --calibrate for the CPU planner
 };
 
 TaskKind plan_task(Task t) {
@@ -87,7 +91,15 @@ void run_plan(const PlanOptions& o) {
                           : job.training.gradient_accumulation_steps);
     if (q.global_batch % q.microbatches) q.microbatches = 1;
     q.zero_stage = int(d.zero_stage);
-    const MachineModel& mc = o.machine;
+    MachineModel mc = o.machine;
+    if (!o.calibration.empty()) {
+        const MachineModel cal = machine_from_calibration(o.calibration);
+        mc.cores = cal.cores;
+        mc.gflops_per_core = cal.gflops_per_core;
+        mc.gemm_half_rows = cal.gemm_half_rows;
+        mc.allreduce_gbps = cal.allreduce_gbps;
+        mc.p2p_gbps = cal.p2p_gbps;
+    }
     const auto rows = plan_layouts(m, q, mc);
     fmt::print(
         "{} ({}): {:.1f}M parameters, {} layers, hidden {}, {} heads; global batch {} x seq "
@@ -95,9 +107,14 @@ void run_plan(const PlanOptions& o) {
         config.architecture, config.source, double(m.total_params) / 1e6, m.layers, m.hidden,
         m.heads, q.global_batch, q.seq, q.microbatches);
     fmt::print(
-        "machine: {} cores at {:.0f} GFLOP/s each, all-reduce {:.1f} GB/s, p2p {:.1f} GB/s; "
-        "world {}\n\n",
-        mc.cores, mc.gflops_per_core, mc.allreduce_gbps, mc.p2p_gbps, world);
+        "machine: {} cores at {:.0f} GFLOP/s each{}, all-reduce {:.1f} GB/s, p2p {:.1f} GB/s; "
+        "world {}{}\n\n",
+        mc.cores, mc.gflops_per_core,
+        mc.gemm_half_rows > 0
+            ? fmt::format(" x rows / (rows + {:.0f}) per micro-batch", mc.gemm_half_rows)
+            : std::string(),
+        mc.allreduce_gbps, mc.p2p_gbps, world,
+        o.calibration.empty() ? std::string() : fmt::format(" (calibrated: {})", o.calibration));
     fmt::print("{:<28} {:>9} {:>8} {:>8} {:>9} {:>9} {:>9} {:>8} {:>7}\n", "layout", "peak GiB",
                "params", "optim", "acts", "step s", "compute", "comm", "bubble");
     int shown = 0;
@@ -138,7 +155,7 @@ its default machine figures come from: docs/cost-model.md.
 Layouts that break a rule (heads not divisible by tp, more stages than
 layers, over --memory-gib) are hidden; --all lists them with the reason.
 )");
-    sub->add_option("job", o->job_path, "job file (YAML)")->required();
+    sub->add_option("job", o->job_path, "job file (YAML)");
     sub->add_option("--set", o->overrides, "override a job key (repeatable)")->take_all();
     sub->add_option("--world", o->world, "number of ranks (default: the job's degrees multiplied)");
     sub->add_option("--top", o->top, "show only the best N layouts");
@@ -173,7 +190,21 @@ layers, over --memory-gib) are hidden; --all lists them with the reason.
     sub->add_option("--micro-batch", g.bounds.micro_batch, "search only this micro-batch size");
     sub->add_flag("--fused-attention", g.bounds.fused_attention,
                   "price flash-style fused attention (no s x s tensors)");
+    sub->add_flag("--calibrate", o->calibrate,
+                  "measure this machine for the CPU planner: GEMM rate by shape and threads, "
+                  "all-reduce and point-to-point bandwidth (no job needed)");
+    sub->add_option("--calibrate-out", o->calib.out, "YAML file --calibrate writes");
+    sub->add_option("--calibrate-ranks", o->calib.ranks, "ranks for the bandwidths")
+        ->capture_default_str();
+    sub->add_flag("--quick", o->calib.quick, "--calibrate with small shapes and short timings");
+    sub->add_option("--calibration", o->calibration,
+                    "a file from --calibrate: this machine's figures for the CPU planner");
     sub->callback([o] {
+        if (o->calibrate) {
+            run_calibrate(o->calib);
+            return;
+        }
+        if (o->job_path.empty()) throw loom::Error("plan: a job file is required (or --calibrate)");
         const bool gpu_only = !o->gpu.layout.empty() || o->gpu.json || o->gpu.explain;
         if (gpu_only && o->gpu.machine.empty())
             throw loom::Error("--layout, --json and --explain need --machine NAME");
