@@ -97,7 +97,9 @@ GpuMemory gpu_plan_memory(const GpuJob& job, const GpuLayout& l);
 double gpu_stage_params(const PlanModel& m, int64_t seq, const GpuLayout& l, bool first_stage);
 
 // Time and FLOPs (gpu_plan_time.cpp).
-GpuTime gpu_plan_time(const GpuJob& job, const GpuLayout& l);
+// simulate = false takes the bubble from schedule_bubble_theory (cheap; the
+// search uses it for layouts memory already rules out).
+GpuTime gpu_plan_time(const GpuJob& job, const GpuLayout& l, bool simulate = true);
 double gpu_model_flops(const PlanModel& m, int64_t seq, int64_t rows);     // 3 x forward
 double gpu_hardware_flops(const PlanModel& m, int64_t seq, int64_t rows,  // + recompute
                           const GpuLayout& l);

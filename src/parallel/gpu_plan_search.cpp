@@ -143,7 +143,8 @@ GpuPlanRow gpu_plan_price(const GpuJob& job, const GpuLayout& l) {
     if (!r.reason.empty()) return r;
     r.microbatches = l.global_batch / (int64_t(l.dp) * l.micro_batch);
     r.memory = gpu_plan_memory(job, l);
-    r.time = gpu_plan_time(job, l);
+    const double cap = job.machine.hbm_gib * k_gib;
+    r.time = gpu_plan_time(job, l, r.memory.total <= cap);
     const double world = double(job.world()), step = r.time.step_s;
     r.tokens_per_s = double(l.global_batch * job.seq) / step;
     r.tflops_model = gpu_model_flops(job.model, job.seq, l.global_batch) / step / world / 1e12;
@@ -152,7 +153,6 @@ GpuPlanRow gpu_plan_price(const GpuJob& job, const GpuLayout& l) {
     const double peak = gpu_peak_tflops(job.machine, l.precision);
     r.mfu = r.tflops_model / peak;
     r.hfu = r.tflops_hardware / peak;
-    const double cap = job.machine.hbm_gib * k_gib;
     if (r.memory.total > cap) {
         const GpuMemory& m = r.memory;
         r.reason = fmt::format(

@@ -50,8 +50,10 @@ double act_bytes(const std::string& precision) {
 
 // Bubble share of a schedule with these chunk times; simulated (and
 // remembered) unless the schedule is too long to simulate quickly.
-double bubble_share(ScheduleKind kind, int pp, int64_t micro, int v, double fwd, double bwd) {
+double bubble_share(ScheduleKind kind, int pp, int64_t micro, int v, double fwd, double bwd,
+                    bool simulate) {
     if (pp <= 1) return 0;
+    if (!simulate) return schedule_bubble_theory(kind, pp, int(micro), v);
     const int64_t ratio = std::max<int64_t>(1, std::llround(100.0 * bwd / fwd));
     using Key = std::tuple<int, int, int64_t, int, int64_t>;
     static thread_local std::map<Key, double> cache;
@@ -93,7 +95,7 @@ double gpu_hardware_flops(const PlanModel& m, int64_t seq, int64_t rows, const G
     return gpu_model_flops(m, seq, rows) + extra * tokens;
 }
 
-GpuTime gpu_plan_time(const GpuJob& job, const GpuLayout& l) {
+GpuTime gpu_plan_time(const GpuJob& job, const GpuLayout& l, bool simulate) {
     const PlanModel& m = job.model;
     const GpuProfile& p = job.machine;
     Rates r;
@@ -162,7 +164,7 @@ GpuTime gpu_plan_time(const GpuJob& job, const GpuLayout& l) {
     const double per_micro = per_micro_gemm + per_micro_mb + per_micro_tp + pp_comm;
     const double fwd_chunk = chunk * fwd_layer, bwd_chunk = chunk * (bwd_layer + rec_layer);
     const ScheduleKind kind = l.pp > 1 ? l.schedule : ScheduleKind::one_f_one_b;
-    out.bubble = bubble_share(kind, l.pp, micro, v, fwd_chunk, bwd_chunk);
+    out.bubble = bubble_share(kind, l.pp, micro, v, fwd_chunk, bwd_chunk, simulate);
     const double stretch = double(micro) / (1.0 - out.bubble);
     out.gemm_s = per_micro_gemm * double(micro);
     out.memory_bound_s = per_micro_mb * double(micro);
