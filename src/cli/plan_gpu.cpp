@@ -76,22 +76,30 @@ nlohmann::json row_json(const GpuPlanRow& r, const GpuJob& job) {
 }
 
 void print_table(const std::vector<GpuPlanRow>& rows, const GpuPlanOptions& o) {
-    fmt::print("{:<44} {:>9} {:>9} {:>8} {:>6} {:>6} {:>8} {:>8} {:>7}\n", "layout", "step s",
-               "tok/s", "TF/GPU", "MFU", "HFU", "mem GiB", "acts", "bubble");
+    // TF model / hw: TFLOP/s per GPU on model FLOPs and with the recompute;
+    // memory: total = state (weights, grads, optimizer) + acts + logits +
+    // reserved and allocator margin.
+    fmt::print("{:<48} {:>9} {:>9} {:>8} {:>8} {:>6} {:>8} {:>7} {:>7} {:>7} {:>7}\n", "layout",
+               "step s", "tok/s", "TF model", "TF hw", "MFU", "mem GiB", "state", "acts",
+               "logits", "bubble");
     int shown = 0;
     for (const GpuPlanRow& r : rows) {
         if (!r.feasible && !o.all) continue;
         if (o.top > 0 && shown >= o.top) break;
         ++shown;
         if (r.microbatches == 0) {
-            fmt::print("{:<44} not feasible: {}\n", gpu_layout_name(r.layout), r.reason);
+            fmt::print("{:<48} not feasible: {}\n", gpu_layout_name(r.layout), r.reason);
             continue;
         }
-        fmt::print("{:<44} {:>9.3f} {:>9.0f} {:>8.1f} {:>5.1f}% {:>5.1f}% {:>8.1f} {:>8.1f} {:>6.1f}%\n",
-                   gpu_layout_name(r.layout), r.time.step_s, r.tokens_per_s, r.tflops_model,
-                   100 * r.mfu, 100 * r.hfu, r.memory.total / k_gib,
-                   r.memory.activations / k_gib, 100 * r.time.bubble);
-        if (!r.feasible) fmt::print("{:<44} not feasible: {}\n", "", r.reason);
+        const GpuMemory& m = r.memory;
+        fmt::print(
+            "{:<48} {:>9.4g} {:>9.0f} {:>8.1f} {:>8.1f} {:>5.1f}% {:>8.1f} {:>7.1f} {:>7.1f} "
+            "{:>7.1f} {:>6.1f}%\n",
+            gpu_layout_name(r.layout), r.time.step_s, r.tokens_per_s, r.tflops_model,
+            r.tflops_hardware, 100 * r.mfu, m.total / k_gib,
+            (m.weights + m.grads + m.optimizer) / k_gib, m.activations / k_gib, m.logits / k_gib,
+            100 * r.time.bubble);
+        if (!r.feasible) fmt::print("{:<48} not feasible: {}\n", "", r.reason);
     }
     if (shown == 0) fmt::print("no feasible layout (--all lists the reasons)\n");
 }
