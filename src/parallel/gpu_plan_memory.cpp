@@ -63,11 +63,12 @@ double ceil_div(double a, double b) {
     return std::ceil(a / b);
 }
 
-// Layers of one chunk (the runtime's split of L over pp x v stages; the
-// busiest stage holds the rounded-up share).
+// Layers of one chunk on the busiest rank: the rank holds the rounded-up
+// share of L over pp, spread over its v chunks (the runtime's split may give
+// chunks unequal sizes; their sum is what memory and time see).
 double chunk_layers(const PlanModel& m, const GpuLayout& l) {
     const int v = l.pp > 1 && l.schedule == ScheduleKind::interleaved ? l.virtual_stages : 1;
-    return ceil_div(double(m.layers), double(l.pp * v));
+    return ceil_div(double(m.layers), double(l.pp)) / v;
 }
 
 }  // namespace

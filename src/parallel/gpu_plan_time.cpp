@@ -140,7 +140,7 @@ GpuTime gpu_plan_time(const GpuJob& job, const GpuLayout& l, bool simulate) {
     // The busiest stage: its layers (rounded-up share) and, on the last
     // stage, the output layer and loss (fp32 logits read and written).
     const int v = l.pp > 1 && l.schedule == ScheduleKind::interleaved ? l.virtual_stages : 1;
-    const double chunk = std::ceil(double(m.layers) / double(l.pp * v));
+    const double chunk = std::ceil(double(m.layers) / double(l.pp)) / v;  // as the memory's
     const double layers = chunk * v;
     const double logit_g = 3 * gemm_s(r, bs, V / t, h);
     const double logit_mb = 3 * 2 * 4 * bs * V / t / r.hbm;
