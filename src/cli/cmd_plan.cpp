@@ -1,6 +1,9 @@
 // `loom plan job.yaml --world N`: every dp x tp x pp layout of N ranks for the
 // job's model and batch, with predicted memory per rank and step time, best
 // first (parallel/layout_plan.h; the cost model is docs/cost-model.md).
+// With --machine NAME the cluster planner prices GPU nodes instead
+// (cli/plan_gpu.h, docs/plan-gpu.md); --calibrate measures this machine for
+// the CPU planner (cli/plan_calibrate.h).
 #include <fmt/format.h>
 
 #include <memory>
@@ -154,6 +157,16 @@ its default machine figures come from: docs/cost-model.md.
 
 Layouts that break a rule (heads not divisible by tp, more stages than
 layers, over --memory-gib) are hidden; --all lists them with the reason.
+
+GPU clusters in mixed precision (docs/plan-gpu.md, profiles in
+docs/plan-machines.md); the job may name its model by config alone:
+  loom plan job.yaml --machine a100-80gb-sxm --nodes 8 --explain
+  loom plan job.yaml --machine h100-sxm --nodes 4 --json \
+      --layout dp=2,tp=4,pp=4,micro_batch=1,global_batch=512,recompute=selective
+
+This machine's figures for the CPU planner (docs/cost-model.md):
+  loom plan --calibrate --calibrate-out host.yaml
+  loom plan job.yaml --world 8 --calibration host.yaml
 )");
     sub->add_option("job", o->job_path, "job file (YAML)");
     sub->add_option("--set", o->overrides, "override a job key (repeatable)")->take_all();
@@ -199,15 +212,32 @@ layers, over --memory-gib) are hidden; --all lists them with the reason.
     sub->add_flag("--quick", o->calib.quick, "--calibrate with small shapes and short timings");
     sub->add_option("--calibration", o->calibration,
                     "a file from --calibrate: this machine's figures for the CPU planner");
-    sub->callback([o] {
+    sub->callback([o, sub] {
+        // Flags of the other planner would be silently ignored: refuse them.
+        if (!o->gpu.machine.empty())
+            for (const char* cpu_only : {"--world", "--cores", "--ranks-per-node", "--gflops-per-core",
+                                         "--allreduce-gbps", "--p2p-gbps", "--memory-gib",
+                                         "--calibration"})
+                if (sub->count(cpu_only) > 0)
+                    throw loom::Error(fmt::format(
+                        "{} is for the CPU planner; with --machine give --nodes (the profile "
+                        "holds the machine's figures)",
+                        cpu_only));
         if (o->calibrate) {
             run_calibrate(o->calib);
             return;
         }
         if (o->job_path.empty()) throw loom::Error("plan: a job file is required (or --calibrate)");
-        const bool gpu_only = !o->gpu.layout.empty() || o->gpu.json || o->gpu.explain;
-        if (gpu_only && o->gpu.machine.empty())
-            throw loom::Error("--layout, --json and --explain need --machine NAME");
+        if (o->gpu.machine.empty())
+            for (const char* gpu_only : {"--nodes", "--layout", "--global-batch", "--json",
+                                         "--explain", "--max-tp", "--max-pp", "--micro-batch",
+                                         "--fused-attention"})
+                if (sub->count(gpu_only) > 0)
+                    throw loom::Error(fmt::format("{} needs --machine NAME", gpu_only));
+        if (!o->calibrate)
+            for (const char* calib_only : {"--calibrate-out", "--calibrate-ranks", "--quick"})
+                if (sub->count(calib_only) > 0)
+                    throw loom::Error(fmt::format("{} goes with --calibrate", calib_only));
         run_plan(*o);
     });
 }

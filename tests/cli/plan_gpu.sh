@@ -83,5 +83,7 @@ grep -q "unknown key 'tpp'" <<<"$err" || fail "layout key error: $err"
 err=$(plan --machine nope 2>&1 || true)
 grep -q "unknown machine 'nope' (built-in: a100-40gb-sxm" <<<"$err" || fail "machine error: $err"
 err=$(plan --layout dp=8 2>&1 || true)
-grep -q "need --machine" <<<"$err" || fail "--layout without --machine: $err"
+grep -q -- "--layout needs --machine NAME" <<<"$err" || fail "--layout without --machine: $err"
+err=$(plan --machine h100-sxm --world 8 2>&1 || true)
+grep -q -- "--world is for the CPU planner" <<<"$err" || fail "--world with --machine: $err"
 echo "plan_gpu: ok"
