@@ -90,6 +90,11 @@ struct GpuPlanRow {
     std::string reason;  // why not, when !feasible
 };
 
+// Share of the token positions the output layer computes logits for: all
+// for causal LM, the labelled share for masked LM (as Loom and Megatron's
+// BERT compute them), none for classification and QA heads (negligible).
+double gpu_logit_share(const PlanModel& m);
+
 // Memory (gpu_plan_memory.cpp).
 double gpu_layer_activation_bytes(const PlanModel& m, int64_t seq, const GpuLayout& l);
 GpuMemory gpu_plan_memory(const GpuJob& job, const GpuLayout& l);

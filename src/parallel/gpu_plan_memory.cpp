@@ -73,6 +73,10 @@ double chunk_layers(const PlanModel& m, const GpuLayout& l) {
 
 }  // namespace
 
+double gpu_logit_share(const PlanModel& m) {
+    return m.causal ? 1.0 : m.lm_head ? m.labelled_share : 0.0;
+}
+
 double gpu_layer_activation_bytes(const PlanModel& m, int64_t seq, const GpuLayout& l) {
     const double tokens = double(seq * l.micro_batch), t = double(l.tp);
     double per_token = 0;
@@ -147,7 +151,7 @@ GpuMemory gpu_plan_memory(const GpuJob& job, const GpuLayout& l) {
         if (first) r.activations += sbh / t * std::min<double>(chunks, double(micro));
         r.activations *= act_scale;
         // Output layer and loss: Korthikanti's 4sbh/t (1 + v/h), one micro-batch.
-        if (last) r.logits = 4 * sbh / t * (1 + V / h) * act_scale;
+        if (last) r.logits = 4 * sbh / t * (1 + V / h) * gpu_logit_share(m) * act_scale;
         r.reserved = job.machine.reserved_gib * k_gib;
         r.allocator = job.machine.allocator_margin * (r.activations + r.logits);
         r.total = r.weights + r.grads + r.optimizer + r.activations + r.logits + r.reserved +

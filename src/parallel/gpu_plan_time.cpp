@@ -78,7 +78,8 @@ double bubble_share(ScheduleKind kind, int pp, int64_t micro, int v, double fwd,
 double gpu_model_flops(const PlanModel& m, int64_t seq, int64_t rows) {
     const double h = double(m.hidden), I = double(m.intermediate), s = double(seq);
     const double per_token =
-        double(m.layers) * (2 * (4 * h * h + 2 * h * I) + 4 * s * h) + 2 * h * double(m.vocab);
+        double(m.layers) * (2 * (4 * h * h + 2 * h * I) + 4 * s * h) +
+        2 * h * double(m.vocab) * gpu_logit_share(m);
     return 3 * per_token * double(rows) * s;
 }
 
@@ -142,8 +143,9 @@ GpuTime gpu_plan_time(const GpuJob& job, const GpuLayout& l, bool simulate) {
     const int v = l.pp > 1 && l.schedule == ScheduleKind::interleaved ? l.virtual_stages : 1;
     const double chunk = std::ceil(double(m.layers) / double(l.pp)) / v;  // as the memory's
     const double layers = chunk * v;
-    const double logit_g = 3 * gemm_s(r, bs, V / t, h);
-    const double logit_mb = 3 * 2 * 4 * bs * V / t / r.hbm;
+    const double share = gpu_logit_share(m);
+    const double logit_g = share > 0 ? 3 * gemm_s(r, bs * share, V / t, h) : 0;
+    const double logit_mb = 3 * 2 * 4 * bs * share * V / t / r.hbm;
     double pp_comm = 0;
     if (l.pp > 1) {
         const bool cross_node_pp = l.tp * l.dp >= p.gpus_per_node;
