@@ -138,9 +138,9 @@ GpuMemory gpu_plan_memory(const GpuJob& job, const GpuLayout& l) {
         const double layers_kept = double(chunks) * n;
         const double act_scale = mixed(l.precision) ? 1.0 : 2.0;  // fp32 activations
         const double input = 2 * sbh / (l.sequence_parallel ? t : 1.0);
-        if (l.recompute == Recompute::full) r.layer_activation = input;
         if (l.recompute == Recompute::full) {
             // Each layer keeps its input; backward rebuilds one layer at a time.
+            r.layer_activation = input;
             GpuLayout whole = l;
             whole.recompute = Recompute::none;
             r.activations = layers_kept * input + gpu_layer_activation_bytes(m, job.seq, whole);
