@@ -62,7 +62,6 @@ void apply(Job& job, const Choice& c, int64_t global) {
         t.gradient_accumulation_steps = c.microbatches;
         d.microbatches = 1;
     }
-    if (c.dp == 1) d.zero_stage = 0;  // nothing to shard over one replica
 }
 
 // The CPU planner over micro-batch counts 1, 2, 4, 8 (it holds the count
@@ -172,6 +171,13 @@ std::vector<std::string> apply_auto_layout(Job& job, int world, int ranks_on_hos
                job.source, world, global, machine, closest.empty() ? std::string() : fmt::format(" ({})", closest));
     const Choice& c = choices[0];
     apply(job, c, global);
+    std::string zero_note;
+    if (c.dp == 1 && job.distribution.zero_stage > 0) {
+        zero_note = fmt::format("  zero_stage {} dropped: the chosen layout has one data-parallel "
+                                "replica, nothing to shard",
+                                job.distribution.zero_stage);
+        job.distribution.zero_stage = 0;
+    }
     std::vector<std::string> lines;
     lines.push_back(fmt::format(
         "distribution: auto on {} rank(s), global batch {} (per_device_train_batch_size x "
@@ -183,6 +189,7 @@ std::vector<std::string> apply_auto_layout(Job& job, int world, int ranks_on_hos
         lines.push_back(fmt::format("  runner-up: {}: predicted step {:.4g} s ({:+.1f}%)",
                                     choices[1].name, choices[1].step_s,
                                     100 * (choices[1].step_s / c.step_s - 1)));
+    if (!zero_note.empty()) lines.push_back(zero_note);
     for (const std::string& w : why) lines.push_back(fmt::format("  {}", w));
     return lines;
 }

@@ -48,6 +48,15 @@ grep -q "^  chosen: dp1 tp2 pp2 mb2 interleavedx2:" pipe.log || fail "memory-bou
 grep -q "faster but infeasible dp4 .*over the 0.0016 GiB of tiny" pipe.log || fail "infeasible reason"
 compare ref pipe
 
+# One process (no mpirun): the only layout is dp1, where zero_stage has
+# nothing to shard; the log says it is dropped.
+sed 's/^distribution: auto$/distribution: {auto: true, zero_stage: 1}/' auto.yaml > one.yaml
+"$loom" train one.yaml --threads 1 --set hyperparameters.output_dir=one \
+  --set hyperparameters.max_steps=2 > one.log 2>&1 || { cat one.log; fail "1-process auto run"; }
+grep -q "^  chosen: dp1 tp1 pp1" one.log || fail "1-process choice"
+grep -q "^  zero_stage 1 dropped: the chosen layout has one data-parallel replica" one.log ||
+  { cat one.log; fail "zero_stage note"; }
+
 sed 's/^distribution: auto$/distribution: {auto: true, tensor_parallel_degree: 2}/' auto.yaml > bad.yaml
 err=$("$loom" train bad.yaml 2>&1 || true)
 grep -q "distribution.tensor_parallel_degree: is chosen by distribution.auto" <<<"$err" ||
