@@ -13,6 +13,8 @@
 #                (binary, Open MPI, libraries) that the plan leaves out
 #
 #   bench/layouts_vs_plan.sh [loom binary] [layouts...]
+#   PLAN_CALIBRATION=file.yaml (from `loom plan --calibrate`) plans with this
+#   machine's measured figures instead of the defaults
 #   layouts: DPxTPxPP[:schedule] (default: 1x1x8:simple 2x1x4 4x1x2 2x2x2 1x8x1);
 #   each layout splits its replica's batch into 8 / dp micro-batches of 2 rows
 #
@@ -81,7 +83,8 @@ for spec in "${layouts[@]}"; do
             --set "distribution.microbatches=$micro")
   plan=$work/plan_${lay}_${sched}.txt
   "$loom" plan "$work/job.yaml" --world $world --all --set distribution.microbatches=$micro \
-      --set hyperparameters.per_device_train_batch_size=$global > "$plan"
+      --set hyperparameters.per_device_train_batch_size=$global \
+      ${PLAN_CALIBRATION:+--calibration "$PLAN_CALIBRATION"} > "$plan"
   [[ ${#results[@]} -gt 0 ]] || head -2 "$plan"
   if ((pp > 1)); then key="dp$dp tp$tp pp$pp $sched"; else key="dp$dp tp$tp pp$pp"; fi
   grep -E "^$key " "$plan" | grep -v ckpt || true

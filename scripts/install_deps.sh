@@ -14,6 +14,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   fortunes fortunes-min
   clang libclang-rt-14-dev
+  jq python3-yaml  # tests/cli/plan_gpu.sh, plan_calibrate.sh
 )
 # The peer benchmarks (bench/*.py) compare against Debian's PyTorch.
 if [[ "${LOOM_WITH_TORCH:-0}" == 1 ]]; then

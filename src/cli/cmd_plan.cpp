@@ -1,6 +1,9 @@
 // `loom plan job.yaml --world N`: every dp x tp x pp layout of N ranks for the
 // job's model and batch, with predicted memory per rank and step time, best
 // first (parallel/layout_plan.h; the cost model is docs/cost-model.md).
+// With --machine NAME the cluster planner prices GPU nodes instead
+// (cli/plan_gpu.h, docs/plan-gpu.md); --calibrate measures this machine for
+// the CPU planner (cli/plan_calibrate.h).
 #include <fmt/format.h>
 
 #include <memory>
@@ -8,6 +11,9 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "cli/plan_calibrate.h"
+#include "cli/plan_gpu.h"
+#include "core/check.h"
 #include "config/job.h"
 #include "models/model_config.h"
 #include "parallel/layout_plan.h"
@@ -23,6 +29,10 @@ struct PlanOptions {
     int top = 0;
     bool all = false;
     MachineModel machine;
+    GpuPlanOptions gpu;  // used when --machine is given
+    bool calibrate = false;
+    CalibrateOptions calib;
+    std::string calibration;  // file from --calibrate for the CPU planner
 };
 
 double gib(double bytes) {
@@ -37,6 +47,13 @@ std::string layout_name(const LayoutChoice& l) {
 }
 
 void run_plan(const PlanOptions& o) {
+    if (!o.gpu.machine.empty()) {
+        GpuPlanOptions g = o.gpu;
+        g.top = o.top;
+        g.all = o.all;
+        run_gpu_plan(o.job_path, o.overrides, g);
+        return;
+    }
     const Job job = job_load(o.job_path, o.overrides);
     ModelConfig config = load_hf_config(job.model.config_path);
     const Task want = job.task;
@@ -63,7 +80,15 @@ void run_plan(const PlanOptions& o) {
                           : job.training.gradient_accumulation_steps);
     if (q.global_batch % q.microbatches) q.microbatches = 1;
     q.zero_stage = int(d.zero_stage);
-    const MachineModel& mc = o.machine;
+    MachineModel mc = o.machine;
+    if (!o.calibration.empty()) {
+        const MachineModel cal = machine_from_calibration(o.calibration);
+        mc.cores = cal.cores;
+        mc.gflops_per_core = cal.gflops_per_core;
+        mc.gemm_half_rows = cal.gemm_half_rows;
+        mc.allreduce_gbps = cal.allreduce_gbps;
+        mc.p2p_gbps = cal.p2p_gbps;
+    }
     const auto rows = plan_layouts(m, q, mc);
     fmt::print(
         "{} ({}): {:.1f}M parameters, {} layers, hidden {}, {} heads; global batch {} x seq "
@@ -71,9 +96,14 @@ void run_plan(const PlanOptions& o) {
         config.architecture, config.source, double(m.total_params) / 1e6, m.layers, m.hidden,
         m.heads, q.global_batch, q.seq, q.microbatches);
     fmt::print(
-        "machine: {} cores at {:.0f} GFLOP/s each, all-reduce {:.1f} GB/s, p2p {:.1f} GB/s; "
-        "world {}\n\n",
-        mc.cores, mc.gflops_per_core, mc.allreduce_gbps, mc.p2p_gbps, world);
+        "machine: {} cores at {:.0f} GFLOP/s each{}, all-reduce {:.1f} GB/s, p2p {:.1f} GB/s; "
+        "world {}{}\n\n",
+        mc.cores, mc.gflops_per_core,
+        mc.gemm_half_rows > 0
+            ? fmt::format(" x rows / (rows + {:.0f}) per micro-batch", mc.gemm_half_rows)
+            : std::string(),
+        mc.allreduce_gbps, mc.p2p_gbps, world,
+        o.calibration.empty() ? std::string() : fmt::format(" (calibrated: {})", o.calibration));
     fmt::print("{:<28} {:>9} {:>8} {:>8} {:>9} {:>9} {:>9} {:>8} {:>7}\n", "layout", "peak GiB",
                "params", "optim", "acts", "step s", "compute", "comm", "bubble");
     int shown = 0;
@@ -113,8 +143,18 @@ its default machine figures come from: docs/cost-model.md.
 
 Layouts that break a rule (heads not divisible by tp, more stages than
 layers, over --memory-gib) are hidden; --all lists them with the reason.
+
+GPU clusters in mixed precision (docs/plan-gpu.md, profiles in
+docs/plan-machines.md); the job may name its model by config alone:
+  loom plan job.yaml --machine a100-80gb-sxm --nodes 8 --explain
+  loom plan job.yaml --machine h100-sxm --nodes 4 --json \
+      --layout dp=2,tp=4,pp=4,micro_batch=1,global_batch=512,recompute=selective
+
+This machine's figures for the CPU planner (docs/cost-model.md):
+  loom plan --calibrate --calibrate-out host.yaml
+  loom plan job.yaml --world 8 --calibration host.yaml
 )");
-    sub->add_option("job", o->job_path, "job file (YAML)")->required();
+    sub->add_option("job", o->job_path, "job file (YAML)");
     sub->add_option("--set", o->overrides, "override a job key (repeatable)")->take_all();
     sub->add_option("--world", o->world, "number of ranks (default: the job's degrees multiplied)");
     sub->add_option("--top", o->top, "show only the best N layouts");
@@ -131,7 +171,61 @@ layers, over --memory-gib) are hidden; --all lists them with the reason.
         ->capture_default_str();
     sub->add_option("--memory-gib", o->machine.memory_gib, "memory per rank, GiB (0: no limit)")
         ->capture_default_str();
-    sub->callback([o] { run_plan(*o); });
+    GpuPlanOptions& g = o->gpu;
+    sub->add_option("--machine", g.machine,
+                    "GPU node profile (a100-40gb-sxm, a100-80gb-sxm, h100-sxm, h200-sxm, "
+                    "p4d.24xlarge, p4de.24xlarge, p5.48xlarge, p5e.48xlarge) or a YAML file; "
+                    "selects the cluster planner (docs/plan-gpu.md)");
+    sub->add_option("--nodes", g.nodes, "nodes of --machine")->capture_default_str();
+    sub->add_option("--layout", g.layout,
+                    "price one layout: dp=8,tp=4,pp=12,micro_batch=2,global_batch=2048,"
+                    "recompute=full|selective|none,virtual_stages=1,sequence_parallel=false,"
+                    "zero_stage=0,precision=bf16 (with --machine)");
+    sub->add_option("--global-batch", g.global_batch, "global batch (default: the job's)");
+    sub->add_flag("--json", g.json, "one JSON object per layout (with --machine)");
+    sub->add_flag("--explain", g.explain, "say why the fastest layout wins (with --machine)");
+    sub->add_option("--max-tp", g.bounds.max_tp, "largest tensor-parallel degree to search");
+    sub->add_option("--max-pp", g.bounds.max_pp, "largest pipeline degree to search");
+    sub->add_option("--micro-batch", g.bounds.micro_batch, "search only this micro-batch size");
+    sub->add_flag("--fused-attention", g.bounds.fused_attention,
+                  "price flash-style fused attention (no s x s tensors)");
+    sub->add_flag("--calibrate", o->calibrate,
+                  "measure this machine for the CPU planner: GEMM rate by shape and threads, "
+                  "all-reduce and point-to-point bandwidth (no job needed)");
+    sub->add_option("--calibrate-out", o->calib.out, "YAML file --calibrate writes");
+    sub->add_option("--calibrate-ranks", o->calib.ranks, "ranks for the bandwidths")
+        ->capture_default_str();
+    sub->add_flag("--quick", o->calib.quick, "--calibrate with small shapes and short timings");
+    sub->add_option("--calibration", o->calibration,
+                    "a file from --calibrate: this machine's figures for the CPU planner");
+    sub->callback([o, sub] {
+        // Flags of the other planner would be silently ignored: refuse them.
+        if (!o->gpu.machine.empty())
+            for (const char* cpu_only : {"--world", "--cores", "--ranks-per-node", "--gflops-per-core",
+                                         "--allreduce-gbps", "--p2p-gbps", "--memory-gib",
+                                         "--calibration"})
+                if (sub->count(cpu_only) > 0)
+                    throw loom::Error(fmt::format(
+                        "{} is for the CPU planner; with --machine give --nodes (the profile "
+                        "holds the machine's figures)",
+                        cpu_only));
+        if (o->calibrate) {
+            run_calibrate(o->calib);
+            return;
+        }
+        if (o->job_path.empty()) throw loom::Error("plan: a job file is required (or --calibrate)");
+        if (o->gpu.machine.empty())
+            for (const char* gpu_only : {"--nodes", "--layout", "--global-batch", "--json",
+                                         "--explain", "--max-tp", "--max-pp", "--micro-batch",
+                                         "--fused-attention"})
+                if (sub->count(gpu_only) > 0)
+                    throw loom::Error(fmt::format("{} needs --machine NAME", gpu_only));
+        if (!o->calibrate)
+            for (const char* calib_only : {"--calibrate-out", "--calibrate-ranks", "--quick"})
+                if (sub->count(calib_only) > 0)
+                    throw loom::Error(fmt::format("{} goes with --calibrate", calib_only));
+        run_plan(*o);
+    });
 }
 
 }  // namespace

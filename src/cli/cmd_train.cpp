@@ -25,6 +25,7 @@
 #include "parallel/mpi_job.h"
 #include "parallel/process_groups.h"
 #include "parallel/topology.h"
+#include "train/auto_layout.h"
 #include "train/trainer.h"
 
 namespace loom::cli {
@@ -71,6 +72,13 @@ void print_notes(const Job& job, const LaunchFacts& facts, bool quiet) {
     std::fflush(stdout);
 }
 
+// `distribution: auto`'s choice (train/auto_layout.h), printed once.
+void print_auto_layout(const std::vector<std::string>& lines, bool quiet) {
+    if (quiet) return;
+    for (const auto& l : lines) fmt::print("{}\n", l);
+    std::fflush(stdout);
+}
+
 Job load_for_training(const TrainOptions& o) {
     JobParseOptions po;
     po.for_training = true;
@@ -86,6 +94,7 @@ int run_train(const TrainOptions& o) {
     topts.quiet = o.quiet;
     if (!launched_by_mpi() || !MpiSession::available()) {
         Job job = load_for_training(o);
+        print_auto_layout(apply_auto_layout(job, 1, 1), o.quiet);
         print_notes(job, LaunchFacts{}, o.quiet);
         if (o.threads > 0) runtime_init({o.threads});
         LOOM_CHECK(job.distribution.data_parallel_degree <= 1 &&
@@ -109,6 +118,8 @@ int run_train(const TrainOptions& o) {
     // reported once for the job (cli/main.cpp, parallel/mpi_job.h).
     MpiSession mpi;
     Job job = load_for_training(o);
+    print_auto_layout(apply_auto_layout(job, mpi.world_size(), mpi_ranks_on_host()),
+                      o.quiet || mpi.world_rank() != 0);
     LaunchFacts facts;
     facts.launched = true;
     facts.world_size = mpi.world_size();

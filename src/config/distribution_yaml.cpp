@@ -60,7 +60,17 @@ std::vector<Field> loom_fields(DistributionArgs& d) {
             field_bool("offload_activations", &d.offload_activations),
             field_int("activation_loading_horizon", &d.activation_loading_horizon),
             {"partition", partition},
-            field_number("collective_timeout_s", &d.collective_timeout_s)};
+            field_number("collective_timeout_s", &d.collective_timeout_s),
+            field_bool("auto", &d.auto_layout),
+            // A profile name, or a YAML file resolved like the job's other paths.
+            {"machine",
+             [&d](const YamlCtx& c, const YAML::Node& n, const std::string& p) {
+                 d.machine = read_string(c, n, p);
+                 if (d.machine.ends_with(".yaml") || d.machine.ends_with(".yml"))
+                     d.machine = c.resolve_path(p, d.machine);
+             }},
+            field_int("max_tensor_parallel_degree", &d.max_tensor_parallel_degree),
+            field_int("max_pipeline_parallel_degree", &d.max_pipeline_parallel_degree)};
 }
 
 // Sets a DistributionArgs member from an SMP parameter, unless the same
@@ -265,6 +275,23 @@ void validate(const YamlCtx& ctx, const DistributionArgs& d) {
     } else if (d.virtual_stages > 1) {
         bad("virtual_stages", "virtual_stages > 1 needs pipeline: interleaved");
     }
+    if (d.max_tensor_parallel_degree < 0) bad("max_tensor_parallel_degree", "must be >= 0");
+    if (d.max_pipeline_parallel_degree < 0) bad("max_pipeline_parallel_degree", "must be >= 0");
+    // Under auto the planner sets these; a written value would be overwritten.
+    for (std::string_view key : {"data_parallel_degree", "tensor_parallel_degree",
+                                 "pipeline_parallel_degree", "microbatches", "pipeline",
+                                 "virtual_stages", "activation_checkpointing"})
+        if (d.auto_layout && ctx.has(at(key)))
+            bad(key, "is chosen by distribution.auto; remove it, or bound the choice with "
+                     "max_tensor_parallel_degree / max_pipeline_parallel_degree");
+    if (!d.auto_layout)
+        for (std::string_view key :
+             {"machine", "max_tensor_parallel_degree", "max_pipeline_parallel_degree"})
+            if (ctx.has(at(key)))
+                ctx.notes.push_back(fmt::format(
+                    "{}: no effect without distribution.auto: true (it directs the layout "
+                    "planner's choice)",
+                    at(key)));
     const std::string& ps = d.placement_strategy;
     std::string sorted = ps;
     std::sort(sorted.begin(), sorted.end());
@@ -293,6 +320,10 @@ void validate(const YamlCtx& ctx, const DistributionArgs& d) {
 
 void read_distribution(const YamlCtx& ctx, const YAML::Node& node, DistributionArgs& out,
                        TrainingArgs& training) {
+    if (node.IsScalar() && node.Scalar() == "auto") {  // `distribution: auto`
+        out.auto_layout = true;
+        return;
+    }
     YAML::Node smdistributed;
     bool dp_enabled = false, mp_enabled = false;
     YAML::Node mp_parameters;

@@ -200,6 +200,13 @@ struct DistributionArgs {
     int64_t activation_loading_horizon = 4;
     std::vector<int64_t> partition;       // blocks per pipeline stage; empty = even split
     double collective_timeout_s = 300.0;  // a dead or stalled rank stops the job after this
+    // `distribution: auto`: the degrees, micro-batches, schedule and
+    // checkpointing are chosen at launch by the layout planner for the world
+    // size (train/auto_layout.h); the keys below bound or direct that choice.
+    bool auto_layout = false;
+    std::string machine;  // GPU profile (name or YAML file) to plan for; "" = this host's CPU
+    int64_t max_tensor_parallel_degree = 0;    // 0 = no bound
+    int64_t max_pipeline_parallel_degree = 0;  // 0 = no bound
     bool smddp = false;                   // written as smdistributed.dataparallel
     bool smp = false;                     // written as smdistributed.modelparallel
     // SageMaker's `mpi` block. Ranks are started by the launcher, so these
@@ -246,6 +253,8 @@ struct JobParseOptions {
     // leaves data.eval unread. Other commands read the job for its model and
     // data and leave both switches alone.
     bool for_training = false;
+    // `loom plan` prices a model from its config alone: no tokenizer needed.
+    bool model_config_only = false;
 };
 
 // Parses a job file; `overrides` are "dotted.key=value" strings (--set),

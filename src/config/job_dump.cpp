@@ -163,6 +163,11 @@ void dump_distribution(Dumper& d, const DistributionArgs& a) {
         d.out << YAML::EndSeq;
     }
     d.num("collective_timeout_s", a.collective_timeout_s);
+    // The layout that ran: `distribution: auto` has already written its
+    // choice into the keys above, so the dump reruns it without re-planning.
+    if (a.auto_layout)
+        d.out << YAML::Comment(fmt::format("layout chosen by distribution: auto{}",
+                                           a.machine.empty() ? "" : " for " + a.machine));
     if (a.smddp || a.smp) {
         d.begin("smdistributed");
         d.begin(a.smddp ? "dataparallel" : "modelparallel");

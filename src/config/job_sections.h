@@ -14,7 +14,8 @@
 namespace loom::config {
 
 // `model:` a folder path, or {path, config, tokenizer, weights}.
-void read_model(const YamlCtx& ctx, const YAML::Node& node, ModelArgs& out);
+void read_model(const YamlCtx& ctx, const YAML::Node& node, ModelArgs& out,
+                bool need_tokenizer = true);
 std::vector<Field> data_fields(DataArgs& d);
 // `hyperparameters:` fills TrainingArgs and the save_* / resume keys of CheckpointArgs.
 std::vector<Field> hyperparameter_fields(TrainingArgs& t, CheckpointArgs& c);

@@ -22,7 +22,7 @@ using config::YamlCtx;
 
 namespace config {
 
-void read_model(const YamlCtx& ctx, const YAML::Node& node, ModelArgs& out) {
+void read_model(const YamlCtx& ctx, const YAML::Node& node, ModelArgs& out, bool need_tokenizer) {
     out = ModelArgs{};
     if (node.IsScalar()) {
         out.path = ctx.resolve_path("model", node.Scalar());
@@ -48,7 +48,7 @@ void read_model(const YamlCtx& ctx, const YAML::Node& node, ModelArgs& out) {
     }
     if (out.config_path.empty())
         ctx.fail("model", node, "model: needs a folder or a 'config' (config.json) to build from");
-    if (out.tokenizer_path.empty())
+    if (out.tokenizer_path.empty() && need_tokenizer)
         ctx.fail("model", node, "model: needs a folder or a 'tokenizer' (tokenizer.json)");
 }
 
@@ -328,7 +328,7 @@ Job job_parse(const std::string& yaml_text, const std::string& source_name,
             "{}: missing required key 'task' (one of: masked-lm, sequence-classification, "
             "question-answering, causal-lm)",
             source_name);
-    config::read_model(ctx, model_node, job.model);
+    config::read_model(ctx, model_node, job.model, !options.model_config_only);
     config::apply_top_level_synonyms(ctx, job);
     config::apply_gradient_checkpointing(ctx, job.distribution);
     if (distribution_node.IsDefined())

@@ -289,7 +289,9 @@ TimePlan plan_time(const PlanModel& m, const PlanWorkload& w, const LayoutChoice
     const int ranks_node = mc.ranks_per_node > 0 ? mc.ranks_per_node : world;
     // Each rank runs max(1, cores / ranks) threads.
     const double threads = std::max(1.0, double(mc.cores) / double(ranks_node));
-    const double rank_rate = mc.gflops_per_core * 1e9 * threads;
+    const double shape = mc.gemm_half_rows > 0 ? tokens / (tokens + mc.gemm_half_rows) : 1.0;
+    const double core_rate = mc.gflops_per_core * 1e9 * shape;
+    const double rank_rate = core_rate * threads;
 
     // Pipeline: the simulated schedule's idle share stretches the busy time.
     if (l.pp > 1) {
@@ -304,7 +306,7 @@ TimePlan plan_time(const PlanModel& m, const PlanWorkload& w, const LayoutChoice
     const double critical = work / rank_rate / (1.0 - t.bubble);
     // More ranks than cores: a rank waiting in a bubble frees its core for the
     // others, so the node's total work over its cores bounds the step too.
-    const double node_bound = work * ranks_node / (mc.gflops_per_core * 1e9 * mc.cores);
+    const double node_bound = work * ranks_node / (core_rate * mc.cores);
     const double compute = std::max(critical, node_bound);
     t.compute_s = compute;
 

@@ -64,6 +64,10 @@ struct MachineModel {
     double p2p_gbps = 5.0;         // point-to-point (pipeline) bandwidth, GB/s
     double latency_s = 20e-6;      // per message
     double memory_gib = 0;         // per rank; 0 = no limit
+    // GEMM rate by shape: a micro-batch of R token rows runs its GEMMs at
+    // R / (R + gemm_half_rows) of gflops_per_core (0 = one rate for every
+    // shape). Measured by `loom plan --calibrate`.
+    double gemm_half_rows = 0;
 };
 
 struct LayoutChoice {

@@ -1,0 +1,264 @@
+// `loom plan --calibrate` and `--calibration FILE` (plan_calibrate.h).
+// The shape curve rate(R) = peak x R / (R + half_rows) is fitted to GEMMs of
+// R x K times K x N at one thread (least squares on log rates over a grid of
+// half_rows), since that is the form the planner applies per micro-batch.
+#include "cli/plan_calibrate.h"
+
+#include <fmt/format.h>
+#include <omp.h>
+#include <yaml-cpp/yaml.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <functional>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <thread>
+#include <vector>
+
+#include "comm/comm_local.h"
+#include "comm/comm_mpi.h"
+#include "core/check.h"
+#include "ops/gemm.h"
+
+namespace loom::cli {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Best GFLOP/s of an M x N x K fp32 GEMM over 3 timed rounds of at least
+// `min_s` each, on `threads` OpenMP threads.
+double gemm_gflops(int64_t M, int64_t N, int64_t K, int threads, double min_s) {
+    std::vector<float> a(size_t(M * K), 0.5f), b(size_t(K * N), 0.25f), c(size_t(M * N));
+    omp_set_num_threads(threads);
+    gemm<float>(false, false, M, N, K, 1.f, a.data(), K, b.data(), N, 0.f, c.data(), N);  // warm
+    double best = 0;
+    for (int round = 0; round < 3; ++round) {
+        int reps = 0;
+        const auto t0 = Clock::now();
+        double dt = 0;
+        do {
+            gemm<float>(false, false, M, N, K, 1.f, a.data(), K, b.data(), N, 0.f, c.data(), N);
+            ++reps;
+            dt = seconds_since(t0);
+        } while (dt < min_s);
+        best = std::max(best, 2.0 * double(M) * double(N) * double(K) * reps / dt / 1e9);
+    }
+    return best;
+}
+
+struct Fit {
+    double peak = 0, half_rows = 0, rms_log = 0;
+};
+
+Fit fit_shape(const std::vector<std::pair<double, double>>& rows_rate) {
+    Fit best;
+    best.rms_log = 1e300;
+    for (double h = 0; h <= 8192; h = h < 1 ? 1 : h * 1.05) {
+        double mean = 0;
+        for (auto [r, g] : rows_rate) mean += std::log(g) - std::log(r / (r + h));
+        mean /= double(rows_rate.size());
+        double err = 0;
+        for (auto [r, g] : rows_rate) {
+            const double d = std::log(g) - mean - std::log(r / (r + h));
+            err += d * d;
+        }
+        err = std::sqrt(err / double(rows_rate.size()));
+        if (err < best.rms_log) best = {std::exp(mean), h, err};
+    }
+    return best;
+}
+
+// Bus bandwidth of an all-reduce (2 (n-1)/n bytes per rank per second, the
+// planner's ring convention) and of one send/recv between ranks 0 and 1, as
+// rank 0 sees them; every rank of `c` calls this.
+std::pair<double, double> measure_bandwidths(Communicator& c, int64_t floats, double min_s) {
+    const int ranks = c.size();
+    double ar = 0, p2p = 0;
+    std::vector<float> buf(size_t(floats), 1.f);
+    c.all_reduce(std::span<float>(buf), ReduceOp::sum)->wait();  // warm
+    c.barrier()->wait();
+    int reps = 0;
+    const auto t0 = Clock::now();
+    double dt = 0;
+    while (true) {
+        c.all_reduce(std::span<float>(buf), ReduceOp::sum)->wait();
+        ++reps;
+        dt = seconds_since(t0);
+        // Every rank must run the same number of collectives: rank 0 decides.
+        float more = dt < min_s ? 1.f : 0.f;
+        c.broadcast(std::span<float>(&more, 1), 0)->wait();
+        if (more == 0.f) break;
+    }
+    const double bytes = 4.0 * double(floats);
+    ar = 2.0 * (ranks - 1) / ranks * bytes * reps / dt / 1e9;
+    c.barrier()->wait();
+    if (c.rank() <= 1) {
+        const auto t1 = Clock::now();
+        constexpr int k_msgs = 8;
+        for (int i = 0; i < k_msgs; ++i) {
+            if (c.rank() == 0) {
+                c.send(buf.data(), floats, DType::f32, 1)->wait();
+            } else {
+                c.recv(buf.data(), floats, DType::f32, 0)->wait();
+            }
+        }
+        // The receiver's clock ends last; send its figure to rank 0.
+        float seen = float(bytes * k_msgs / seconds_since(t1) / 1e9);
+        if (c.rank() == 1) c.send(&seen, 1, DType::f32, 0, 1)->wait();
+        if (c.rank() == 0) c.recv(&seen, 1, DType::f32, 1, 1)->wait();
+        p2p = seen;
+    }
+    c.barrier()->wait();
+    return {ar, p2p};
+}
+
+// Started by mpirun/srun: measure MPI's transport, not in-process copies.
+bool launched_by_mpi() {
+    for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE", "PMI_RANK"})
+        if (std::getenv(v)) return true;
+    return false;
+}
+
+double load_average() {
+    double l = 0;
+    if (std::FILE* f = std::fopen("/proc/loadavg", "r")) {
+        if (std::fscanf(f, "%lf", &l) != 1) l = 0;
+        std::fclose(f);
+    }
+    return l;
+}
+
+void calibrate_into(const CalibrateOptions& o, int ranks, const char* how,
+                    const std::function<std::pair<double, double>()>& bandwidths) {
+    const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
+    const double load = load_average();
+    const double min_s = o.quick ? 0.02 : 0.2;
+    const int64_t NK = o.quick ? 256 : 1024;
+    YAML::Emitter y;
+    y.SetDoublePrecision(5);
+    y << YAML::Comment(fmt::format(
+        "loom plan --calibrate: {} cores, load average {:.2f} at the start (a busy machine "
+        "measures low). Bandwidths are between {} {}.",
+        cores, load, ranks, how));
+    y << YAML::BeginMap;
+    // GEMM rate by rows at one thread: what one single-threaded rank gets.
+    std::vector<std::pair<double, double>> by_rows;
+    y << YAML::Key << "gemm_one_thread" << YAML::Value << YAML::BeginSeq;
+    for (int64_t M : {8, 32, 128, 512, 2048}) {
+        const double g = gemm_gflops(M, NK, NK, 1, min_s);
+        by_rows.emplace_back(double(M), g);
+        y << YAML::Flow << YAML::BeginMap << YAML::Key << "rows" << YAML::Value << M << YAML::Key
+          << "n" << YAML::Value << NK << YAML::Key << "k" << YAML::Value << NK << YAML::Key
+          << "gflops" << YAML::Value << g << YAML::EndMap;
+        fmt::print("gemm {} x {} x {}, 1 thread: {:.1f} GFLOP/s\n", M, NK, NK, g);
+    }
+    y << YAML::EndSeq;
+    const Fit fit = fit_shape(by_rows);
+    fmt::print("fit: {:.1f} GFLOP/s x rows / (rows + {:.0f}), rms log error {:.3f}\n", fit.peak,
+               fit.half_rows, fit.rms_log);
+    // Threads per rank: the large shape on 1..cores threads.
+    y << YAML::Key << "gemm_threads" << YAML::Value << YAML::BeginSeq;
+    for (int t = 1; t <= cores; ++t) {
+        const double g = gemm_gflops(2048, NK, NK, t, min_s);
+        y << YAML::Flow << YAML::BeginMap << YAML::Key << "threads" << YAML::Value << t
+          << YAML::Key << "gflops" << YAML::Value << g << YAML::EndMap;
+        fmt::print("gemm 2048 x {} x {}, {} thread(s): {:.1f} GFLOP/s\n", NK, NK, t, g);
+    }
+    y << YAML::EndSeq;
+    omp_set_num_threads(cores);
+    const auto [ar, p2p] = bandwidths();
+    fmt::print("all-reduce bus bandwidth {:.2f} GB/s, point-to-point {:.2f} GB/s ({} {})\n", ar,
+               p2p, ranks, how);
+    y << YAML::Key << "cores" << YAML::Value << cores;
+    y << YAML::Key << "gflops_per_core" << YAML::Value << fit.peak;
+    y << YAML::Key << "gemm_half_rows" << YAML::Value << std::round(fit.half_rows);
+    y << YAML::Key << "allreduce_gbps" << YAML::Value << ar;
+    y << YAML::Key << "p2p_gbps" << YAML::Value << p2p;
+    y << YAML::Key << "load_average" << YAML::Value << load;
+    y << YAML::EndMap;
+    if (!o.out.empty()) {
+        std::ofstream f(o.out);
+        LOOM_CHECK(f.good(), "--calibrate: cannot write '{}'", o.out);
+        f << y.c_str() << "\n";
+        fmt::print("wrote {}\n", o.out);
+    }
+}
+
+}  // namespace
+
+void run_calibrate(const CalibrateOptions& o) {
+    if (launched_by_mpi() && MpiSession::available()) {
+        // Rank 0 measures the GEMMs while the others wait; all measure the
+        // bandwidths over MPI; rank 0 writes the file.
+        MpiSession mpi;
+        CommOptions co;
+        co.spin_s = 0.002;  // waiting ranks must not steal the cores being measured
+        auto world = comm_mpi_world(co);
+        LOOM_CHECK(world->size() >= 2, "--calibrate under mpirun needs at least 2 ranks");
+        auto measure = [&] {
+            return measure_bandwidths(*world, o.quick ? (1 << 20) : (16 << 20),
+                                      o.quick ? 0.02 : 0.2);
+        };
+        if (world->rank() == 0) {
+            calibrate_into(o, world->size(), "ranks of MPI", [&] {
+                world->barrier()->wait();
+                return measure();
+            });
+        } else {
+            world->barrier()->wait();
+            measure();
+        }
+        return;
+    }
+    LOOM_CHECK(o.ranks >= 2, "--calibrate-ranks: expected at least 2, got {}", o.ranks);
+    calibrate_into(o, o.ranks, "threads of one process (run under mpirun to measure MPI)", [&] {
+        std::pair<double, double> bw;
+        comm_local_run(o.ranks, [&](Communicator& c) {
+            const auto r = measure_bandwidths(c, o.quick ? (1 << 20) : (16 << 20),
+                                              o.quick ? 0.02 : 0.2);
+            if (c.rank() == 0) bw = r;
+        });
+        return bw;
+    });
+}
+
+MachineModel machine_from_calibration(const std::string& path) {
+    YAML::Node n;
+    try {
+        n = YAML::LoadFile(path);
+    } catch (const YAML::BadFile&) {
+        LOOM_FAIL("calibration file '{}' not found or unreadable", path);
+    } catch (const YAML::Exception& e) {
+        LOOM_FAIL("{}:{}: {}", path, e.mark.line + 1, e.msg);
+    }
+    auto num = [&](const char* key, bool positive) {
+        const YAML::Node v = n[key];
+        LOOM_CHECK(v.IsDefined(), "{}: missing key '{}' (write the file with loom plan --calibrate)",
+                   path, key);
+        double x = 0;
+        try {
+            x = v.as<double>();
+        } catch (const YAML::Exception&) {
+            LOOM_FAIL("{}:{}: {}: expected a number", path, v.Mark().line + 1, key);
+        }
+        LOOM_CHECK(positive ? x > 0 : x >= 0, "{}:{}: {}: expected a number {} 0, got {}", path,
+                   v.Mark().line + 1, key, positive ? ">" : ">=", x);
+        return x;
+    };
+    MachineModel m;
+    m.cores = int(num("cores", true));
+    m.gflops_per_core = num("gflops_per_core", true);
+    m.gemm_half_rows = num("gemm_half_rows", false);
+    m.allreduce_gbps = num("allreduce_gbps", true);
+    m.p2p_gbps = num("p2p_gbps", true);
+    return m;
+}
+
+}  // namespace loom::cli

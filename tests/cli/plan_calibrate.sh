@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# `loom plan --calibrate`: measures this machine (GEMM rate by rows and by
+# threads, all-reduce and point-to-point bandwidth) into a YAML file the CPU
+# planner reads with --calibration. Checks the file's shape and values, that
+# the planner applies the GEMM shape curve exactly (hand-written files, so the
+# check does not depend on how busy the machine is), the MPI path, and the
+# error for a broken file. The measured figures themselves are not asserted:
+# on a shared 2-core machine they vary with the load.
+#   $1 = loom binary, $2 = tests/data directory
+set -euo pipefail
+loom=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
+data=$(cd "$2" && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+"$loom" plan --calibrate --quick --calibrate-out cal.yaml
+python3 - <<'PY' || fail "calibration file"
+import os, yaml
+c = yaml.safe_load(open("cal.yaml"))
+assert c["cores"] == os.cpu_count(), c["cores"]
+rows = [g["rows"] for g in c["gemm_one_thread"]]
+assert rows == [8, 32, 128, 512, 2048], rows
+assert all(g["gflops"] > 0 for g in c["gemm_one_thread"])
+assert [t["threads"] for t in c["gemm_threads"]] == list(range(1, c["cores"] + 1))
+for k in ("gflops_per_core", "allreduce_gbps", "p2p_gbps"):
+    assert c[k] > 0, k
+assert c["gemm_half_rows"] >= 0
+PY
+
+cat > config.json <<'JSON'
+{"architectures": ["BertForMaskedLM"], "model_type": "bert", "vocab_size": 30522, "hidden_size": 1024,
+ "num_hidden_layers": 24, "num_attention_heads": 16, "intermediate_size": 4096,
+ "max_position_embeddings": 512, "type_vocab_size": 2, "hidden_act": "gelu", "pad_token_id": 0}
+JSON
+echo '{"text": "hello world"}' > train.jsonl
+cat > job.yaml <<YAML
+model: {config: $work/config.json, tokenizer: $data/tokenizers/bert-base-uncased/tokenizer.json}
+task: masked-lm
+data: {train: $work/train.jsonl, max_seq_length: 128}
+hyperparameters: {output_dir: $work/out, per_device_train_batch_size: 8}
+distribution: {microbatches: 8}
+YAML
+out=$("$loom" plan job.yaml --world 8 --calibration cal.yaml)
+grep -q "(calibrated: cal.yaml)" <<<"$out" || fail "calibration not used: $out"
+
+# dp1 x pp8 runs micro-batches of 1 row x 128 tokens: with half_rows 256 its
+# GEMMs run at 128 / 384 of the flat rate, so compute takes 3x as long.
+printf 'cores: 2\ngflops_per_core: 100\ngemm_half_rows: 0\nallreduce_gbps: 2\np2p_gbps: 4\n' > flat.yaml
+printf 'cores: 2\ngflops_per_core: 100\ngemm_half_rows: 256\nallreduce_gbps: 2\np2p_gbps: 4\n' > shaped.yaml
+compute() {  # the compute column of layout $2 under calibration $1
+  "$loom" plan job.yaml --world 8 --calibration "$1" | awk -v l="$2" '$0 ~ "^"l" +[0-9]" {print $(NF-2)}'
+}
+a=$(compute flat.yaml "dp1 tp1 pp8 1f1b"); b=$(compute shaped.yaml "dp1 tp1 pp8 1f1b")
+python3 -c "import sys; r = $b / $a; sys.exit(0 if abs(r - 3) < 0.01 else 1)" ||
+  fail "shape factor: flat $a s, shaped $b s"
+
+printf 'cores: 2\ngflops_per_core: -1\n' > bad.yaml
+err=$("$loom" plan job.yaml --world 8 --calibration bad.yaml 2>&1 || true)
+grep -q "bad.yaml:2: gflops_per_core: expected a number > 0" <<<"$err" || fail "bad file: $err"
+
+if command -v mpirun >/dev/null; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
+  mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 \
+    "$loom" plan --calibrate --quick --calibrate-out mpi.yaml
+  head -1 mpi.yaml | grep -q "between 2 ranks of MPI" || fail "MPI calibration"
+fi
+echo "plan_calibrate: ok"
