@@ -12,7 +12,8 @@
 # three daemons and removes their folder. The daemons run as the current user
 # (root in CI): slurmd must be root to start job steps as another user, which
 # these tests never do. Tasks are tracked by process tree (proctrack/linuxproc)
-# and not confined (task/none), so no cgroup access is needed.
+# and bound to cores with sched_setaffinity (task/affinity), so no cgroup access
+# is needed.
 slurm_dir=
 slurm_why=
 slurm_pids=()
@@ -61,7 +62,7 @@ SlurmUser=$user
 SlurmdUser=root
 AuthType=auth/munge
 CredType=cred/munge
-AuthInfo=socket=$d/munge/munge.sock
+AuthInfo=socket=$d/munge/munge.sock,cred_expire=10
 StateSaveLocation=$d/state
 SlurmdSpoolDir=$d/spool/%n
 SlurmctldPidFile=$d/slurmctld.pid
@@ -71,7 +72,7 @@ SlurmdLogFile=$d/log/slurmd.log
 SlurmctldDebug=info
 SlurmdDebug=info
 ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
+TaskPlugin=task/affinity
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 SchedulerType=sched/backfill
