@@ -340,7 +340,8 @@ int run_launch(const LaunchOptions& o) {
                    rc == k_exit_stopped_by_signal
                        ? "; every rank stopped after the checkpoint (exit status 75: run the "
                          "same command again to continue)"
-                       : (rc == 0 ? "; every rank exited cleanly" : ""));
+                       : (rc == 0 ? "; every rank exited cleanly"
+                                  : fmt::format("; mpirun exited with status {}", rc)));
         return clean ? rc : 128 + g_signal;
     }
     if (rc == 127 && err.find("loom launch: cannot run") != std::string::npos) return rc;

@@ -90,7 +90,13 @@ for placement in cluster spread; do
 done
 echo "ranks 0-1 on host-127-0-0-2, 2-3 on host-127-0-0-3; tensor groups inside a host with cluster, across hosts with spread"
 
-echo "== loom train on two hosts, one rank each"
+echo "== loom train on two hosts, one rank each, as the MPIJob's launcher runs it"
+# docs/kubernetes-mpijob.yaml's launcher command, with this test's hostfile,
+# thread count and job file in place of the cluster's.
+k8s=$(sed -n 's/^ *args: \[launch, \(.*\)\]$/\1/p' "$here/../../docs/kubernetes-mpijob.yaml" | tr -d ',"')
+same "$k8s" "--hostfile /etc/mpi/hostfile --threads 8 /data/job.yaml" "the MPIJob launcher's arguments"
+read -r -a launch_args <<<"$(sed -e 's|/etc/mpi/hostfile|hostfile|' -e 's|--threads 8|--threads 1|' \
+                              -e 's|/data/job.yaml|two.yaml|' <<<"$k8s")"
 printf '127.0.0.2 slots=1\n127.0.0.3 slots=1\n' > hostfile
 sed -e 's/max_steps: 10/max_steps: 16/' -e 's/save_steps: 4/save_steps: 2/' base.yaml > job.yaml
 "$loom" train job.yaml --quiet --threads 1 --set hyperparameters.output_dir=ref
@@ -98,13 +104,13 @@ sed -i 's/overwrite_output_dir: true/overwrite_output_dir: false/' job.yaml
 # Two ranks with half the batch each: the same global batch as the 1-rank run.
 { sed 's/per_device_train_batch_size: 8/per_device_train_batch_size: 4/' job.yaml
   echo "distribution: {collective_timeout_s: 60}"; } > two.yaml
-timeout 300 "$loom" launch --hostfile hostfile --threads 1 two.yaml > two.log 2>&1 || { cat two.log; fail "train over two hosts"; }
+timeout 300 "$loom" launch "${launch_args[@]}" > two.log 2>&1 || { cat two.log; fail "train over two hosts"; }
 grep -q "^loom launch: mpirun .*--hostfile hostfile " two.log || fail "not launched over the hostfile: $(head -3 two.log)"
 compare ref out 1e-6 1e-4
 
 echo "== SIGTERM to the launcher of a two-host run, then the same command again"
 rm -rf out
-timeout 300 "$loom" launch --hostfile hostfile --threads 1 two.yaml > stop.log 2>&1 &
+timeout 300 "$loom" launch "${launch_args[@]}" > stop.log 2>&1 &
 launcher=$!
 for _ in $(seq 1 300); do [[ -d out/checkpoint-4 ]] && break; sleep 0.1; done
 [[ -d out/checkpoint-4 ]] || { cat stop.log; fail "no checkpoint before the stop"; }
@@ -119,7 +125,7 @@ else
   [[ $rc == 0 ]] || { cat stop.log; fail "stopped run: exit status $rc (want 75, or 0 if it had finished)"; }
   echo "the run had finished before the signal (status 0)"
 fi
-timeout 300 "$loom" launch --hostfile hostfile --threads 1 two.yaml > resume.log 2>&1 || { cat resume.log; fail "resume over two hosts"; }
+timeout 300 "$loom" launch "${launch_args[@]}" > resume.log 2>&1 || { cat resume.log; fail "resume over two hosts"; }
 if [[ $rc == 75 ]]; then
   grep -q "resuming from checkpoint-" resume.log || { cat resume.log; fail "the rerun did not resume"; }
 fi
