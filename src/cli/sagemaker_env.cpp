@@ -87,6 +87,12 @@ bool is_eval_channel(const std::string& c) {
 
 }  // namespace
 
+bool started_as_sagemaker_train(int argc, char** argv) {
+    if (argc != 2 || std::string(argv[1]) != "train") return false;
+    const std::string root = env_or("LOOM_SAGEMAKER_ROOT", "/opt/ml");
+    return fs::exists(root + "/input/config/hyperparameters.json");
+}
+
 SageMakerEnv read_sagemaker_env() {
     SageMakerEnv e;
     e.root = env_or("LOOM_SAGEMAKER_ROOT", "/opt/ml");

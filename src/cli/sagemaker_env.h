@@ -48,6 +48,12 @@ struct SageMakerEnv {
     bool is_leader() const { return hosts.empty() || current_host == hosts.front(); }
 };
 
+// Whether this process is a SageMaker container's `train` with Loom as the
+// image's entry point: `loom train` without a job file while
+// <root>/input/config/hyperparameters.json exists. main() then runs
+// `loom sagemaker train`.
+bool started_as_sagemaker_train(int argc, char** argv);
+
 // Reads the contract from LOOM_SAGEMAKER_ROOT (default /opt/ml) and the
 // environment; throws loom::Error naming the file or variable on bad input.
 SageMakerEnv read_sagemaker_env();

@@ -12,8 +12,9 @@
 #   - the metric_definitions regexes of docs/sagemaker.md read the train and
 #     eval losses from the log, equal to metrics.jsonl's;
 #   - a SIGTERM inside a step (as a spot interruption sends): exit 75, no
-#     failure file; the same job again resumes from checkpoints/ and ends
-#     with the uninterrupted losses;
+#     failure file; the same job again (started as `loom train`, what
+#     SageMaker runs when the image's entry point is `loom`) resumes from
+#     checkpoints/ and ends with the uninterrupted losses;
 #   - bad hyperparameters: the failure file names the hyperparameter and
 #     what was expected, as for a job file;
 #   - the SM_* variables (SM_HPS, SM_CHANNEL_TRAIN, SM_MODEL_DIR,
@@ -125,7 +126,9 @@ rc=$?
 set -e
 [[ $rc == 75 ]] || { cat stop.log; fail "stopped run: exit $rc, want 75"; }
 [[ ! -e stop/output/failure ]] || fail "a failure file after a stop: $(cat stop/output/failure)"
-LOOM_SAGEMAKER_ROOT=$work/stop "$loom" sagemaker train > resume.log 2>&1 || { cat resume.log; fail "resume"; }
+# As an image whose entry point is plain `loom` is started: `loom train`.
+LOOM_SAGEMAKER_ROOT=$work/stop "$loom" train > resume.log 2>&1 || { cat resume.log; fail "resume"; }
+grep -q "^loom sagemaker: 1 host(s) x 1 rank(s)" resume.log || { cat resume.log; fail "loom train was not taken as SageMaker's train"; }
 grep -q "resuming from checkpoint-" resume.log || { cat resume.log; fail "did not resume"; }
 compare ref stop/checkpoints 1e-12 1e-12
 
