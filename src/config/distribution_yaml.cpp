@@ -296,8 +296,8 @@ void read_distribution(const YamlCtx& ctx, const YAML::Node& node, DistributionA
     YAML::Node smdistributed;
     bool dp_enabled = false, mp_enabled = false;
     YAML::Node mp_parameters;
-    // SageMaker passes both blocks' options to mpirun; here they are kept
-    // (job_to_yaml) and noted, since the ranks already run.
+    // SageMaker passes both blocks' options to mpirun; so does loom launch
+    // (cli/launch_plan.h). Kept (job_to_yaml) and noted.
     auto mpi_options = [&](const YamlCtx& c, const YAML::Node& n, const std::string& p) {
         const std::string v = read_optional_string(c, n, p).value_or("");
         if (v.empty()) return;
