@@ -9,6 +9,8 @@
 #     write a checkpoint and exit 75, the script requeues the job, and the
 #     requeued job resumes from that checkpoint and ends with the
 #     uninterrupted run's losses;
+#   - a plain `scancel`: the ranks still write their checkpoint before the job
+#     ends (CANCELLED, not requeued), and a new submission resumes from it;
 #   - `loom launch` inside an allocation (salloc): mpirun takes the ranks
 #     from Slurm (2 tasks) and the run gives the same losses.
 #   $1 = loom binary, $2 = tests/data directory
@@ -75,6 +77,26 @@ else
   fail "job $id was not stopped and requeued (restarts ${restarts:-?}); the run may have ended before the signal"
 fi
 compare "$work/ref" out 1e-6 1e-4
+cd "$work"
+
+echo "== plain scancel mid-run: the ranks checkpoint before the job ends; a new job resumes"
+mkdir cancel && cp run/job.yaml cancel/ && cd cancel
+id=$(sbatch_here loom-cancel) || fail "sbatch"
+for _ in $(seq 1 300); do [[ -d out/checkpoint-4 ]] && break; sleep 0.1; done
+[[ -d out/checkpoint-4 ]] || { cat loom-cancel-*.out; fail "no checkpoint-4 before scancel"; }
+scancel "$id"
+state=$(wait_job "$id" 60)
+[[ $state == CANCELLED ]] || { cat "loom-cancel-$id.out"; fail "job $id: $state, want CANCELLED"; }
+for _ in $(seq 1 50); do grep -q "stopped by Terminated after step" "loom-cancel-$id.out" && break; sleep 0.1; done
+stopped=$(sed -n 's/.*stopped by Terminated after step \([0-9]*\); checkpoint .*/\1/p' "loom-cancel-$id.out")
+[[ -n $stopped && -f out/checkpoint-$stopped/loom_checkpoint.json ]] \
+  || { cat "loom-cancel-$id.out"; fail "no complete checkpoint written on scancel"; }
+id=$(sbatch_here loom-cancel) || fail "sbatch"
+state=$(wait_job "$id" 90)
+[[ $state == COMPLETED ]] || { cat "loom-cancel-$id.out"; fail "job $id: $state"; }
+grep -q "resuming from checkpoint-$stopped " "loom-cancel-$id.out" || { cat "loom-cancel-$id.out"; fail "did not resume from checkpoint-$stopped"; }
+compare "$work/ref" out 1e-6 1e-4
+echo "scancel: checkpoint-$stopped written on the way out; the next job resumed from it"
 cd "$work"
 
 echo "== loom launch inside an allocation"
