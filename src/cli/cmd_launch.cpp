@@ -8,8 +8,11 @@
 //   --map-by slot[:PE=T]          ranks fill one node before the next, so
 //                                 tensor groups (fastest-varying with
 //                                 placement_strategy cluster) share a node;
-//                                 PE=T binds each rank to its T cores
-//   --bind-to core | none         core binding only when every rank gets cores
+//                                 PE=T binds each rank to its own T CPUs
+//   --use-hwthread-cpus, --bind-to hwthread | none
+//                                 CPUs counted as the affinity mask counts
+//                                 them (hardware threads); binding only when
+//                                 every rank gets CPUs of its own
 //   --oversubscribe               when a node gets more ranks than cores
 //   -x OMP_NUM_THREADS=cores/N    (at least 1) so ranks do not fight for cores
 //   -x MALLOC_*_                  keep freed memory mapped (machine-notes: first
@@ -209,7 +212,10 @@ std::vector<std::string> build_command(const LaunchOptions& o, const LaunchPlan&
     if (p.oversubscribe)
         argv.insert(argv.end(), {"--map-by", map, "--bind-to", "none"});
     else
-        argv.insert(argv.end(), {"--map-by", fmt::format("{}:PE={}", map, p.threads), "--bind-to", "core"});
+        // PE counts hardware threads, as usable_cores() does: on SMT machines
+        // counting cores would ask for more than there are.
+        argv.insert(argv.end(), {"--use-hwthread-cpus", "--map-by",
+                                 fmt::format("{}:PE={}", map, p.threads), "--bind-to", "hwthread"});
     argv.insert(argv.end(), {"--stdin", "none"});
     if (o.tag_output) argv.push_back("--tag-output");
     argv.insert(argv.end(), {"-x", fmt::format("OMP_NUM_THREADS={}", p.threads)});
@@ -361,7 +367,8 @@ void setup_launch(CLI::App& app) {
         "launch", "Run a Loom command (default: train) on N local ranks through mpirun");
     sub->footer(R"(
 Builds and runs:  mpirun [--allow-run-as-root] -np N [--host h1:K,h2:K | --hostfile F]
-                  [--oversubscribe] --map-by slot[:PE=T] --bind-to core|none
+                  [--oversubscribe] [--use-hwthread-cpus] --map-by slot[:PE=T]
+                  --bind-to hwthread|none
                   --stdin none -x OMP_NUM_THREADS=<T = cores/K> -x MALLOC_..._=...
                   [custom_mpi_options] <loom> <cmd> job.yaml [extra args]
 N is --nproc, else distribution.data_parallel_degree x pipeline x tensor

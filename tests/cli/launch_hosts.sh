@@ -23,12 +23,12 @@ env_x="--stdin none -x OMP_NUM_THREADS=1 -x MALLOC_MMAP_THRESHOLD_=1073741824 -x
 
 echo "== mpirun lines"
 out=$("$loom" launch --hosts node1:2,node2:2 --threads 1 --dry-run job.yaml -- --set seed=1)
-same "$out" "mpirun ${root}-np 4 --host node1:2,node2:2 --map-by slot:PE=1 --bind-to core $env_x $loom_abs train job.yaml --set seed=1" "--hosts"
+same "$out" "mpirun ${root}-np 4 --host node1:2,node2:2 --use-hwthread-cpus --map-by slot:PE=1 --bind-to hwthread $env_x $loom_abs train job.yaml --set seed=1" "--hosts"
 printf 'node1 slots=4  # first\n\n# a comment\nnode2 slots=4 max_slots=8\n' > hosts.txt
 out=$("$loom" launch --hostfile hosts.txt --threads 1 --dry-run job.yaml)
-same "$out" "mpirun ${root}-np 8 --hostfile hosts.txt --map-by slot:PE=1 --bind-to core $env_x $loom_abs train job.yaml" "--hostfile"
+same "$out" "mpirun ${root}-np 8 --hostfile hosts.txt --use-hwthread-cpus --map-by slot:PE=1 --bind-to hwthread $env_x $loom_abs train job.yaml" "--hostfile"
 out=$("$loom" launch --hostfile hosts.txt --nproc-per-node 2 --threads 1 --dry-run job.yaml)
-same "$out" "mpirun ${root}-np 4 --host node1:2,node2:2 --map-by slot:PE=1 --bind-to core $env_x $loom_abs train job.yaml" "--nproc-per-node over a hostfile"
+same "$out" "mpirun ${root}-np 4 --host node1:2,node2:2 --use-hwthread-cpus --map-by slot:PE=1 --bind-to hwthread $env_x $loom_abs train job.yaml" "--nproc-per-node over a hostfile"
 
 # The job decides the rank count and the ranks per node; its custom options reach mpirun.
 layout_configs
@@ -41,7 +41,7 @@ distribution:
 YAML
 } > sm.yaml
 out=$("$loom" launch --hosts node1,node2 --threads 1 --dry-run sm.yaml 2>err.txt)
-same "$out" "mpirun ${root}-np 4 --host node1:2,node2:2 --map-by slot:PE=1 --bind-to core $env_x -x NCCL_DEBUG=WARN --mca btl_tcp_if_include lo $loom_abs train sm.yaml" "the job's degrees and mpi block"
+same "$out" "mpirun ${root}-np 4 --host node1:2,node2:2 --use-hwthread-cpus --map-by slot:PE=1 --bind-to hwthread $env_x -x NCCL_DEBUG=WARN --mca btl_tcp_if_include lo $loom_abs train sm.yaml" "the job's degrees and mpi block"
 grep -q "4 ranks from sm.yaml: distribution degrees" err.txt || fail "no note on the rank count: $(cat err.txt)"
 grep -q "each tensor group of 2 ranks is inside one node" err.txt || fail "no placement note: $(cat err.txt)"
 out=$("$loom" launch --hosts node1,node2 --threads 1 --dry-run sm.yaml -- --set distribution.tensor_parallel_degree=1 2>err.txt)

@@ -14,7 +14,7 @@ loom_abs=$(readlink -f "$loom")
 # --- the command line -------------------------------------------------------
 out=$("$loom" launch --nproc 1 --dry-run job.yaml -- --set learning_rate=1e-4) || fail "dry run exited $?"
 expect_line "$out" "^mpirun .*-np 1 " "process count"
-expect_line "$out" " --map-by slot:PE=$cores --bind-to core " "each rank bound to its cores when ranks <= cores"
+expect_line "$out" " --use-hwthread-cpus --map-by slot:PE=$cores --bind-to hwthread " "each rank bound to its cores when ranks <= cores"
 expect_line "$out" " -x OMP_NUM_THREADS=$cores " "threads = cores / 1"
 expect_line "$out" " -x MALLOC_MMAP_THRESHOLD_=1073741824 -x MALLOC_TRIM_THRESHOLD_=1073741824 " "malloc fix"
 expect_line "$out" " $loom_abs train job.yaml --set learning_rate=1e-4$" "program, default command and extra args"
