@@ -29,6 +29,11 @@ out=$("$loom" launch --hostfile hosts.txt --threads 1 --dry-run job.yaml)
 same "$out" "mpirun ${root}-np 8 --hostfile hosts.txt --use-hwthread-cpus --map-by slot:PE=1 --bind-to hwthread $env_x $loom_abs train job.yaml" "--hostfile"
 out=$("$loom" launch --hostfile hosts.txt --nproc-per-node 2 --threads 1 --dry-run job.yaml)
 same "$out" "mpirun ${root}-np 4 --host node1:2,node2:2 --use-hwthread-cpus --map-by slot:PE=1 --bind-to hwthread $env_x $loom_abs train job.yaml" "--nproc-per-node over a hostfile"
+# Inside a Slurm allocation: mpirun takes the nodes from Slurm; K per node.
+out=$(SLURM_JOB_ID=7 SLURM_JOB_NUM_NODES=2 "$loom" launch --nproc-per-node 2 --threads 1 --dry-run job.yaml)
+same "$out" "mpirun ${root}-np 4 --use-hwthread-cpus --map-by ppr:2:node:PE=1 --bind-to hwthread $env_x $loom_abs train job.yaml" "--nproc-per-node in an allocation"
+out=$(SLURM_JOB_ID=7 SLURM_JOB_NUM_NODES=2 SLURM_NTASKS=6 "$loom" launch --threads 1 --dry-run job.yaml)
+same "$out" "mpirun ${root}-np 6 --use-hwthread-cpus --map-by slot:PE=1 --bind-to hwthread $env_x $loom_abs train job.yaml" "SLURM_NTASKS in an allocation"
 
 # The job decides the rank count and the ranks per node; its custom options reach mpirun.
 layout_configs
