@@ -201,10 +201,17 @@ LaunchPlan plan_launch(const LaunchRequest& r) {
         p.np = env_int("SLURM_NTASKS");
     } else {
         LOOM_FAIL("launch: how many ranks? Give --nproc N (or --nproc-per-node N, --hosts "
-                  "h1:8,h2:8, --hostfile FILE), or set distribution.data_parallel_degree{} in "
-                  "the job file",
+                  "h1:8,h2:8, --hostfile FILE), or set distribution.data_parallel_degree in "
+                  "the job file{}",
                   r.job.empty() || file_exists(r.job) ? "" : fmt::format(" ({} was not found)", r.job));
     }
+    if (p.hosts.empty() && !p.in_allocation && p.per_node > 0 && p.np != p.per_node)
+        LOOM_FAIL("launch: {} ranks on this machine, but {} per node ({}); name the nodes with "
+                  "--hosts or --hostfile, or start {} ranks",
+                  p.np, p.per_node,
+                  r.nproc_per_node > 0 ? std::string("--nproc-per-node")
+                                       : job_src + ": distribution.mpi.processes_per_host",
+                  p.per_node);
     if (!p.hosts.empty())
         LOOM_CHECK(p.np <= slots,
                    "launch: {} ranks but the hosts offer {} slots ({}); give more hosts or slots, or "

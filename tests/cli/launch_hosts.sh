@@ -59,6 +59,7 @@ expect_error() {  # PATTERN ARGS...: the launch fails with a message matching PA
 }
 expect_error "--nproc 3 but sm.yaml:[0-9]+: distribution.data_parallel_degree 2 x pipeline_parallel_degree 1 x tensor_parallel_degree 2 = 4 ranks" --nproc 3 sm.yaml
 expect_error "--nproc-per-node 4 but sm.yaml:[0-9]+: distribution.mpi.processes_per_host is 2" --nproc-per-node 4 --hosts a,b sm.yaml
+expect_error "4 ranks on this machine, but 2 per node \(sm.yaml: distribution.mpi.processes_per_host\)" sm.yaml
 expect_error "6 ranks but the hosts offer 4 slots \(a:2,b:2\)" --nproc 6 --hosts a:2,b:2 job.yaml
 expect_error "--hosts entry 'b:zero': expected a whole number of slots" --hosts a:2,b:zero job.yaml
 printf 'node1 slots=2\nnode2 cpus=2\n' > bad_hosts.txt
