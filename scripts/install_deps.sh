@@ -11,11 +11,14 @@ packages=(
   zlib1g-dev libzstd-dev zstd
   libcurl4-openssl-dev s3cmd
   libopenmpi-dev openmpi-bin
+  slurmctld slurmd slurm-client munge
   libgtest-dev libgmock-dev libbenchmark-dev
   fortunes fortunes-min
   clang libclang-rt-14-dev
   jq python3-yaml  # tests/cli/plan_gpu.sh, plan_calibrate.sh
 )
+# slurmctld, slurmd, slurm-client and munge: tests/cli/slurm.sh starts a
+# one-node cluster on loopback with its own configuration and daemons.
 # The peer benchmarks (bench/*.py) compare against Debian's PyTorch.
 if [[ "${LOOM_WITH_TORCH:-0}" == 1 ]]; then
   packages+=(python3-torch python3-numpy)

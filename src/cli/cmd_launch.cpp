@@ -1,16 +1,28 @@
-// `loom launch --nproc N job.yaml [-- extra args]`: runs the job on N local
-// ranks through mpirun, with the flags this kind of machine needs, so users
-// never write an mpirun line by hand:
+// `loom launch [--nproc N] job.yaml [-- extra args]`: runs the job's ranks
+// through Open MPI's mpirun, on this machine or across hosts, with the flags
+// this kind of machine needs, so users never write an mpirun line by hand:
 //   --allow-run-as-root           when running as root (containers)
-//   --oversubscribe               when N exceeds the cores we may use
-//   --bind-to core | none         core binding only when every rank gets a core
+//   --host h1:N,h2:N | --hostfile across nodes: Open MPI starts its daemons
+//                                 there with its rsh/ssh agent (inside a Slurm
+//                                 allocation mpirun reads the allocation)
+//   --map-by slot[:PE=T]          ranks fill one node before the next, so
+//                                 tensor groups (fastest-varying with
+//                                 placement_strategy cluster) share a node;
+//                                 PE=T binds each rank to its own T CPUs
+//   --use-hwthread-cpus, --bind-to hwthread | none
+//                                 CPUs counted as the affinity mask counts
+//                                 them (hardware threads); binding only when
+//                                 every rank gets CPUs of its own
+//   --oversubscribe               when a node gets more ranks than cores
 //   -x OMP_NUM_THREADS=cores/N    (at least 1) so ranks do not fight for cores
 //   -x MALLOC_*_                  keep freed memory mapped (machine-notes: first
 //                                 touch costs ~14 us per page; also set by
 //                                 runtime_init, but the variables act before
 //                                 MPI_Init allocates)
 //   --stdin none                  mpirun runs in its own process group (below)
-// and then `<this loom> <cmd> job.yaml extra...` (cmd defaults to train).
+//   the job's custom_mpi_options  (SageMaker's distribution.mpi block)
+// and then `<this loom> <cmd> job.yaml extra...` (cmd defaults to train). The
+// rank count and ranks per node come from launch_plan.h.
 //
 // Signals: mpirun runs in its own process group so that a terminal's Ctrl-C
 // reaches only this launcher. Open MPI's mpirun kills its ranks within about a
@@ -18,16 +30,19 @@
 // which would cut a checkpoint short. So the first SIGINT/SIGTERM/SIGHUP/SIGUSR1
 // is delivered straight to the rank processes (mpirun's children; SIGHUP as
 // SIGTERM): `loom train` then finishes its step, checkpoints and exits 75, and
-// so does the launch. A second signal goes to mpirun, which kills the job. If
-// the launcher dies, PR_SET_PDEATHSIG sends mpirun SIGTERM.
+// so does the launch. Ranks on other nodes are not our processes' children:
+// there mpirun gets SIGUSR1, which it forwards to every rank, and loom train
+// stops on it as on SIGTERM. A second signal goes to mpirun, which kills the
+// job. If the launcher dies, PR_SET_PDEATHSIG sends mpirun SIGTERM.
 //
 // Failures: mpirun's stderr passes through this process, which keeps it and,
 // when the job fails, names the failing rank from mpirun's report ("Process
 // name: [[jobid,1],R] Exit code: C", "MPI_ABORT was invoked on rank R",
 // "process rank R ... exited on signal S"). The exit status is mpirun's.
 //
-// Multi-node jobs are started by Slurm (srun) or a Kubernetes MPIJob instead;
-// see docs/slurm.md and docs/kubernetes-mpijob.yaml.
+// Under Slurm, srun can start the ranks instead (docs/slurm.md); on
+// Kubernetes, an MPIJob's launcher runs this same command
+// (docs/kubernetes-mpijob.yaml).
 #include <dirent.h>
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -48,6 +63,7 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "cli/launch_plan.h"
 #include "core/check.h"
 #include "core/stop_signals.h"
 
@@ -56,7 +72,10 @@ namespace loom::cli {
 namespace {
 
 struct LaunchOptions {
-    int nproc = 1;
+    int nproc = 0;  // 0 = from the job or the hosts (launch_plan.h)
+    int nproc_per_node = 0;
+    int threads = 0;
+    std::string hosts, hostfile;
     std::string cmd = "train";
     std::string job;
     std::vector<std::string> args;  // after `--`, passed to every rank
@@ -148,20 +167,62 @@ std::string shell_quote(const std::string& s) {
     return q + "'";
 }
 
-std::vector<std::string> build_command(const LaunchOptions& o, const std::string& loom_exe) {
-    const int cores = usable_cores();
-    const int threads = std::max(1, cores / o.nproc);
+// The --set values among the arguments for the ranks, so that the plan reads
+// the job as the ranks will.
+std::vector<std::string> set_overrides(const std::vector<std::string>& args) {
+    std::vector<std::string> sets;
+    for (size_t i = 0; i < args.size(); ++i) {
+        if (args[i] == "--set" && i + 1 < args.size()) sets.push_back(args[++i]);
+        else if (args[i].rfind("--set=", 0) == 0) sets.push_back(args[i].substr(6));
+    }
+    return sets;
+}
+
+LaunchPlan plan_for(const LaunchOptions& o) {
+    LaunchRequest r;
+    r.nproc = o.nproc;
+    r.nproc_per_node = o.nproc_per_node;
+    r.hosts = o.hosts;
+    r.hostfile = o.hostfile;
+    r.job = o.job;
+    r.job_overrides = set_overrides(o.args);
+    r.local_cores = usable_cores();
+    r.threads = o.threads;
+    return plan_launch(r);
+}
+
+std::vector<std::string> build_command(const LaunchOptions& o, const LaunchPlan& p,
+                                       const std::string& loom_exe) {
     std::vector<std::string> argv = {o.mpirun};
     if (geteuid() == 0) argv.push_back("--allow-run-as-root");
-    argv.insert(argv.end(), {"-np", std::to_string(o.nproc)});
-    if (o.nproc > cores) argv.push_back("--oversubscribe");
-    argv.insert(argv.end(), {"--bind-to", o.nproc <= cores ? "core" : "none"});
+    argv.insert(argv.end(), {"-np", std::to_string(p.np)});
+    if (p.hosts_from_file) {
+        argv.insert(argv.end(), {"--hostfile", o.hostfile});
+    } else if (!p.hosts.empty()) {
+        std::string list;
+        for (const auto& h : p.hosts) list += fmt::format("{}{}:{}", list.empty() ? "" : ",", h.name, h.slots);
+        argv.insert(argv.end(), {"--host", list});
+    }
+    if (p.oversubscribe) argv.push_back("--oversubscribe");
+    // Inside an allocation with a fixed count per node: N on every node, in
+    // node order. Otherwise fill each host's slots in turn.
+    const std::string map = p.in_allocation && p.per_node > 0
+                                ? fmt::format("ppr:{}:node", p.per_node)
+                                : std::string("slot");
+    if (p.oversubscribe)
+        argv.insert(argv.end(), {"--map-by", map, "--bind-to", "none"});
+    else
+        // PE counts hardware threads, as usable_cores() does: on SMT machines
+        // counting cores would ask for more than there are.
+        argv.insert(argv.end(), {"--use-hwthread-cpus", "--map-by",
+                                 fmt::format("{}:PE={}", map, p.threads), "--bind-to", "hwthread"});
     argv.insert(argv.end(), {"--stdin", "none"});
     if (o.tag_output) argv.push_back("--tag-output");
-    argv.insert(argv.end(), {"-x", fmt::format("OMP_NUM_THREADS={}", threads)});
+    argv.insert(argv.end(), {"-x", fmt::format("OMP_NUM_THREADS={}", p.threads)});
     argv.insert(argv.end(), {"-x", "MALLOC_MMAP_THRESHOLD_=1073741824"});
     argv.insert(argv.end(), {"-x", "MALLOC_TRIM_THRESHOLD_=1073741824"});
     argv.insert(argv.end(), {"-x", "MALLOC_TOP_PAD_=67108864"});
+    argv.insert(argv.end(), p.custom_mpi_options.begin(), p.custom_mpi_options.end());
     argv.insert(argv.end(), o.mpi_args.begin(), o.mpi_args.end());
     argv.push_back(loom_exe);
     argv.push_back(o.cmd);
@@ -187,8 +248,9 @@ std::string describe_failure(const std::string& err) {
 }
 
 int run_launch(const LaunchOptions& o) {
-    LOOM_CHECK(o.nproc >= 1, "launch: --nproc must be >= 1, got {}", o.nproc);
-    std::vector<std::string> argv = build_command(o, self_exe());
+    const LaunchPlan plan = plan_for(o);
+    for (const auto& n : plan.notes) fmt::print(stderr, "loom launch: {}\n", n);
+    std::vector<std::string> argv = build_command(o, plan, self_exe());
     std::string line;
     for (const auto& a : argv) line += (line.empty() ? "" : " ") + shell_quote(a);
     if (o.dry_run) {
@@ -230,9 +292,18 @@ int run_launch(const LaunchOptions& o) {
         const int sig = g_signal == SIGHUP ? SIGTERM : int(g_signal);
         // A signal in the first moments may find ranks not started or not
         // yet able to stop cleanly: wait (up to 10 s) for all of them.
+        if (!plan.hosts.empty() || plan.in_allocation) {
+            // Ranks on other nodes: mpirun forwards SIGUSR1 to every one.
+            kill(pid, SIGUSR1);
+            fmt::print(stderr,
+                       "loom launch: passed SIGUSR1 through mpirun to the {} ranks to let them "
+                       "stop cleanly; signal again to kill the job\n",
+                       plan.np);
+            return;
+        }
         std::vector<pid_t> ranks = children_of(pid);
         for (int i = 0; i < 500; ++i) {
-            if (int(ranks.size()) >= o.nproc && std::all_of(ranks.begin(), ranks.end(), stop_ready))
+            if (int(ranks.size()) >= plan.np && std::all_of(ranks.begin(), ranks.end(), stop_ready))
                 break;
             siginfo_t ended{};
             if (waitid(P_PID, id_t(pid), &ended, WEXITED | WNOHANG | WNOWAIT) == 0 &&
@@ -275,7 +346,8 @@ int run_launch(const LaunchOptions& o) {
                    rc == k_exit_stopped_by_signal
                        ? "; every rank stopped after the checkpoint (exit status 75: run the "
                          "same command again to continue)"
-                       : (rc == 0 ? "; every rank exited cleanly" : ""));
+                       : (rc == 0 ? "; every rank exited cleanly"
+                                  : fmt::format("; mpirun exited with status {}", rc)));
         return clean ? rc : 128 + g_signal;
     }
     if (rc == 127 && err.find("loom launch: cannot run") != std::string::npos) return rc;
@@ -294,18 +366,36 @@ void setup_launch(CLI::App& app) {
     CLI::App* sub = app.add_subcommand(
         "launch", "Run a Loom command (default: train) on N local ranks through mpirun");
     sub->footer(R"(
-Builds and runs:  mpirun [--allow-run-as-root] -np N [--oversubscribe]
-                  --bind-to core|none --stdin none -x OMP_NUM_THREADS=<cores/N>
-                  -x MALLOC_..._=... <loom> <cmd> job.yaml [extra args]
-Use --dry-run to print the line without running it. The first Ctrl-C,
-SIGTERM, SIGHUP or SIGUSR1 is passed to the ranks (loom train checkpoints and
-exits 75; the launch too); a second one kills the job. If a rank fails, its rank number is printed at the end.
+Builds and runs:  mpirun [--allow-run-as-root] -np N [--host h1:K,h2:K | --hostfile F]
+                  [--oversubscribe] [--use-hwthread-cpus] --map-by slot[:PE=T]
+                  --bind-to hwthread|none
+                  --stdin none -x OMP_NUM_THREADS=<T = cores/K> -x MALLOC_..._=...
+                  [custom_mpi_options] <loom> <cmd> job.yaml [extra args]
+N is --nproc, else distribution.data_parallel_degree x pipeline x tensor
+degrees from the job file, else K x nodes; K (ranks per node) is
+--nproc-per-node, else distribution.mpi.processes_per_host, else the host's
+slots; T is --threads, else this machine's cores / K. Ranks fill one node
+before the next. Use --dry-run to print the line.
+The first Ctrl-C, SIGTERM, SIGHUP or SIGUSR1 is passed to the ranks (loom
+train checkpoints and exits 75; the launch too); a second one kills the job.
+If a rank fails, its rank number is printed at the end.
 Examples:
   loom launch --nproc 4 job.yaml
   loom launch --nproc 2 job.yaml -- --set learning_rate=1e-4
-Across machines use Slurm (srun loom train job.yaml) or a Kubernetes MPIJob:
-see docs/slurm.md and docs/kubernetes-mpijob.yaml.)");
-    sub->add_option("--nproc,-n", o->nproc, "number of ranks")->required();
+  loom launch --hosts node1:8,node2:8 job.yaml
+  loom launch --hostfile hosts.txt --nproc-per-node 4 job.yaml
+Open MPI reaches other hosts over ssh (--mpi-arg=--mca --mpi-arg=plm_rsh_agent
+--mpi-arg=CMD for another agent). Under Slurm srun can start the ranks; see
+docs/slurm.md and docs/kubernetes-mpijob.yaml.)");
+    sub->add_option("--nproc,-n", o->nproc,
+                    "number of ranks (default: from the job's distribution degrees or the hosts)");
+    sub->add_option("--nproc-per-node", o->nproc_per_node,
+                    "ranks per node (default: distribution.mpi.processes_per_host or the host's slots)");
+    sub->add_option("--hosts", o->hosts, "hosts and their slots: host1:8,host2:8");
+    sub->add_option("--hostfile", o->hostfile, "Open MPI hostfile ('host slots=N' lines)");
+    sub->add_option("--threads", o->threads,
+                    "OpenMP threads per rank (default: this machine's cores / ranks per node; "
+                    "give it when the nodes differ from the launching machine)");
     sub->add_option("--cmd", o->cmd, "the loom subcommand every rank runs")->capture_default_str();
     sub->add_option("--mpirun", o->mpirun, "the mpirun to use")->capture_default_str();
     sub->add_option("--mpi-arg", o->mpi_args,

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "cli/command.h"
+#include "cli/sagemaker_env.h"
 #include "core/check.h"
 #include "core/runtime.h"
 #include "parallel/mpi_job.h"
@@ -48,8 +49,12 @@ int main(int argc, char** argv) {
     app.require_subcommand(1);
     app.set_version_flag("--version", "loom 0.1.0");
     for (auto& setup : loom::cli::command_registry()) setup(app);
+    // SageMaker runs an image's entry point with the one argument `train`.
+    std::vector<char*> args(argv, argv + argc);
+    char sagemaker[] = "sagemaker";
+    if (loom::cli::started_as_sagemaker_train(argc, argv)) args.insert(args.begin() + 1, sagemaker);
     try {
-        app.parse(argc, argv);
+        app.parse(int(args.size()), args.data());
     } catch (const CLI::ParseError& e) {
         return app.exit(e);
     } catch (const std::exception& e) {

@@ -28,8 +28,8 @@ constexpr std::string_view k_no_ddp_choice =
     "data-parallel traffic goes over MPI (NCCL on GPUs, set up through MPI), so there is no "
     "port or backend to choose";
 constexpr std::string_view k_mpi_options_not_applied =
-    "the ranks are started before the job file is read, so Loom cannot pass these to mpirun; "
-    "give them to mpirun yourself or to loom launch as --mpi-arg";
+    "loom launch passes them to mpirun; ranks started another way (mpirun or srun directly) "
+    "are already running, so give them to that mpirun yourself";
 
 std::vector<Field> loom_fields(DistributionArgs& d) {
     auto partition = [&d](const YamlCtx& c, const YAML::Node& n, const std::string& p) {
@@ -327,14 +327,14 @@ void read_distribution(const YamlCtx& ctx, const YAML::Node& node, DistributionA
     YAML::Node smdistributed;
     bool dp_enabled = false, mp_enabled = false;
     YAML::Node mp_parameters;
-    // SageMaker passes both blocks' options to mpirun; here they are kept
-    // (job_to_yaml) and noted, since the ranks already run.
+    // SageMaker passes both blocks' options to mpirun; so does loom launch
+    // (cli/launch_plan.h). Kept (job_to_yaml) and noted.
     auto mpi_options = [&](const YamlCtx& c, const YAML::Node& n, const std::string& p) {
         const std::string v = read_optional_string(c, n, p).value_or("");
         if (v.empty()) return;
         out.custom_mpi_options += (out.custom_mpi_options.empty() ? "" : " ") + v;
         c.notes.push_back(
-            fmt::format("{}: '{}' has no effect in Loom: {}", p, v, k_mpi_options_not_applied));
+            fmt::format("{}: '{}': {}", p, v, k_mpi_options_not_applied));
     };
     auto smd = [&](const YamlCtx& c, const YAML::Node& n, const std::string& p) {
         read_fields(

@@ -248,6 +248,9 @@ struct JobParseOptions {
     // Folder that relative paths from --set resolve against; empty = the
     // current directory.
     std::string override_base_dir;
+    // How errors name each override, in the order of `overrides`; missing
+    // entries read "--set key=value" (e.g. a SageMaker hyperparameter instead).
+    std::vector<std::string> override_labels;
     // Set by `loom train`, which honours HF's do_train / do_eval switches:
     // do_train: false is an error there (use `loom eval`), do_eval: false
     // leaves data.eval unread. Other commands read the job for its model and
@@ -262,6 +265,13 @@ struct JobParseOptions {
 // argument), the key and what was expected.
 Job job_load(const std::string& path, const std::vector<std::string>& overrides = {},
              const JobParseOptions& options = {});
+
+// Where a key written without a section belongs when it is given on its own
+// (a SageMaker hyperparameter): "learning_rate" -> "hyperparameters.learning_rate",
+// "max_seq_length" -> "data.max_seq_length"; top-level keys, dotted paths and
+// unknown names come back unchanged (the parser then reports them as the job
+// file would, with the same hints).
+std::string job_key_path(const std::string& key);
 
 // The same from text; `source_name` labels errors and `base_dir` resolves
 // relative paths.

@@ -198,8 +198,9 @@ std::vector<Field> hyperparameter_fields(TrainingArgs& t, CheckpointArgs& c) {
 namespace {
 
 // Merges one "a.b.c=value" into the tree, creating maps on the way.
-void apply_override(YAML::Node& root, const std::string& arg, YamlCtx& ctx) {
-    const std::string label = "--set " + arg;
+void apply_override(YAML::Node& root, const std::string& arg, YamlCtx& ctx,
+                    const std::string& given_label) {
+    const std::string label = given_label.empty() ? "--set " + arg : given_label;
     auto eq = arg.find('=');
     LOOM_CHECK(eq != std::string::npos && eq > 0,
                "{}: expected key=value, e.g. --set hyperparameters.learning_rate=3e-5", label);
@@ -268,6 +269,15 @@ void register_key_homes(YamlCtx& ctx) {
 
 }  // namespace config
 
+std::string job_key_path(const std::string& key) {
+    if (key.find('.') != std::string::npos) return key;
+    YamlCtx ctx;
+    config::register_key_homes(ctx);
+    auto it = ctx.key_homes.find(key);
+    if (it == ctx.key_homes.end() || it->second.empty()) return key;
+    return config::join_path(it->second, key);
+}
+
 Job job_parse(const std::string& yaml_text, const std::string& source_name,
               const std::string& base_dir, const std::vector<std::string>& overrides,
               const JobParseOptions& options) {
@@ -289,7 +299,9 @@ Job job_parse(const std::string& yaml_text, const std::string& source_name,
             "{}: a job file must be a map of keys (model, task, data, hyperparameters, "
             "distribution), got {}",
             source_name, config::describe(root));
-    for (const auto& o : overrides) apply_override(root, o, ctx);
+    for (size_t i = 0; i < overrides.size(); ++i)
+        apply_override(root, overrides[i], ctx,
+                       i < options.override_labels.size() ? options.override_labels[i] : "");
     if (!root.IsMap() || root.size() == 0)
         LOOM_FAIL("{}: the job is empty; it needs at least 'model', 'task' and 'data'",
                   source_name);

@@ -1,9 +1,9 @@
 // The job's launcher keys against the running job.
 //
-// Ranks are started by the launcher (loom launch --nproc N, mpirun -np N,
-// srun), never by the job file, so SageMaker's distribution.mpi block and
-// smdistributed.dataparallel cannot start anything here. Instead they are
-// checked against what the launcher did: processes_per_host must equal the
+// Ranks are started by the launcher (loom launch, mpirun -np N, srun), never
+// by `loom train` itself; loom launch reads the job's distribution.mpi block
+// to start them (cli/launch_plan.h). Inside a rank the block is checked
+// against what the launcher did: processes_per_host must equal the
 // ranks on this host (an error names the key, its line and both counts), and
 // the log says how many replicas the data-parallel settings act on, so that
 // zero_stage or bucket sizes on a single replica are not silently inert.

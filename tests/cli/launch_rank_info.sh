@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `loom launch`: the mpirun line it builds (root, oversubscription, binding,
+# `loom launch` on one machine: the mpirun line it builds (root, oversubscription, binding,
 # OMP_NUM_THREADS, malloc variables, extra args), and a real 2-rank run of the
 # hidden `loom rank-info` that must see both ranks talk over MPI.
 # Usage: launch_rank_info.sh LOOM_BINARY TESTS_DATA_DIR
@@ -14,7 +14,7 @@ loom_abs=$(readlink -f "$loom")
 # --- the command line -------------------------------------------------------
 out=$("$loom" launch --nproc 1 --dry-run job.yaml -- --set learning_rate=1e-4) || fail "dry run exited $?"
 expect_line "$out" "^mpirun .*-np 1 " "process count"
-expect_line "$out" " --bind-to core " "binding when ranks <= cores"
+expect_line "$out" " --use-hwthread-cpus --map-by slot:PE=$cores --bind-to hwthread " "each rank bound to its cores when ranks <= cores"
 expect_line "$out" " -x OMP_NUM_THREADS=$cores " "threads = cores / 1"
 expect_line "$out" " -x MALLOC_MMAP_THRESHOLD_=1073741824 -x MALLOC_TRIM_THRESHOLD_=1073741824 " "malloc fix"
 expect_line "$out" " $loom_abs train job.yaml --set learning_rate=1e-4$" "program, default command and extra args"
@@ -23,7 +23,7 @@ if [[ $(id -u) == 0 ]]; then expect_line "$out" "^mpirun --allow-run-as-root " "
 
 many=$((cores * 2))
 out=$("$loom" launch --nproc "$many" --cmd eval --mpi-arg=--report-bindings --dry-run job.yaml) || fail "dry run exited $?"
-expect_line "$out" " -np $many --oversubscribe --bind-to none " "more ranks than cores"
+expect_line "$out" " -np $many --oversubscribe --map-by slot --bind-to none " "more ranks than cores"
 expect_line "$out" " -x OMP_NUM_THREADS=1 " "at least one thread"
 expect_line "$out" " --report-bindings $loom_abs eval job.yaml$" "--mpi-arg and --cmd"
 

@@ -95,10 +95,9 @@ TEST(JobNotes, LauncherBlocksThatCannotStartAnything) {
   torch_distributed: {enabled: true}
 )");
     EXPECT_NOTE(job,
-                "distribution.mpi.custom_mpi_options: '-x NCCL_DEBUG=INFO' has no effect in "
-                "Loom: the ranks are started before the job file is read, so Loom cannot "
-                "pass these to mpirun; give them to mpirun yourself or to loom launch as "
-                "--mpi-arg");
+                "distribution.mpi.custom_mpi_options: '-x NCCL_DEBUG=INFO': loom launch passes "
+                "them to mpirun; ranks started another way (mpirun or srun directly) are "
+                "already running, so give them to that mpirun yourself");
     EXPECT_NOTE(job,
                 "distribution.torch_distributed.enabled: 'true' has no effect in Loom: "
                 "ranks are started by loom launch, mpirun or srun (not torchrun) and talk "
