@@ -13,10 +13,11 @@
 #include "cli/command.h"
 #include "cli/plan_calibrate.h"
 #include "cli/plan_gpu.h"
-#include "core/check.h"
 #include "config/job.h"
+#include "core/check.h"
 #include "models/model_config.h"
 #include "parallel/layout_plan.h"
+#include "train/plan_model.h"
 
 namespace loom::cli {
 

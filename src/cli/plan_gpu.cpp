@@ -10,6 +10,7 @@
 #include "config/job.h"
 #include "core/check.h"
 #include "models/model_config.h"
+#include "train/plan_model.h"
 
 namespace loom::cli {
 

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include "models/model_config.h"
 #include "parallel/pipeline_parallel.h"
 #include "parallel/pipeline_sim.h"
 
@@ -161,25 +160,10 @@ double ring_seconds(double bytes, int n, double gbps, double latency) {
 
 }  // namespace
 
-PlanModel plan_model_from_config(const ModelConfig& c) {
-    PlanModel m;
-    m.layers = c.num_hidden_layers;
-    m.distinct_blocks = c.family == ModelFamily::albert ? c.num_hidden_groups : c.num_hidden_layers;
-    m.hidden = c.hidden_size;
-    m.heads = c.num_attention_heads;
-    m.intermediate = c.intermediate_size;
-    m.vocab = c.vocab_size;
-    m.embedding = c.embedding_size > 0 ? c.embedding_size : c.hidden_size;
-    m.positions = c.sinusoidal_pos_embds ? 0 : c.max_position_embeddings;
-    m.type_vocab = c.type_vocab_size;
-    m.lm_head = c.task == Task::masked_lm || c.task == Task::causal_lm;
-    m.causal = c.task == Task::causal_lm || c.family == ModelFamily::gpt2;
-    m.span_head = c.task == Task::question_answering;
-    m.num_labels = c.num_labels;
+void plan_model_count_params(PlanModel& m) {
     const BlockParams b = block_params(m), e = embedding_params(m), h = head_params(m);
     m.total_params = int64_t(double(m.distinct_blocks) * (b.split + b.replicated) + e.split +
                              e.replicated + h.split + h.replicated);
-    return m;
 }
 
 double forward_flops_per_token(const PlanModel& m, int64_t seq) {

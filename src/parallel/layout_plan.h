@@ -18,8 +18,6 @@
 
 namespace loom {
 
-struct ModelConfig;
-
 // The shape facts the cost model needs.
 struct PlanModel {
     int64_t layers = 0;           // L: block applications
@@ -39,7 +37,9 @@ struct PlanModel {
     int64_t total_params = 0;  // counted from the shapes above
 };
 
-PlanModel plan_model_from_config(const ModelConfig& config);
+// Sets m.total_params from the shape fields (train/plan_model.h fills
+// those from a ModelConfig).
+void plan_model_count_params(PlanModel& m);
 
 // One optimizer step of one data-parallel replica.
 struct PlanWorkload {

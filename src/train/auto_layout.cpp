@@ -12,6 +12,7 @@
 #include "models/model_config.h"
 #include "parallel/gpu_plan.h"
 #include "parallel/layout_plan.h"
+#include "train/plan_model.h"
 
 namespace loom {
 

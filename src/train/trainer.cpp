@@ -22,6 +22,7 @@
 #include "train/gpu_eval_model.h"
 #include "train/log_jsonl.h"
 #include "train/log_tensorboard.h"
+#include "train/plan_model.h"
 #include "train/progress.h"
 #include "train/replica_sync_comm.h"
 #include "train/report_html.h"

@@ -10,6 +10,7 @@
 #include "models/model.h"
 #include "models/model_config.h"
 #include "parallel/layout_plan.h"
+#include "train/plan_model.h"
 
 namespace loom {
 namespace {
