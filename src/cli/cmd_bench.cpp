@@ -177,7 +177,7 @@ Timing run_cpu(Model& model, const ModelInputs& in, const BenchOptions& o) {
 Timing run_cuda(Model& model, const ModelInputs& in, const BenchOptions& o) {
     CudaModelOptions co;
     co.device = o.gpu;
-    co.dtype = o.dtype == "bf16" ? CudaDtype::bf16 : CudaDtype::fp32;
+    co.dtype = o.dtype == "bf16" ? ComputeDtype::bf16 : ComputeDtype::fp32;
     co.adamw = AdamWParams{1e-4, 0.9, 0.999, 1e-8, 0.01};
     auto gpu = CudaModel::create(model, co);
     Timing r;

@@ -128,11 +128,11 @@ void read_smp_parameters(const YamlCtx& ctx, const YAML::Node& node, const std::
     auto pipeline = [&](const YamlCtx& c, const YAML::Node& n, const std::string& p) {
         std::string s = read_string(c, n, p);
         // SMP's "interleaved" interleaves forward and backward passes: 1F1B.
-        PipelineKind k;
+        ScheduleKind k;
         if (s == "simple")
-            k = PipelineKind::simple;
+            k = ScheduleKind::simple;
         else if (s == "interleaved" || s == "1f1b")
-            k = PipelineKind::one_f_one_b;
+            k = ScheduleKind::one_f_one_b;
         else
             c.fail(p, n, fmt::format("{}: expected 'simple' or 'interleaved', got '{}'", p, s));
         set_from_smp(ctx, "pipeline", p, &d.pipeline, k);
@@ -262,7 +262,7 @@ void validate(const YamlCtx& ctx, const DistributionArgs& d) {
     if (d.pipeline_parallel_degree < 1) bad("pipeline_parallel_degree", "must be >= 1");
     if (d.microbatches < 1) bad("microbatches", "must be >= 1");
     if (d.virtual_stages < 1) bad("virtual_stages", "must be >= 1");
-    if (d.pipeline == PipelineKind::interleaved) {
+    if (d.pipeline == ScheduleKind::interleaved) {
         if (d.virtual_stages < 2)
             bad("virtual_stages",
                 "pipeline 'interleaved' needs virtual_stages >= 2 model chunks "

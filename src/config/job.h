@@ -23,8 +23,10 @@
 #include <vector>
 
 #include "core/sample_by.h"
+#include "core/schedule_kind.h"
 #include "core/task.h"
 #include "optim/lr_schedule.h"
+#include "optim/optimizer.h"
 
 namespace loom {
 
@@ -46,8 +48,8 @@ struct EnumTable<IntervalStrategy> {
     static constexpr std::array<std::string_view, 3> names = {"no", "steps", "epoch"};
 };
 
-// `optim`: HF's adamw_torch / adamw_hf / adamw_torch_fused all mean adamw here.
-enum class OptimizerKind { adamw, lamb, sgd };
+// `optim`: HF's adamw_torch / adamw_hf / adamw_torch_fused all mean adamw
+// here (OptimizerKind is declared with the optimizers).
 template <>
 struct EnumTable<OptimizerKind> {
     static constexpr std::array<std::string_view, 3> names = {"adamw", "lamb", "sgd"};
@@ -61,10 +63,9 @@ struct EnumTable<LrSchedulerType> {
 // Pipeline schedule. In Loom's own keys `interleaved` is Megatron's
 // interleaved 1F1B over `virtual_stages` model chunks per rank; SMP's
 // `pipeline: interleaved` means plain 1F1B and is mapped to one_f_one_b.
-enum class PipelineKind { simple, one_f_one_b, interleaved };
 template <>
-struct EnumTable<PipelineKind> {
-    static constexpr std::array<std::string_view, 3> names = {"simple", "1f1b", "interleaved"};
+struct EnumTable<ScheduleKind> {
+    static constexpr auto names = k_schedule_kind_names;
 };
 
 // SampleBy (plain-text records) is declared in core, for the readers too.
@@ -189,7 +190,7 @@ struct DistributionArgs {
     int64_t tensor_parallel_degree = 1;
     int64_t pipeline_parallel_degree = 1;
     int64_t microbatches = 1;
-    PipelineKind pipeline = PipelineKind::one_f_one_b;
+    ScheduleKind pipeline = ScheduleKind::one_f_one_b;
     int64_t virtual_stages = 1;
     // "cluster", "spread" or a permutation of D, P, T (SMP): which axis varies
     // slowest across ranks.

@@ -195,7 +195,7 @@ void distribution_notes(const Notes& n, const YamlCtx& ctx, const DistributionAr
         if (d.microbatches > 1)
             note("microbatches", std::to_string(d.microbatches),
                  why + "; hyperparameters.gradient_accumulation_steps splits a batch on one rank");
-        if (d.pipeline != PipelineKind::one_f_one_b)
+        if (d.pipeline != ScheduleKind::one_f_one_b)
             note("pipeline", std::string(enum_name(d.pipeline)), why);
         if (!d.partition.empty())
             note("partition", fmt::format("[{}]", d.partition[0]), why);  // one stage

@@ -15,6 +15,9 @@
 
 namespace loom {
 
+// The optimizers, one enum for the job file, the CPU and the GPU updates.
+enum class OptimizerKind { adamw, lamb, sgd };
+
 class Optimizer {
   public:
     virtual ~Optimizer() = default;

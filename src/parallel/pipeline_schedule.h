@@ -36,9 +36,10 @@
 #include <string_view>
 #include <vector>
 
+#include "core/schedule_kind.h"
+
 namespace loom {
 
-enum class ScheduleKind : uint8_t { simple, one_f_one_b, interleaved };
 // "simple" | "1f1b" | "interleaved" (aliases: "gpipe", "afab" -> simple)
 ScheduleKind schedule_kind_from_name(std::string_view name);
 std::string_view schedule_kind_name(ScheduleKind kind);

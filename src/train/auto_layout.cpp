@@ -36,9 +36,7 @@ void apply(Job& job, const Choice& c, int64_t global) {
     d.data_parallel_degree = c.dp;
     d.tensor_parallel_degree = c.tp;
     d.pipeline_parallel_degree = c.pp;
-    d.pipeline = c.schedule == ScheduleKind::simple        ? PipelineKind::simple
-                 : c.schedule == ScheduleKind::interleaved ? PipelineKind::interleaved
-                                                           : PipelineKind::one_f_one_b;
+    d.pipeline = c.schedule;
     d.virtual_stages = c.schedule == ScheduleKind::interleaved ? c.virtual_stages : 1;
     d.activation_checkpointing = c.checkpointing;
     const int64_t rows = global / c.dp;  // per replica per step

@@ -355,9 +355,7 @@ MemoryPlan Trainer::memory_plan(bool checkpointing) const {
     if (pp_) {
         // Each batch is split into `microbatches` pipeline micro-batches.
         l.pp = pp_->n_stages();
-        l.schedule = d.pipeline == PipelineKind::simple        ? ScheduleKind::simple
-                     : d.pipeline == PipelineKind::interleaved ? ScheduleKind::interleaved
-                                                               : ScheduleKind::one_f_one_b;
+        l.schedule = d.pipeline;
         l.virtual_stages = pp_->n_virtual();
         w.micro_batch = std::max<int64_t>(1, w.micro_batch / d.microbatches);
         w.microbatches *= d.microbatches;

@@ -332,10 +332,7 @@ void Trainer::build_model_and_optimizer() {
                    "adamw is supported there so far",
                    job_.source, enum_name(t.optim));
         const int P = opts_.pp_comm->size(), stage = opts_.pp_comm->rank();
-        const ScheduleKind kind = d.pipeline == PipelineKind::simple ? ScheduleKind::simple
-                                  : d.pipeline == PipelineKind::interleaved
-                                      ? ScheduleKind::interleaved
-                                      : ScheduleKind::one_f_one_b;
+        const ScheduleKind kind = d.pipeline;
         const int V = kind == ScheduleKind::interleaved ? int(d.virtual_stages) : 1;
         LOOM_CHECK(V == 1 || d.partition.empty(),
                    "{}: distribution.partition with pipeline: interleaved is not supported; "
@@ -570,14 +567,10 @@ void Trainer::setup_gpu(const AdamWParams& hp) {
         opts_.dp_comm->broadcast(p.params_data(), p.flat_numel(), DType::f32, 0)->wait();
     }
     CudaModelOptions o;
-    o.dtype = job_.training.bf16   ? CudaDtype::bf16
-              : job_.training.fp16 ? CudaDtype::fp16
-                                   : CudaDtype::fp32;
+    o.dtype = compute_dtype();
     o.adamw = hp;
     const OptimizerKind optim = job_.training.optim;
-    o.optimizer = optim == OptimizerKind::lamb  ? CudaOptimizer::lamb
-                  : optim == OptimizerKind::sgd ? CudaOptimizer::sgd
-                                                : CudaOptimizer::adamw;
+    o.optimizer = optim;
     const DistributionArgs& d = job_.distribution;
     o.checkpoint_every = d.activation_checkpointing ? std::max<int64_t>(d.checkpoint_every, 1) : 0;
     o.offload_activations = d.offload_activations;

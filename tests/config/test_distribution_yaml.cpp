@@ -53,7 +53,7 @@ TEST(DistributionYaml, LoomKeys) {
     EXPECT_EQ(d.tensor_parallel_degree, 2);
     EXPECT_EQ(d.pipeline_parallel_degree, 2);
     EXPECT_EQ(d.microbatches, 4);
-    EXPECT_EQ(d.pipeline, PipelineKind::interleaved);
+    EXPECT_EQ(d.pipeline, ScheduleKind::interleaved);
     EXPECT_EQ(d.virtual_stages, 2);
     EXPECT_EQ(d.placement_strategy, "PDT");
     EXPECT_TRUE(d.activation_checkpointing);
@@ -93,7 +93,7 @@ TEST(DistributionYaml, SageMakerModelParallelMapsOntoLoomKeys) {
     EXPECT_EQ(d.pipeline_parallel_degree, 2);  // SMP's older name "partitions"
     EXPECT_EQ(d.tensor_parallel_degree, 2);
     EXPECT_EQ(d.microbatches, 4);
-    EXPECT_EQ(d.pipeline, PipelineKind::one_f_one_b);  // SMP "interleaved" = 1F1B
+    EXPECT_EQ(d.pipeline, ScheduleKind::one_f_one_b);  // SMP "interleaved" = 1F1B
     EXPECT_EQ(d.placement_strategy, "spread");
     EXPECT_EQ(d.data_parallel_degree, 0);
     EXPECT_EQ(d.zero_stage, 1);

@@ -69,7 +69,7 @@ TEST(JobDump, RoundTripsSageMakerShapesAndDefaults) {
       parameters: {pipeline_parallel_degree: 2, microbatches: 2, pipeline: simple, ddp: false}
   mpi: {enabled: true, processes_per_host: 4, custom_mpi_options: "-x NCCL_DEBUG=WARN"}
 )");
-    EXPECT_EQ(smp.distribution.pipeline, PipelineKind::simple);
+    EXPECT_EQ(smp.distribution.pipeline, ScheduleKind::simple);
     expect_round_trip(smp);
     expect_round_trip(parse_job(
         "model: {config: c.json, tokenizer: t.json}\ntask: causal-lm\ndata: {train: t.txt}\n"));

@@ -68,7 +68,7 @@ TEST_P(CudaPipelineStage, TwoStagesTwoMicroBatchesInFlightEqualTheWholeModel) {
     std::unique_ptr<CudaModel> owner[2];
     std::unique_ptr<CudaModel> inst[2][2];
     CudaModelOptions o;
-    o.dtype = CudaDtype::fp32;
+    o.dtype = ComputeDtype::fp32;
     for (int s = 0; s < 2; ++s) {
         ModelConfig c = f.config;
         c.part = pipeline_stage_part(n_apps, 2, s);

@@ -503,9 +503,9 @@ std::unique_ptr<CudaModel> CudaModel::create(Model& cpu, const CudaModelOptions&
     LOOM_CHECK(why.empty(), "no usable CUDA device: {}", why);
     LOOM_CHECK(options.device >= 0 && options.device < cuda_device_count(),
                "CUDA device {} does not exist ({} visible)", options.device, cuda_device_count());
-    if (options.dtype == CudaDtype::fp32)
+    if (options.dtype == ComputeDtype::fp32)
         return std::make_unique<CudaExecutor<float>>(cpu, options);
-    if (options.dtype == CudaDtype::fp16)
+    if (options.dtype == ComputeDtype::fp16)
         return std::make_unique<CudaExecutor<__half>>(cpu, options);
     return std::make_unique<CudaExecutor<__nv_bfloat16>>(cpu, options);
 }

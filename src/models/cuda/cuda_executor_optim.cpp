@@ -46,8 +46,8 @@ void free_and_null(U*& p) {
     p = nullptr;
 }
 
-bool has_moments(CudaOptimizer o) {
-    return o != CudaOptimizer::sgd;
+bool has_moments(OptimizerKind o) {
+    return o != OptimizerKind::sgd;
 }
 
 }  // namespace
@@ -58,7 +58,7 @@ void CudaExecutor<T>::optim_setup() {
                    options_.adamw.beta2 < 1,
                "optimizer betas must be in [0, 1), got ({}, {})", options_.adamw.beta1,
                options_.adamw.beta2);
-    LOOM_CHECK(options_.optimizer != CudaOptimizer::sgd || options_.adamw.weight_decay >= 0,
+    LOOM_CHECK(options_.optimizer != OptimizerKind::sgd || options_.adamw.weight_decay >= 0,
                "sgd: weight_decay must be >= 0, got {}", options_.adamw.weight_decay);
     state_n_ = has_moments(options_.optimizer) ? flat_ : 0;
     if (state_n_ > 0) {
@@ -88,7 +88,7 @@ void CudaExecutor<T>::optim_release() {
 
 template <typename T>
 void CudaExecutor<T>::plan_update(std::vector<ShardSegment> segs) {
-    if (options_.optimizer == CudaOptimizer::lamb) {
+    if (options_.optimizer == OptimizerKind::lamb) {
         // LAMB's norms are per tensor: one piece per segment, never merged.
         std::vector<LambPiece> pieces;
         for (const ShardSegment& s : segs)
@@ -262,7 +262,7 @@ template <typename Grad>
 void CudaExecutor<T>::apply_update(const Grad* g, T* copy, double lr, float gs) {
     const AdamWParams& hp = options_.adamw;
     switch (options_.optimizer) {
-        case CudaOptimizer::adamw:
+        case OptimizerKind::adamw:
             for (const ShardSegment& s : segments_) {
                 AdamWParams shp = hp;
                 shp.lr = lr;
@@ -276,13 +276,13 @@ void CudaExecutor<T>::apply_update(const Grad* g, T* copy, double lr, float gs) 
                                                      s.n, shp, step_, ctx_, gs);
             }
             break;
-        case CudaOptimizer::sgd:
+        case OptimizerKind::sgd:
             for (const ShardSegment& s : segments_)
                 sgd_update_cuda<Grad, T>(master_ + s.flat, g + s.shard,
                                          copy ? copy + s.flat : nullptr, s.n, lr,
                                          s.decay ? hp.weight_decay : 0.0, ctx_, gs);
             break;
-        case CudaOptimizer::lamb: {
+        case OptimizerKind::lamb: {
             const LambStep ls = lamb_step_constants(hp.beta1, hp.beta2, hp.eps, hp.weight_decay,
                                                     options_.lamb_bias_correction, step_);
             const int32_t rows = int32_t(table_.size());

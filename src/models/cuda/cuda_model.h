@@ -9,7 +9,7 @@
 // (the same buffer as the master in fp32), and the AdamW moments in fp32.
 //
 //   auto cpu = build_model(config); cpu->load(...);
-//   auto gpu = CudaModel::create(*cpu, {.device = 0, .dtype = CudaDtype::bf16});
+//   auto gpu = CudaModel::create(*cpu, {.device = 0, .dtype = ComputeDtype::bf16});
 //   LossSum l = gpu->forward(inputs, dropout);   // host inputs, loss synchronised
 //   gpu->backward(1.0 / l.count);                // grads += d(scale * loss sum)
 //   gpu->step(lr, clip);                         // AdamW on the device, grads zeroed
@@ -43,18 +43,19 @@
 #include "core/tensor.h"
 #include "models/model.h"
 #include "ops/adamw.h"
+#include "ops/matmul.h"
+#include "optim/optimizer.h"
 
 namespace loom {
 
 class Communicator;
 
-// Compute type: activations, the parameter copy and gradients. fp16 needs a
-// loss scale (the caller's: backward(scale / count), step(lr, 1 / scale)).
-enum class CudaDtype { fp32, bf16, fp16 };
-
-// The update step() applies, with optim/adamw.h, lamb.h and sgd.h's semantics
+// CudaModelOptions::dtype (ComputeDtype, ops/matmul.h) is the compute type:
+// activations, the parameter copy and gradients. fp16 needs a loss scale
+// (the caller's: backward(scale / count), step(lr, 1 / scale)).
+// CudaModelOptions::optimizer (OptimizerKind, optim/optimizer.h) is the update
+// step() applies, with optim/adamw.h, lamb.h and sgd.h's semantics
 // (hyperparameters from CudaModelOptions::adamw: betas, eps, weight_decay).
-enum class CudaOptimizer { adamw, lamb, sgd };
 
 // ZeRO-1/2 on GPUs (parallel/zero.h's layout, from the data-parallel gradient
 // sync): the pieces of the flat buffer this rank updates and the dp
@@ -79,9 +80,9 @@ struct CudaShard {
 
 struct CudaModelOptions {
     int device = 0;
-    CudaDtype dtype = CudaDtype::bf16;
+    ComputeDtype dtype = ComputeDtype::bf16;
     AdamWParams adamw;  // lr is passed per step
-    CudaOptimizer optimizer = CudaOptimizer::adamw;
+    OptimizerKind optimizer = OptimizerKind::adamw;
     bool lamb_bias_correction = true;  // LambParams::bias_correction
     // Weight decay on every trainable row (optim/adamw.h DecayPolicy::all, as
     // the HF fixtures' AdamW step); false: ParamRow::decay decides.
