@@ -73,17 +73,21 @@ void DataParallel::begin_micro_batch(bool last) {
 void DataParallel::end_micro_batch() {
     sync_->end_micro_batch(sparse_now_ ? model_.embedding_grad_rows() : EmbeddingGradRows{});
 }
+LossSum forward_micro_batch(Model& model, const MicroBatch& m) {
+    LossSum l;
+    fault_point("forward");
+    if (m.inputs.B > 0) l = model.forward(m.inputs, m.dropout);
+    LOOM_ASSERT(l.count == m.label_count,
+                "the model counted {} labels in a micro-batch, the loader {}", l.count,
+                m.label_count);
+    return l;
+}
+
 double DataParallel::run(const std::vector<MicroBatch>& micro, double loss_scale) {
     double loss_sum = 0;
     const size_t n = micro.size();
     for (size_t k = 0; k < n; ++k) {
-        const MicroBatch& m = micro[k];
-        LossSum l;
-        fault_point("forward");
-        if (m.inputs.B > 0) l = model_.forward(m.inputs, m.dropout);
-        LOOM_ASSERT(l.count == m.label_count,
-                    "the model counted {} labels in a micro-batch, the loader {}", l.count,
-                    m.label_count);
+        const LossSum l = forward_micro_batch(model_, micro[k]);
         loss_sum += l.sum;
         begin_micro_batch(k + 1 == n);
         fault_point("backward");

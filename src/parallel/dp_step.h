@@ -39,6 +39,10 @@
 
 namespace loom {
 
+// Forward of one micro-batch (none for an empty one, B = 0), checking that
+// the model counted the labels the loader did. The engines' shared first half.
+LossSum forward_micro_batch(Model& model, const MicroBatch& m);
+
 struct DpOptions {
     ZeroStage zero = ZeroStage::none;
     double bucket_size_mb = 25.0;  // HF ddp_bucket_cap_mb

@@ -3,21 +3,16 @@
 
 #include <cmath>
 
-#include "core/check.h"
 #include "core/fault_points.h"
 #include "optim/grad_clip.h"
+#include "parallel/dp_step.h"
 
 namespace loom {
 
 double SingleStep::run(const std::vector<MicroBatch>& micro, double loss_scale) {
     double loss_sum = 0;
     for (const MicroBatch& m : micro) {
-        LossSum l;
-        fault_point("forward");
-        if (m.inputs.B > 0) l = model_.forward(m.inputs, m.dropout);
-        LOOM_ASSERT(l.count == m.label_count,
-                    "the model counted {} labels in a micro-batch, the loader {}", l.count,
-                    m.label_count);
+        const LossSum l = forward_micro_batch(model_, m);
         loss_sum += l.sum;
         fault_point("backward");
         if (l.count > 0) model_.backward(loss_scale);
