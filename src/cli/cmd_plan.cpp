@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "cli/hub_model.h"
 #include "config/job.h"
 #include "io/hf_config.h"
 #include "parallel/layout_plan.h"
@@ -51,7 +52,8 @@ std::string layout_name(const LayoutChoice& l) {
 }
 
 void run_plan(const PlanOptions& o) {
-    const Job job = job_load(o.job_path, o.overrides);
+    Job job = job_load(o.job_path, o.overrides);
+    resolve_hub_model(job);
     ModelConfig config = load_hf_config(job.model.config_path);
     const TaskKind want = plan_task(job.task);
     if (config.task != want) config_set_task(config, want);

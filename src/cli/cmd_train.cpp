@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "cli/hub_model.h"
 #include "config/job.h"
 #include "config/launch_check.h"
 #include "core/check.h"
@@ -74,7 +75,9 @@ void print_notes(const Job& job, const LaunchFacts& facts, bool quiet) {
 Job load_for_training(const TrainOptions& o) {
     JobParseOptions po;
     po.for_training = true;
-    return job_load(o.job_path, o.overrides, po);
+    Job job = job_load(o.job_path, o.overrides, po);
+    resolve_hub_model(job);
+    return job;
 }
 
 int run_train(const TrainOptions& o) {

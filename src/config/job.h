@@ -89,6 +89,11 @@ struct ModelArgs {
     std::string config_path;     // config.json
     std::string tokenizer_path;  // tokenizer.json
     std::string weights_path;    // model.safetensors; empty = pretrain from scratch
+    // A Hub model id (org/name) given instead of a folder; the command
+    // resolves it to a snapshot folder in the Hugging Face cache (io/hf_hub.h)
+    // and fills the paths above before anything reads them.
+    std::string hub_id;
+    std::string revision;  // branch, tag or commit; empty = main
     bool operator==(const ModelArgs&) const = default;
 };
 
@@ -212,6 +217,26 @@ struct DistributionArgs {
     bool operator==(const DistributionArgs&) const = default;
 };
 
+// HF TrainingArguments' hub_strategy: what each push uploads.
+enum class HubStrategy { end, every_save, checkpoint, all_checkpoints };
+template <>
+struct EnumTable<HubStrategy> {
+    static constexpr std::array<std::string_view, 4> names = {"end", "every_save", "checkpoint",
+                                                              "all_checkpoints"};
+};
+
+// HF TrainingArguments' push_to_hub keys (train/hub_push.h). Not part of the
+// job's identity or its dump: where a model is published does not change
+// the training, and hub_token must never be written out.
+struct HubArgs {
+    bool push_to_hub = false;
+    std::string hub_model_id;  // default: the output_dir's folder name
+    HubStrategy hub_strategy = HubStrategy::every_save;
+    std::string hub_token;     // default: HF_TOKEN or the token file
+    bool hub_private_repo = false;
+    bool hub_always_push = false;
+};
+
 struct Job {
     std::string source;  // the job file's path, or "<string>"
     Task task = Task::sequence_classification;
@@ -220,6 +245,7 @@ struct Job {
     TrainingArgs training;
     DistributionArgs distribution;
     CheckpointArgs checkpoint;
+    HubArgs hub;
     // Lines for the start of the log: the precision, synonyms applied, and
     // every accepted key that changes nothing here, with the reason. Not
     // part of equality (they describe the job, they are not settings).
