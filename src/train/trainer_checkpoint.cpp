@@ -142,6 +142,7 @@ std::string Trainer::save_checkpoint() {
             : (fs::path(job_.training.output_dir) / state_.best_model_checkpoint).string();
     rotate_checkpoints(job_.training.output_dir, job_.checkpoint.save_total_limit, best);
     remote_->after_save(path, job_.training.output_dir);
+    if (hub_) hub_->after_save(path, step);
     return path;
 }
 
@@ -329,6 +330,7 @@ void Trainer::finish_run(TrainResult& r, double runtime_s) {
     say(fmt::format("model saved to {} (config.json, model.safetensors, tokenizer.json)",
                     t.output_dir));
     say(fmt::format("report: {}", report));
+    if (hub_) hub_->at_end();
 }
 
 }  // namespace loom
