@@ -4,6 +4,7 @@
 // stopped and restarted server keeps its repos.
 //
 //   node server.js --port P --data DIR [--tokens hf_a,hf_b] [--multipart-chunk BYTES]
+//                  [--exit-on-lfs-put N] [--log FILE]
 //
 // Endpoints:
 //   POST /api/repos/create                          {name, organization, private}
@@ -32,6 +33,9 @@ const port = Number(args.port || 0);
 const dataDir = args.data;
 const tokens = new Set((args.tokens || "").split(",").filter(Boolean));
 const multipartChunk = Number(args["multipart-chunk"] || 0);
+// Fault injection: the server dies when the Nth LFS PUT arrives, mid-upload.
+const exitOnLfsPut = Number(args["exit-on-lfs-put"] || 0);
+let lfsPuts = 0;
 const blobsDir = path.join(dataDir, "blobs");
 fs.mkdirSync(blobsDir, { recursive: true });
 const stateFile = path.join(dataDir, "state.json");
@@ -198,6 +202,10 @@ async function handle(req, res) {
 
   if (seg[0] === "lfs") {
     const oid = seg[1];
+    if (req.method === "PUT" && exitOnLfsPut > 0 && ++lfsPuts === exitOnLfsPut) {
+      log("exiting on LFS PUT", lfsPuts);
+      process.exit(3);
+    }
     const partsDir = path.join(dataDir, "parts", oid);
     if (req.method === "GET" || req.method === "HEAD") {
       if (!fs.existsSync(blobPath(oid))) return fail(res, 404, "no such object");
