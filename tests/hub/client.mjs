@@ -4,8 +4,9 @@
 //   node client.mjs download HUB REPO FILE OUT [REV]    one file, byte for byte
 //   node client.mjs branch   HUB REPO NAME              a branch at main
 //   node client.mjs commits  HUB REPO                   commit titles, newest first, one a line
+//   node client.mjs files    HUB REPO                   every file path at main, one a line
 // The token comes from HF_TOKEN.
-import { createRepo, uploadFiles, downloadFile, createBranch, listCommits } from "@huggingface/hub";
+import { createRepo, uploadFiles, downloadFile, createBranch, listCommits, listFiles } from "@huggingface/hub";
 import fs from "node:fs";
 import path from "node:path";
 
@@ -37,6 +38,8 @@ if (cmd === "upload") {
   await createBranch({ repo, accessToken, hubUrl, branch: rest[0] });
 } else if (cmd === "commits") {
   for await (const c of listCommits({ repo, accessToken, hubUrl })) console.log(c.title);
+} else if (cmd === "files") {
+  for await (const f of listFiles({ repo, accessToken, hubUrl, recursive: true })) if (f.type === "file") console.log(f.path);
 } else {
   throw new Error("unknown command " + cmd);
 }

@@ -13,6 +13,7 @@
 //                                                   *.bin, *tfevents*, or >= 10 MB
 //   POST /api/models/{repo}/branch/{name}           {startingPoint?}
 //   GET  /api/models/{repo}/commits/{rev}           [{id, title}], newest first
+//   GET  /api/models/{repo}/tree/{rev}              every file, recursively
 //   POST /{repo}.git/info/lfs/objects/batch         basic, or multipart past --multipart-chunk
 //   PUT  /lfs/{oid}  PUT /lfs/{oid}/part/{n}  POST /lfs/{oid}/complete  GET /lfs/{oid}
 //   POST /api/models/{repo}/commit/{rev}            NDJSON: header, file, lfsFile, deletedFile
@@ -126,7 +127,7 @@ async function handle(req, res) {
   }
 
   if (seg[0] === "api" && seg[1] === "models") {
-    const verbs = ["revision", "preupload", "commit", "commits", "branch"];
+    const verbs = ["revision", "preupload", "commit", "commits", "branch", "tree"];
     const k = seg.findIndex((s, i) => i >= 3 && verbs.includes(s));
     const id = seg.slice(2, k < 0 ? seg.length : k).join("/");
     const verb = k < 0 ? "info" : seg[k];
@@ -139,6 +140,12 @@ async function handle(req, res) {
       if (!c) return fail(res, 404, `Invalid rev id: ${rev}`, "RevisionNotFound");
       const siblings = Object.entries(c.files).map(([p, f]) => ({ rfilename: p, size: f.size }));
       return send(res, 200, { id, modelId: id, sha: c.oid, private: repo.private, siblings });
+    }
+    if (verb === "tree") {
+      // Only the recursive listing of the whole tree at a branch or commit.
+      const c = commitOf(repo, seg[k + 1]);
+      if (!c) return fail(res, 404, `Invalid rev id: ${seg[k + 1]}`, "RevisionNotFound");
+      return send(res, 200, Object.entries(c.files).map(([p, f]) => ({ type: "file", path: p, size: f.size, oid: f.etag })));
     }
     if (verb === "commits") {
       const out = [];
