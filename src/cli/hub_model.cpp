@@ -13,16 +13,34 @@ namespace fs = std::filesystem;
 void resolve_hub_model(Job& job) {
     ModelArgs& m = job.model;
     if (m.hub_id.empty()) return;
-    const std::string snap = hub_resolve_model(m.hub_id, m.revision, HubSettings::from_environment());
-    m.path = snap;
-    if (m.config_path.empty()) m.config_path = (fs::path(snap) / "config.json").string();
-    if (m.tokenizer_path.empty()) m.tokenizer_path = (fs::path(snap) / "tokenizer.json").string();
-    if (m.weights_path.empty()) {
+    if (fs::is_directory(m.path)) {  // a folder after all
+        LOOM_CHECK(m.revision.empty(), "model.revision: {} is a folder, not a Hub model id", m.path);
+        m.hub_id.clear();
+        return;
+    }
+    std::string snap;
+    try {
+        snap = hub_resolve_model(m.hub_id, m.revision, HubSettings::from_environment());
+    } catch (const Error& e) {
+        LOOM_FAIL("{}: model '{}' is no folder here ({}), so it was taken as a Hub model id: {}",
+                  job.source, m.hub_id, m.path, e.what());
+    }
+    // Files named one by one stay; those the folder supplied come from the snapshot.
+    const fs::path folder = m.path;
+    auto from_folder = [&](const std::string& p, const char* name) {
+        return p.empty() || fs::path(p) == folder / name;
+    };
+    if (from_folder(m.config_path, "config.json"))
+        m.config_path = (fs::path(snap) / "config.json").string();
+    if (from_folder(m.tokenizer_path, "tokenizer.json"))
+        m.tokenizer_path = (fs::path(snap) / "tokenizer.json").string();
+    if (from_folder(m.weights_path, "model.safetensors")) {
         const fs::path single = fs::path(snap) / "model.safetensors";
         m.weights_path = fs::exists(single)
                              ? single.string()
                              : (fs::path(snap) / "model.safetensors.index.json").string();
     }
+    m.path = snap;
 }
 
 std::string model_folder_or_hub(const std::string& arg, const std::string& revision) {

@@ -89,12 +89,17 @@ struct ModelArgs {
     std::string config_path;     // config.json
     std::string tokenizer_path;  // tokenizer.json
     std::string weights_path;    // model.safetensors; empty = pretrain from scratch
-    // A Hub model id (org/name) given instead of a folder; the command
-    // resolves it to a snapshot folder in the Hugging Face cache (io/hf_hub.h)
-    // and fills the paths above before anything reads them.
+    // `model:` named something that is no folder here and reads as a Hub
+    // model id (org/name): the command resolves it to a snapshot folder in
+    // the Hugging Face cache (cli/hub_model.h) and replaces the paths above,
+    // which until then name a folder that does not exist.
     std::string hub_id;
     std::string revision;  // branch, tag or commit; empty = main
-    bool operator==(const ModelArgs&) const = default;
+    // The id says where the files came from; the paths are the setting.
+    bool operator==(const ModelArgs& o) const {
+        return path == o.path && config_path == o.config_path &&
+               tokenizer_path == o.tokenizer_path && weights_path == o.weights_path;
+    }
 };
 
 struct DataArgs {

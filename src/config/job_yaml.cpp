@@ -33,13 +33,13 @@ bool looks_like_hub_id(const std::string& raw, const std::string& resolved) {
 
 void read_model(const YamlCtx& ctx, const YAML::Node& node, ModelArgs& out) {
     out = ModelArgs{};
+    // A name that is not a folder here may be a Hub id: both are kept, and
+    // the command resolves the id (cli/hub_model.h) unless the folder exists
+    // by then.
     auto folder_or_id = [&](const YamlCtx& c, const YAML::Node& n, const std::string& p) {
         const std::string raw = read_optional_string(c, n, p).value_or("");
-        const std::string resolved = c.resolve_path(p, raw);
-        if (looks_like_hub_id(raw, resolved))
-            out.hub_id = raw;
-        else
-            out.path = resolved;
+        out.path = c.resolve_path(p, raw);
+        if (looks_like_hub_id(raw, out.path)) out.hub_id = raw;
     };
     if (node.IsScalar()) {
         folder_or_id(ctx, node, "model");
@@ -57,7 +57,6 @@ void read_model(const YamlCtx& ctx, const YAML::Node& node, ModelArgs& out) {
     }
     if (!out.revision.empty() && out.hub_id.empty())
         ctx.fail("model", node, "model.revision: only applies to a Hub model id (org/name)");
-    if (!out.hub_id.empty()) return;  // the paths come from the Hub cache
     // A folder supplies whatever was not named file by file.
     if (!out.path.empty()) {
         if (out.config_path.empty())

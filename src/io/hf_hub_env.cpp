@@ -89,10 +89,18 @@ bool hub_is_repo_id(const std::string& s) {
     return id_part_ok(s.substr(0, slash)) && id_part_ok(s.substr(slash + 1));
 }
 
-void hub_check_relative_path(const std::string& path, const std::string& what) {
-    LOOM_CHECK(!path.empty() && path.size() < 4096, "{}: empty or overlong file name", what);
-    LOOM_CHECK(path.find('\0') == std::string::npos && path.find('\\') == std::string::npos &&
-                   path.front() != '/',
+void hub_check_relative_path(const std::string& path_in, const std::string& what) {
+    LOOM_CHECK(!path_in.empty() && path_in.size() < 4096, "{}: empty or overlong file name", what);
+    // Messages show control bytes as '?': a name from a server is not trusted
+    // to be printable.
+    std::string path = path_in;
+    bool control = false;
+    for (char& c : path)
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+            c = '?';
+            control = true;
+        }
+    LOOM_CHECK(!control && path.find('\\') == std::string::npos && path.front() != '/',
                "{}: file name '{}' is not a relative path inside the repo", what, path);
     size_t b = 0;
     while (b <= path.size()) {

@@ -103,12 +103,16 @@ cmp -s "$HF_HOME/hub/models--acme--base/snapshots/$commit1/model.safetensors" "$
     fail "v1's snapshot changed"
 
 # --- loom push, downloaded back by the npm client ----------------------------
+# A model the server has not seen, so its weights are really uploaded.
+"$loom" train "$w/job.yaml" --quiet --set hyperparameters.seed=7 --set hyperparameters.output_dir="$w/topush" \
+    >"$w/topush.log" 2>&1 || fail "second training: $(tail -3 "$w/topush.log")"
+cmp -s "$w/topush/model.safetensors" "$w/out/model.safetensors" && fail "the second model is the first"
 before=$(requests)
-HF_TOKEN=hf_good "$loom" push "$w/out" --repo acme/pushed >"$w/push.log" 2>&1 || fail "loom push: $(cat "$w/push.log")"
+HF_TOKEN=hf_good "$loom" push "$w/topush" --repo acme/pushed >"$w/push.log" 2>&1 || fail "loom push: $(cat "$w/push.log")"
 tail -n +"$((before + 1))" "$hub_data/requests.log" | grep -q "PUT /lfs/.*/part/3" ||
     fail "the push made no multipart upload"
 for f in config.json tokenizer.json model.safetensors special_tokens_map.json; do
-    hub_client download acme/pushed "$f" "$w/dl_$f" && cmp -s "$w/dl_$f" "$w/out/$f" ||
+    hub_client download acme/pushed "$f" "$w/dl_$f" && cmp -s "$w/dl_$f" "$w/topush/$f" ||
         fail "npm download of pushed $f differs"
 done
 
@@ -129,14 +133,14 @@ pred acme/secret || fail "the token file's valid token: $(cat "$w/p.err")"
 rm -f "$HF_HOME/token"
 
 # --- a cut download resumes; a corrupt one is refused by its SHA-256 --------
-sha=$(sha256sum "$w/out/model.safetensors" | cut -d' ' -f1)
+sha=$(sha256sum "$w/topush/model.safetensors" | cut -d' ' -f1)
 export HF_HOME=$w/hf2
 mkdir -p "$HF_HOME/hub/models--acme--pushed/blobs"
 part="$HF_HOME/hub/models--acme--pushed/blobs/$sha.incomplete"
-head -c 400000 "$w/out/model.safetensors" >"$part"
+head -c 400000 "$w/topush/model.safetensors" >"$part"
 pred acme/pushed 2>/dev/null || fail "resume: $(cat "$w/p.err")"
 grep -q "resuming at 0.4 MB" "$w/p.err" || fail "no resume: $(cat "$w/p.err")"
-cmp -s "$HF_HOME/hub/models--acme--pushed/blobs/$sha" "$w/out/model.safetensors" || fail "resumed blob differs"
+cmp -s "$HF_HOME/hub/models--acme--pushed/blobs/$sha" "$w/topush/model.safetensors" || fail "resumed blob differs"
 export HF_HOME=$w/hf3
 mkdir -p "$HF_HOME/hub/models--acme--pushed/blobs"
 head -c 400000 /dev/zero >"$HF_HOME/hub/models--acme--pushed/blobs/$sha.incomplete"
@@ -181,7 +185,7 @@ pred acme/bighead && fail "a safetensors header past the end of the file was acc
 grep -qi "header" "$w/p.err" || fail "header message: $(cat "$w/p.err")"
 # A cached snapshot whose file links out of the cache.
 snap="$HF_HOME/hub/models--acme--pushed/snapshots/$(cat "$HF_HOME/hub/models--acme--pushed/refs/main")"
-cp "$w/out/model.safetensors" "$w/outside.safetensors"
+cp "$w/topush/model.safetensors" "$w/outside.safetensors"
 ln -sfn "$w/outside.safetensors" "$snap/model.safetensors"
 HF_HUB_OFFLINE=1 pred acme/pushed && fail "a snapshot link out of the cache was followed"
 grep -q "outside the cache" "$w/p.err" || fail "link-out message: $(cat "$w/p.err")"
