@@ -72,8 +72,8 @@ void run_forward(const ForwardOptions& o) {
 
     const std::string dir = model_folder_or_hub(o.model_dir, o.revision);
     const ModelConfig config = load_hf_config(dir);
-    const std::string weights = (fs::path(dir) / "model.safetensors").string();
-    LOOM_CHECK(fs::exists(weights), "{}: no model.safetensors next to config.json", dir);
+    const std::string weights = safetensors_weights_in(dir);
+    LOOM_CHECK(fs::exists(weights), "{}: no model.safetensors (or its shard index) next to config.json", dir);
     auto t0 = Clock::now();
     std::unique_ptr<Model> model = build_model(config);
     const LoadReport report = model->load(SafetensorsFile::open(weights), o.seed);

@@ -5,6 +5,7 @@
 
 #include "core/check.h"
 #include "io/hf_hub.h"
+#include "io/safetensors.h"
 
 namespace loom::cli {
 
@@ -35,10 +36,7 @@ void resolve_hub_model(Job& job) {
     if (from_folder(m.tokenizer_path, "tokenizer.json"))
         m.tokenizer_path = (fs::path(snap) / "tokenizer.json").string();
     if (from_folder(m.weights_path, "model.safetensors")) {
-        const fs::path single = fs::path(snap) / "model.safetensors";
-        m.weights_path = fs::exists(single)
-                             ? single.string()
-                             : (fs::path(snap) / "model.safetensors.index.json").string();
+        m.weights_path = safetensors_weights_in(snap);
     }
     m.path = snap;
 }

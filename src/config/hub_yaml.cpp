@@ -42,9 +42,31 @@ std::vector<Field> hub_fields(HubArgs& h) {
             field_bool("hub_always_push", &h.hub_always_push)};
 }
 
+std::vector<Field> save_fields(SaveArgs& s) {
+    auto shard = [&s](const YamlCtx& c, const YAML::Node& n, const std::string& p) {
+        s.max_shard_size = read_string(c, n, p);
+        // save_pretrained's spellings: a byte count or a number with a unit.
+        const std::string& v = s.max_shard_size;
+        size_t i = 0;
+        while (i < v.size() && (std::isdigit(static_cast<unsigned char>(v[i])) || v[i] == '.')) ++i;
+        std::string unit = v.substr(i);
+        while (!unit.empty() && unit.front() == ' ') unit.erase(0, 1);
+        static const char* units[] = {"", "B", "KB", "MB", "GB", "TB", "KiB", "MiB", "GiB", "TiB"};
+        const bool ok = i > 0 && std::any_of(std::begin(units), std::end(units),
+                                             [&](const char* u) { return unit == u; });
+        if (!ok)
+            c.fail(p, n,
+                   fmt::format("{}: '{}' is not a size (expected e.g. 5GB, 500MB, 2GiB or bytes)", p, v));
+    };
+    return {field_bool("save_safetensors", &s.save_safetensors), {"max_shard_size", shard}};
+}
+
 std::vector<std::string> hub_notes(const YamlCtx& ctx, const Job& job) {
     const HubArgs& h = job.hub;
     std::vector<std::string> out;
+    if (!job.save.save_safetensors)
+        out.push_back("note: hyperparameters.save_safetensors is false, and Loom writes only "
+                      "safetensors (no pytorch_model.bin): the model is saved as safetensors");
     if (!h.push_to_hub) {
         for (const char* k : {"hub_model_id", "hub_strategy", "hub_token", "hub_private_repo",
                               "hub_always_push"})

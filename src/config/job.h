@@ -242,6 +242,13 @@ struct HubArgs {
     bool hub_always_push = false;
 };
 
+// How the final model folder is written (save_pretrained's options). Not
+// part of the job's identity: the format does not change the training.
+struct SaveArgs {
+    bool save_safetensors = true;       // HF TrainingArguments; false is noted (Loom writes safetensors)
+    std::string max_shard_size = "5GB";  // save_pretrained: past this, model-0000i-of-0000n shards
+};
+
 struct Job {
     std::string source;  // the job file's path, or "<string>"
     Task task = Task::sequence_classification;
@@ -251,6 +258,7 @@ struct Job {
     DistributionArgs distribution;
     CheckpointArgs checkpoint;
     HubArgs hub;
+    SaveArgs save;
     // Lines for the start of the log: the precision, synonyms applied, and
     // every accepted key that changes nothing here, with the reason. Not
     // part of equality (they describe the job, they are not settings).

@@ -63,8 +63,12 @@ void read_model(const YamlCtx& ctx, const YAML::Node& node, ModelArgs& out) {
             out.config_path = (fs::path(out.path) / "config.json").string();
         if (out.tokenizer_path.empty())
             out.tokenizer_path = (fs::path(out.path) / "tokenizer.json").string();
-        if (out.weights_path.empty())
-            out.weights_path = (fs::path(out.path) / "model.safetensors").string();
+        if (out.weights_path.empty()) {
+            // save_pretrained's sharded form when there is no single file.
+            const fs::path single = fs::path(out.path) / "model.safetensors";
+            const fs::path index = fs::path(out.path) / "model.safetensors.index.json";
+            out.weights_path = (!fs::exists(single) && fs::exists(index)) ? index.string() : single.string();
+        }
     }
     if (out.config_path.empty())
         ctx.fail("model", node, "model: needs a folder or a 'config' (config.json) to build from");
@@ -285,6 +289,8 @@ void register_key_homes(YamlCtx& ctx) {
     for (auto k : field_names(hyperparameter_fields(t, c)))
         ctx.key_homes.emplace(std::string(k), "hyperparameters");
     for (auto k : field_names(hub_fields(h))) ctx.key_homes.emplace(std::string(k), "hyperparameters");
+    SaveArgs sv;
+    for (auto k : field_names(save_fields(sv))) ctx.key_homes.emplace(std::string(k), "hyperparameters");
     for (auto k : distribution_key_names()) ctx.key_homes.emplace(std::string(k), "distribution");
 }
 
@@ -332,6 +338,7 @@ Job job_parse(const std::string& yaml_text, const std::string& source_name,
           [&](const YamlCtx& c, const YAML::Node& n, const std::string& p) {
               auto fields = config::hyperparameter_fields(job.training, job.checkpoint);
               for (auto& f : config::hub_fields(job.hub)) fields.push_back(std::move(f));
+              for (auto& f : config::save_fields(job.save)) fields.push_back(std::move(f));
               config::read_fields(c, n, p, fields);
           }},
          {"distribution",

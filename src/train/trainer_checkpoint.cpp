@@ -219,7 +219,7 @@ void Trainer::export_model(const std::string& dir) const {
     // was loaded into the whole model since.
     const bool gathered = pp_ && !gathered_params_.empty();
     export_hf_folder(dir, config_, gathered ? gathered_params_ : model_->params().param_tensors(),
-                     job_.model.tokenizer_path);
+                     job_.model.tokenizer_path, parse_shard_size(job_.save.max_shard_size));
 }
 
 void Trainer::finish_run(TrainResult& r, double runtime_s) {
