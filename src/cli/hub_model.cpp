@@ -47,10 +47,14 @@ std::string model_folder_or_hub(const std::string& arg, const std::string& revis
                    revision, arg);
         return arg;
     }
-    LOOM_CHECK(!fs::exists(arg), "--model {}: not a folder", arg);
-    LOOM_CHECK(hub_is_repo_id(arg),
-               "--model {}: no such folder, and not a Hub model id (org/name)", arg);
-    return hub_resolve_model(arg, revision, HubSettings::from_environment());
+    // Not an id either: the caller's own error names the file it misses.
+    if (fs::exists(arg) || !hub_is_repo_id(arg)) return arg;
+    try {
+        return hub_resolve_model(arg, revision, HubSettings::from_environment());
+    } catch (const Error& e) {
+        LOOM_FAIL("--model {}: no such folder here, so it was taken as a Hub model id: {}", arg,
+                  e.what());
+    }
 }
 
 }  // namespace loom::cli

@@ -313,6 +313,10 @@ void Trainer::finish_run(TrainResult& r, double runtime_s) {
     if (jsonl_) ri.history = read_metrics_jsonl(jsonl_->path());
     ri.final_metrics = final_metrics;
     ri.job_yaml = opts_.job_text.empty() ? job_to_yaml(job_) : opts_.job_text;
+    // A report is shared; the job's hub_token must not be in it.
+    if (const std::string& tok = job_.hub.hub_token; !tok.empty())
+        for (size_t p; (p = ri.job_yaml.find(tok)) != std::string::npos;)
+            ri.job_yaml.replace(p, tok.size(), "<hub_token>");
     const std::string report = (fs::path(t.output_dir) / "report.html").string();
     write_report_html(report, ri);
     remote_->upload_final(t.output_dir);

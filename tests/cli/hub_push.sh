@@ -68,6 +68,7 @@ YAML
 job "$w/sentiment.yaml" "$w/out" "hub_model_id: acme/sentiment" "hub_strategy: every_save" "hub_token: hf_good"
 "$loom" train "$w/sentiment.yaml" >"$w/train.log" 2>&1 || fail "every_save training: $(tail -5 "$w/train.log")"
 grep -q "hf_good" "$w/train.log" && fail "the hub token appears in the log"
+grep -rlq "hf_good" "$w/out" && fail "the hub token is written in the output folder: $(grep -rl hf_good "$w/out")"
 titles=$(hub_client commits acme/sentiment | tr '\n' '|')
 [[ $titles == "End of training|Training in progress, step 8|Training in progress, step 6|Training in progress, step 4|Training in progress, step 2|initial commit|" ]] ||
     fail "commits: $titles"
