@@ -7,7 +7,8 @@
 # a private repo with and without a token, a cut download resumed, a corrupt
 # one refused by its SHA-256, three processes sharing one download, and
 # crafted repos (pytorch_model.bin only, shard names leaving the snapshot,
-# a symlink out of the cache, a safetensors header past the file's end).
+# a symlink out of the cache, a safetensors header past the file's end, a
+# config describing far more parameters than its weights hold).
 #   $1 = loom binary, $2 = tests/data directory
 set -u
 loom=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
@@ -171,7 +172,12 @@ cp "$w/base/config.json" "$w/base/tokenizer.json" "$w/abs/"
 echo '{"weight_map": {"a": "/tmp/abs.safetensors"}}' >"$w/abs/model.safetensors.index.json"
 cp "$w/base/config.json" "$w/base/tokenizer.json" "$w/bighead/"
 python3 -c 'import struct,sys; open(sys.argv[1],"wb").write(struct.pack("<Q", 1 << 40) + b"{}")' "$w/bighead/model.safetensors"
-for r in pt evil abs bighead; do
+# A config whose vocabulary would need terabytes, next to real (small) weights.
+mkdir -p "$w/hugevocab"
+cp "$w/base/tokenizer.json" "$w/base/model.safetensors" "$w/hugevocab/"
+python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); c["vocab_size"]=2000000000; json.dump(c, open(sys.argv[2],"w"))' \
+    "$w/base/config.json" "$w/hugevocab/config.json"
+for r in pt evil abs bighead hugevocab; do
     HF_TOKEN=hf_good hub_client upload "acme/$r" "$w/$r" >/dev/null || fail "npm upload of acme/$r"
 done
 pred acme/pt && fail "a pytorch_model.bin-only repo was accepted"
@@ -183,6 +189,8 @@ pred acme/abs && fail "an absolute shard name was accepted"
 grep -q "is not a relative path" "$w/p.err" || fail "absolute shard message: $(cat "$w/p.err")"
 pred acme/bighead && fail "a safetensors header past the end of the file was accepted"
 grep -qi "header" "$w/p.err" || fail "header message: $(cat "$w/p.err")"
+pred acme/hugevocab && fail "a config far larger than its weights was built"
+grep -q "refusing to allocate" "$w/p.err" || fail "oversized config message: $(cat "$w/p.err")"
 # A cached snapshot whose file links out of the cache.
 snap="$HF_HOME/hub/models--acme--pushed/snapshots/$(cat "$HF_HOME/hub/models--acme--pushed/refs/main")"
 cp "$w/topush/model.safetensors" "$w/outside.safetensors"
