@@ -19,6 +19,11 @@ packages=(
 )
 # slurmctld, slurmd, slurm-client and munge: tests/cli/slurm.sh starts a
 # one-node cluster on loopback with its own configuration and daemons.
+# The s3:// and Hub tests run small servers and clients from npm on node.
+# A node already there (Debian's or NodeSource's, which bundles npm) is kept.
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  packages+=(nodejs npm)
+fi
 # The peer benchmarks (bench/*.py) compare against Debian's PyTorch.
 if [[ "${LOOM_WITH_TORCH:-0}" == 1 ]]; then
   packages+=(python3-torch python3-numpy)
@@ -46,4 +51,7 @@ fi
 if command -v npm >/dev/null 2>&1; then
   bash "$(dirname "$0")/install_s3rver.sh" >/dev/null ||
     echo "note: s3rver could not be installed now; the s3:// tests try again" >&2
+  # The Hub tests check Loom against the official @huggingface/hub client.
+  bash "$(dirname "$0")/install_hub_client.sh" >/dev/null ||
+    echo "note: @huggingface/hub could not be installed now; the Hub tests try again" >&2
 fi

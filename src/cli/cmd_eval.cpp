@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "cli/hub_model.h"
 #include "config/job.h"
 #include "core/check.h"
 #include "core/runtime.h"
@@ -28,6 +29,7 @@ struct EvalCmdOptions {
 void run_eval(const EvalCmdOptions& o) {
     if (o.threads > 0) runtime_init({o.threads});
     Job job = job_load(o.job_path, o.overrides);
+    resolve_hub_model(job);
     LOOM_CHECK(!job.data.eval.empty(), "{}: data.eval is not set: nothing to evaluate",
                o.job_path);
     // Evaluation reads neither the training set nor a checkpoint to resume.

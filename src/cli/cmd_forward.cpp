@@ -14,6 +14,7 @@
 #include <string>
 
 #include "cli/command.h"
+#include "cli/hub_model.h"
 #include "core/check.h"
 #include "core/runtime.h"
 #include "io/batch.h"
@@ -28,7 +29,7 @@ namespace loom::cli {
 namespace {
 
 struct ForwardOptions {
-    std::string model_dir, batch_path, out_path;
+    std::string model_dir, revision, batch_path, out_path;
     bool backward = false, adamw_step = false;
     AdamWParams adamw;
     bool dropout = false;
@@ -68,9 +69,10 @@ void run_forward(const ForwardOptions& o) {
     if (o.threads > 0) runtime_init({o.threads});
     const bool backward = o.backward || o.adamw_step;
 
-    const ModelConfig config = load_hf_config(o.model_dir);
-    const std::string weights = (fs::path(o.model_dir) / "model.safetensors").string();
-    LOOM_CHECK(fs::exists(weights), "{}: no model.safetensors next to config.json", o.model_dir);
+    const std::string dir = model_folder_or_hub(o.model_dir, o.revision);
+    const ModelConfig config = load_hf_config(dir);
+    const std::string weights = safetensors_weights_in(dir);
+    LOOM_CHECK(fs::exists(weights), "{}: no model.safetensors (or its shard index) next to config.json", dir);
     auto t0 = Clock::now();
     std::unique_ptr<Model> model = build_model(config);
     const LoadReport report = model->load(SafetensorsFile::open(weights), o.seed);
@@ -164,8 +166,10 @@ Example (parity with a bundled HF fixture):
       --compare tests/data/hf/bert-mlm/expected.safetensors \
       --compare-after tests/data/hf/bert-mlm/after_adamw.safetensors
 )");
-    sub->add_option("--model", o->model_dir, "model folder (config.json + model.safetensors)")
+    sub->add_option("--model", o->model_dir,
+                    "model folder (config.json + model.safetensors) or Hub id")
         ->required();
+    sub->add_option("--revision", o->revision, "branch, tag or commit of a Hub model id");
     sub->add_option("--batch", o->batch_path, "batch .safetensors file")->required();
     sub->add_option("--out", o->out_path, "output .safetensors file (omit to only print)");
     sub->add_flag("--backward", o->backward, "also compute gradients (grad.<name>)");

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "cli/hub_model.h"
 #include "cli/plan_calibrate.h"
 #include "cli/plan_gpu.h"
 #include "config/job.h"
@@ -55,7 +56,8 @@ void run_plan(const PlanOptions& o) {
         run_gpu_plan(o.job_path, o.overrides, g);
         return;
     }
-    const Job job = job_load(o.job_path, o.overrides);
+    Job job = job_load(o.job_path, o.overrides);
+    resolve_hub_model(job);
     ModelConfig config = load_hf_config(job.model.config_path);
     const Task want = job.task;
     if (config.task != want) config_set_task(config, want);

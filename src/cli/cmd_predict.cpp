@@ -8,6 +8,7 @@
 #include <string>
 
 #include "cli/command.h"
+#include "cli/hub_model.h"
 #include "core/check.h"
 #include "core/runtime.h"
 #include "train/predict.h"
@@ -17,14 +18,14 @@ namespace loom::cli {
 namespace {
 
 struct PredictCliOptions {
-    std::string model_dir, input, output;
+    std::string model_dir, revision, input, output;
     int threads = 0;
     PredictOptions p;
 };
 
 void run_predict(const PredictCliOptions& o) {
     if (o.threads > 0) runtime_init({o.threads});
-    Predictor predictor(o.model_dir, o.p);
+    Predictor predictor(model_folder_or_hub(o.model_dir, o.revision), o.p);
     const auto results = predictor.predict_file(o.input);
     // stderr, so that stdout stays one JSON line per record.
     for (const std::string& note : predictor.notes()) fmt::print(stderr, "predict: {}\n", note);
@@ -87,8 +88,9 @@ A value beyond these limits is an error naming the flag and the limit.
   loom predict --model gpt2-out --input prompts.jsonl --max-new-tokens 40 --sample --top-k 20
 )");
     sub->add_option("--model", o->model_dir,
-                    "model folder (config.json, model.safetensors, tokenizer.json)")
+                    "model folder (config.json, model.safetensors, tokenizer.json) or Hub id")
         ->required();
+    sub->add_option("--revision", o->revision, "branch, tag or commit of a Hub model id");
     sub->add_option("--input", o->input, "input records (JSONL, CSV/TSV, text, SQuAD JSON)")
         ->required();
     sub->add_option("--output", o->output, "write JSON lines here (default: stdout)");

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "cli/hub_model.h"
 #include "comm/comm_mpi.h"
 #include "comm/cuda/comm_nccl.h"
 #include "config/job.h"
@@ -82,7 +83,9 @@ void print_auto_layout(const std::vector<std::string>& lines, bool quiet) {
 Job load_for_training(const TrainOptions& o) {
     JobParseOptions po;
     po.for_training = true;
-    return job_load(o.job_path, o.overrides, po);
+    Job job = job_load(o.job_path, o.overrides, po);
+    resolve_hub_model(job);
+    return job;
 }
 
 int run_train(const TrainOptions& o) {

@@ -91,7 +91,17 @@ struct ModelArgs {
     std::string config_path;     // config.json
     std::string tokenizer_path;  // tokenizer.json
     std::string weights_path;    // model.safetensors; empty = pretrain from scratch
-    bool operator==(const ModelArgs&) const = default;
+    // `model:` named something that is no folder here and reads as a Hub
+    // model id (org/name): the command resolves it to a snapshot folder in
+    // the Hugging Face cache (cli/hub_model.h) and replaces the paths above,
+    // which until then name a folder that does not exist.
+    std::string hub_id;
+    std::string revision;  // branch, tag or commit; empty = main
+    // The id says where the files came from; the paths are the setting.
+    bool operator==(const ModelArgs& o) const {
+        return path == o.path && config_path == o.config_path &&
+               tokenizer_path == o.tokenizer_path && weights_path == o.weights_path;
+    }
 };
 
 struct DataArgs {
@@ -221,6 +231,33 @@ struct DistributionArgs {
     bool operator==(const DistributionArgs&) const = default;
 };
 
+// HF TrainingArguments' hub_strategy: what each push uploads.
+enum class HubStrategy { end, every_save, checkpoint, all_checkpoints };
+template <>
+struct EnumTable<HubStrategy> {
+    static constexpr std::array<std::string_view, 4> names = {"end", "every_save", "checkpoint",
+                                                              "all_checkpoints"};
+};
+
+// HF TrainingArguments' push_to_hub keys (train/hub_push.h). Not part of the
+// job's identity or its dump: where a model is published does not change
+// the training, and hub_token must never be written out.
+struct HubArgs {
+    bool push_to_hub = false;
+    std::string hub_model_id;  // default: the output_dir's folder name
+    HubStrategy hub_strategy = HubStrategy::every_save;
+    std::string hub_token;     // default: HF_TOKEN or the token file
+    bool hub_private_repo = false;
+    bool hub_always_push = false;
+};
+
+// How the final model folder is written (save_pretrained's options). Not
+// part of the job's identity: the format does not change the training.
+struct SaveArgs {
+    bool save_safetensors = true;       // HF TrainingArguments; false is noted (Loom writes safetensors)
+    std::string max_shard_size = "5GB";  // save_pretrained: past this, model-0000i-of-0000n shards
+};
+
 struct Job {
     std::string source;  // the job file's path, or "<string>"
     Task task = Task::sequence_classification;
@@ -229,6 +266,8 @@ struct Job {
     TrainingArgs training;
     DistributionArgs distribution;
     CheckpointArgs checkpoint;
+    HubArgs hub;
+    SaveArgs save;
     // Lines for the start of the log: the precision, synonyms applied, and
     // every accepted key that changes nothing here, with the reason. Not
     // part of equality (they describe the job, they are not settings).

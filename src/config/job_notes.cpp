@@ -218,6 +218,7 @@ void add_job_notes(const YamlCtx& ctx, const Job& job) {
     training_notes(n, job);
     data_notes(n, job);
     distribution_notes(n, ctx, job.distribution);
+    for (auto& line : hub_notes(ctx, job)) ctx.notes.push_back(std::move(line));
 }
 
 }  // namespace loom::config

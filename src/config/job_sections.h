@@ -19,6 +19,12 @@ void read_model(const YamlCtx& ctx, const YAML::Node& node, ModelArgs& out,
 std::vector<Field> data_fields(DataArgs& d);
 // `hyperparameters:` fills TrainingArgs and the save_* / resume keys of CheckpointArgs.
 std::vector<Field> hyperparameter_fields(TrainingArgs& t, CheckpointArgs& c);
+// The push_to_hub keys of `hyperparameters:` (hub_yaml.cpp).
+std::vector<Field> hub_fields(HubArgs& h);
+// save_safetensors and max_shard_size (hub_yaml.cpp: how the published folder is written).
+std::vector<Field> save_fields(SaveArgs& s);
+// Log lines for the hub keys: where pushes go, or that they have no effect.
+std::vector<std::string> hub_notes(const YamlCtx& ctx, const Job& job);
 // `distribution:` any of the accepted shapes, into one DistributionArgs.
 // SMP's fp16/bf16 parameters turn on the training flags of the same name.
 void read_distribution(const YamlCtx& ctx, const YAML::Node& node, DistributionArgs& out,

@@ -200,15 +200,17 @@ void check_exists(const YamlCtx& ctx, const std::string& key, const std::string&
 
 void check_paths(const YamlCtx& ctx, const Job& job) {
     const ModelArgs& m = job.model;
-    if (!m.path.empty() && !fs::is_directory(m.path)) {
+    // A Hub id: its files are checked once the command has resolved it.
+    const bool hub = !m.hub_id.empty() && !fs::is_directory(m.path);
+    if (!hub && !m.path.empty() && !fs::is_directory(m.path)) {
         std::string what = fs::exists(m.path) ? "is not a folder" : "not found";
         ctx.fail_key("model", fmt::format("model: '{}' {} (expected a Hugging Face folder with "
                                           "config.json, model.safetensors and tokenizer.json)",
                                           m.path, what));
     }
-    check_exists(ctx, "model", m.config_path, "config file");
-    check_exists(ctx, "model", m.tokenizer_path, "tokenizer file");
-    if (!m.weights_path.empty() && !fs::exists(m.weights_path)) {
+    if (!hub) check_exists(ctx, "model", m.config_path, "config file");
+    if (!hub) check_exists(ctx, "model", m.tokenizer_path, "tokenizer file");
+    if (!hub && !m.weights_path.empty() && !fs::exists(m.weights_path)) {
         fs::path bin = fs::path(m.weights_path).parent_path() / "pytorch_model.bin";
         std::string hint = fs::exists(bin) ? " (only pytorch_model.bin is there: save the model "
                                              "with safe_serialization=True)"

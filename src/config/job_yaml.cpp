@@ -6,6 +6,7 @@
 // file does; YamlCtx remembers which dotted paths came from --set so errors
 // name the argument instead of a line. The distribution block lives in
 // distribution_yaml.cpp, the cross-key checks in job_validate.cpp.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -22,29 +23,52 @@ using config::YamlCtx;
 
 namespace config {
 
+// "org/name" or "name" that is not a path on this machine: a Hub model id.
+// io/hf_hub.h checks the id fully when it is resolved.
+bool looks_like_hub_id(const std::string& raw, const std::string& resolved) {
+    if (raw.empty() || fs::exists(resolved) || raw.find("://") != std::string::npos) return false;
+    if (raw.front() == '.' || raw.front() == '/' || raw.front() == '~') return false;
+    return std::count(raw.begin(), raw.end(), '/') <= 1 && raw.back() != '/';
+}
+
 void read_model(const YamlCtx& ctx, const YAML::Node& node, ModelArgs& out, bool need_tokenizer) {
     out = ModelArgs{};
+    // A name that is not a folder here may be a Hub id: both are kept, and
+    // the command resolves the id (cli/hub_model.h) unless the folder exists
+    // by then.
+    auto folder_or_id = [&](const YamlCtx& c, const YAML::Node& n, const std::string& p) {
+        const std::string raw = read_optional_string(c, n, p).value_or("");
+        out.path = c.resolve_path(p, raw);
+        if (looks_like_hub_id(raw, out.path)) out.hub_id = raw;
+    };
     if (node.IsScalar()) {
-        out.path = ctx.resolve_path("model", node.Scalar());
+        folder_or_id(ctx, node, "model");
     } else if (node.IsMap()) {
         read_fields(ctx, node, "model",
-                    {field_path("path", &out.path), field_path("config", &out.config_path),
+                    {{"path", folder_or_id}, field_path("config", &out.config_path),
                      field_path("tokenizer", &out.tokenizer_path),
-                     field_path("weights", &out.weights_path)});
+                     field_path("weights", &out.weights_path),
+                     field_optional_string("revision", &out.revision)});
     } else {
         ctx.fail("model", node,
-                 fmt::format("model: expected a Hugging Face folder path or a map {{config: "
-                             "config.json, tokenizer: tokenizer.json}}, got {}",
+                 fmt::format("model: expected a Hugging Face folder path, a Hub model id or a map "
+                             "{{config: config.json, tokenizer: tokenizer.json}}, got {}",
                              describe(node)));
     }
+    if (!out.revision.empty() && out.hub_id.empty())
+        ctx.fail("model", node, "model.revision: only applies to a Hub model id (org/name)");
     // A folder supplies whatever was not named file by file.
     if (!out.path.empty()) {
         if (out.config_path.empty())
             out.config_path = (fs::path(out.path) / "config.json").string();
         if (out.tokenizer_path.empty())
             out.tokenizer_path = (fs::path(out.path) / "tokenizer.json").string();
-        if (out.weights_path.empty())
-            out.weights_path = (fs::path(out.path) / "model.safetensors").string();
+        if (out.weights_path.empty()) {
+            // save_pretrained's sharded form when there is no single file.
+            const fs::path single = fs::path(out.path) / "model.safetensors";
+            const fs::path index = fs::path(out.path) / "model.safetensors.index.json";
+            out.weights_path = (!fs::exists(single) && fs::exists(index)) ? index.string() : single.string();
+        }
     }
     if (out.config_path.empty())
         ctx.fail("model", node, "model: needs a folder or a 'config' (config.json) to build from");
@@ -262,8 +286,12 @@ void register_key_homes(YamlCtx& ctx) {
     CheckpointArgs c;
     for (auto k : k_top_level_keys) ctx.key_homes.emplace(std::string(k), "");
     for (auto k : field_names(data_fields(d))) ctx.key_homes.emplace(std::string(k), "data");
+    HubArgs h;
     for (auto k : field_names(hyperparameter_fields(t, c)))
         ctx.key_homes.emplace(std::string(k), "hyperparameters");
+    for (auto k : field_names(hub_fields(h))) ctx.key_homes.emplace(std::string(k), "hyperparameters");
+    SaveArgs sv;
+    for (auto k : field_names(save_fields(sv))) ctx.key_homes.emplace(std::string(k), "hyperparameters");
     for (auto k : distribution_key_names()) ctx.key_homes.emplace(std::string(k), "distribution");
 }
 
@@ -320,8 +348,10 @@ Job job_parse(const std::string& yaml_text, const std::string& source_name,
           }},
          {"hyperparameters",
           [&](const YamlCtx& c, const YAML::Node& n, const std::string& p) {
-              config::read_fields(c, n, p,
-                                  config::hyperparameter_fields(job.training, job.checkpoint));
+              auto fields = config::hyperparameter_fields(job.training, job.checkpoint);
+              for (auto& f : config::hub_fields(job.hub)) fields.push_back(std::move(f));
+              for (auto& f : config::save_fields(job.save)) fields.push_back(std::move(f));
+              config::read_fields(c, n, p, fields);
           }},
          {"distribution",
           [&](const YamlCtx&, const YAML::Node& n, const std::string&) { distribution_node = n; }},

@@ -156,7 +156,8 @@ HttpResponse HttpClient::attempt(const HttpRequest& req, std::string* transport_
     Transfer t{c, &req, &resp, 0, nullptr};
     curl_easy_setopt(c, CURLOPT_URL, req.url.c_str());
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, req.method == "GET" || req.method == "HEAD" ? 1L : 0L);
+    curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION,
+                     req.follow_redirects && (req.method == "GET" || req.method == "HEAD") ? 1L : 0L);
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, long(policy_.connect_timeout_s * 1000));
     curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1024L);
     curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, std::max(1L, long(policy_.stall_timeout_s)));

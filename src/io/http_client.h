@@ -48,6 +48,9 @@ struct HttpRequest {
     // HttpResponse::body). `reset` runs before a retry so the sink can start over.
     std::function<void(const char*, size_t)> sink;
     std::function<void()> reset;
+    // GET/HEAD follow redirects unless false (the Hub's metadata is on the
+    // redirect itself: X-Linked-Etag, X-Linked-Size).
+    bool follow_redirects = true;
 };
 
 struct HttpResponse {

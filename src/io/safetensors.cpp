@@ -188,6 +188,7 @@ struct EntryParser {
 }  // namespace
 
 SafetensorsFile SafetensorsFile::open(const std::string& path) {
+    if (path.ends_with(".index.json")) return open_index(path);
     int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     LOOM_CHECK(fd >= 0, "cannot open safetensors file '{}': {}", path,
                std::generic_category().message(errno));
@@ -384,20 +385,23 @@ const Shape& SafetensorsFile::shape(const std::string& name) const {
 }
 
 size_t SafetensorsFile::data_bytes() const {
-    return mapping_ ? mapping_->nbytes() - data_start_ : 0;
+    size_t n = 0;
+    for (const Shard& s : shards_) n += s.mapping->nbytes() - s.data_start;
+    return mapping_ ? mapping_->nbytes() - data_start_ : n;
 }
 
 Tensor SafetensorsFile::get(const std::string& name) const {
     const Entry& e = entry(name);
-    const size_t offset = data_start_ + e.begin;
-    const auto address = reinterpret_cast<uintptr_t>(mapping_->data()) + offset;
+    const std::shared_ptr<Storage>& mapping = shards_.empty() ? mapping_ : shards_[e.part].mapping;
+    const size_t offset = (shards_.empty() ? data_start_ : shards_[e.part].data_start) + e.begin;
+    const auto address = reinterpret_cast<uintptr_t>(mapping->data()) + offset;
     if (address % dtype_size(e.dtype) == 0)
-        return Tensor::view_of(mapping_, offset, e.dtype, e.shape, name);
+        return Tensor::view_of(mapping, offset, e.dtype, e.shape, name);
     // NOTE: legal but unaligned data (a header length that is not a multiple of
     // 8, or odd offsets) is copied: typed loads from it would be undefined.
     Tensor t = Tensor::empty(e.dtype, e.shape, name);
     if (e.end > e.begin)
-        std::memcpy(t.raw(), static_cast<const char*>(mapping_->data()) + offset, e.end - e.begin);
+        std::memcpy(t.raw(), static_cast<const char*>(mapping->data()) + offset, e.end - e.begin);
     return t;
 }
 

@@ -20,6 +20,11 @@
 // format, never produced by torch or this writer) is returned as an aligned
 // copy instead of a view, so kernels never see misaligned pointers.
 //
+// Sharded checkpoints (model.safetensors.index.json, as save_pretrained
+// writes them past max_shard_size) open as one SafetensorsFile: open() of the
+// index maps every shard it names (plain file names next to the index, never
+// paths), and each tensor must be in the shard the index says.
+//
 // Not done here: dtypes Loom has no DType for (BOOL, I8, U16, F8_*...) are
 // rejected with a message rather than read.
 #pragma once
@@ -37,7 +42,9 @@ namespace loom {
 class SafetensorsFile : public TensorSource {
 public:
     // Maps the file read-only and validates the header; throws loom::Error.
+    // A path ending in ".index.json" opens the shards that index names.
     static SafetensorsFile open(const std::string& path);
+    static SafetensorsFile open_index(const std::string& index_path);
     // The same validation over a whole file image already in memory; `label`
     // stands for the path in errors. open() is this over a mapping; the fuzzer
     // and tests call it directly. Views returned by get() keep `bytes` alive.
@@ -67,7 +74,13 @@ private:
         DType dtype;
         Shape shape;
         size_t begin, end;  // byte range relative to data_start_
+        size_t part = 0;    // index into shards_ (sharded checkpoints); 0 otherwise
     };
+    struct Shard {
+        std::shared_ptr<Storage> mapping;
+        size_t data_start;
+    };
+    std::vector<Shard> shards_;  // empty: the single file in mapping_
     const Entry& entry(const std::string& name) const;
     std::map<std::string, Entry> entries_;
     std::vector<std::string> names_;
@@ -78,5 +91,19 @@ private:
 // torch's safetensors does, through a temporary file renamed into place.
 void safetensors_write(const std::string& path, const std::map<std::string, Tensor>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
+
+// model.safetensors in `dir` when everything fits in max_shard_bytes, else
+// model-0000i-of-0000n.safetensors plus model.safetensors.index.json (and no
+// model.safetensors). Returns the files written.
+std::vector<std::string> safetensors_write_sharded(const std::string& dir,
+                                                   const std::map<std::string, Tensor>& tensors,
+                                                   uint64_t max_shard_bytes,
+                                                   const std::map<std::string, std::string>& metadata = {});
+
+// "5GB" (10^9), "2GiB" (2^30), "500MB", "1000" -> bytes, as save_pretrained reads max_shard_size.
+uint64_t parse_shard_size(const std::string& text);
+
+// The weights of a model folder: model.safetensors, else model.safetensors.index.json.
+std::string safetensors_weights_in(const std::string& dir);
 
 }  // namespace loom

@@ -117,9 +117,9 @@ std::map<std::string, std::string> hf_side_files(const ModelConfig& config,
 
 void export_hf_folder(const std::string& dir, const ModelConfig& config,
                       const std::map<std::string, Tensor>& params,
-                      const std::string& tokenizer_path) {
+                      const std::string& tokenizer_path, uint64_t max_shard_bytes) {
     ensure_dir(dir);
-    safetensors_write((fs::path(dir) / "model.safetensors").string(), params, {{"format", "pt"}});
+    safetensors_write_sharded(dir, params, max_shard_bytes, {{"format", "pt"}});
     for (const auto& [name, text] : hf_side_files(config, tokenizer_path))
         write_file_atomic((fs::path(dir) / name).string(), text);
 }

@@ -31,8 +31,11 @@ std::map<std::string, std::string> hf_side_files(const ModelConfig& config,
                                                  const std::string& tokenizer_path);
 
 // Writes a complete HF folder into `dir` (created if missing).
+// Weights past max_shard_bytes are split into shards with an index
+// (safetensors_write_sharded), as save_pretrained's max_shard_size does.
 void export_hf_folder(const std::string& dir, const ModelConfig& config,
                       const std::map<std::string, Tensor>& params,
-                      const std::string& tokenizer_path);
+                      const std::string& tokenizer_path,
+                      uint64_t max_shard_bytes = 5'000'000'000ull);
 
 }  // namespace loom

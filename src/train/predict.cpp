@@ -110,7 +110,7 @@ Predictor::Predictor(const std::string& model_dir, PredictOptions options)
     tok_->set_truncation(std::nullopt);
     tok_->set_padding(std::nullopt);
     model_ = build_model(config_);
-    model_->load(SafetensorsFile::open((fs::path(model_dir) / "model.safetensors").string()));
+    model_->load(SafetensorsFile::open(safetensors_weights_in(model_dir)));
     model_->set_logits_scope(LogitsScope::all_positions);
 }
 

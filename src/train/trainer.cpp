@@ -399,6 +399,7 @@ TrainResult Trainer::train() {
         tb_ = std::make_unique<TensorBoardWriter>(
             t.logging_dir.empty() ? (fs::path(t.output_dir) / "runs").string() : t.logging_dir,
             resumed ? state_.global_step + 1 : -1);
+        if (job_.hub.push_to_hub) hub_ = std::make_unique<HubPusher>(job_);
     }
     auto say = [&](const std::string& s) {
         if (main && !opts_.quiet) {

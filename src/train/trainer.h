@@ -43,6 +43,7 @@
 #include "optim/lr_schedule.h"
 #include "parallel/gpu_grad_sync_api.h"
 #include "train/evaluate.h"
+#include "train/hub_push.h"
 #include "train/single_step.h"
 #include "train/train_state.h"
 
@@ -262,6 +263,7 @@ class Trainer {
     StepEngine* engine_ = nullptr;
     std::unique_ptr<DynamicLossScale> scaler_;  // fp16 only
     std::unique_ptr<RemoteJob> remote_;         // checkpoint_uri / s3:// output_dir
+    std::unique_ptr<HubPusher> hub_;            // push_to_hub, main rank only
     std::unique_ptr<LrSchedule> schedule_;
     StepPlan plan_;
     TrainState state_;

@@ -142,6 +142,7 @@ std::string Trainer::save_checkpoint() {
             : (fs::path(job_.training.output_dir) / state_.best_model_checkpoint).string();
     rotate_checkpoints(job_.training.output_dir, job_.checkpoint.save_total_limit, best);
     remote_->after_save(path, job_.training.output_dir);
+    if (hub_) hub_->after_save(path, step);
     return path;
 }
 
@@ -218,7 +219,7 @@ void Trainer::export_model(const std::string& dir) const {
     // was loaded into the whole model since.
     const bool gathered = pp_ && !gathered_params_.empty();
     export_hf_folder(dir, config_, gathered ? gathered_params_ : model_->params().param_tensors(),
-                     job_.model.tokenizer_path);
+                     job_.model.tokenizer_path, parse_shard_size(job_.save.max_shard_size));
 }
 
 void Trainer::finish_run(TrainResult& r, double runtime_s) {
@@ -312,6 +313,10 @@ void Trainer::finish_run(TrainResult& r, double runtime_s) {
     if (jsonl_) ri.history = read_metrics_jsonl(jsonl_->path());
     ri.final_metrics = final_metrics;
     ri.job_yaml = opts_.job_text.empty() ? job_to_yaml(job_) : opts_.job_text;
+    // A report is shared; the job's hub_token must not be in it.
+    if (const std::string& tok = job_.hub.hub_token; !tok.empty())
+        for (size_t p; (p = ri.job_yaml.find(tok)) != std::string::npos;)
+            ri.job_yaml.replace(p, tok.size(), "<hub_token>");
     const std::string report = (fs::path(t.output_dir) / "report.html").string();
     write_report_html(report, ri);
     remote_->upload_final(t.output_dir);
@@ -329,6 +334,7 @@ void Trainer::finish_run(TrainResult& r, double runtime_s) {
     say(fmt::format("model saved to {} (config.json, model.safetensors, tokenizer.json)",
                     t.output_dir));
     say(fmt::format("report: {}", report));
+    if (hub_) hub_->at_end();
 }
 
 }  // namespace loom

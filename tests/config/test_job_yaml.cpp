@@ -271,7 +271,7 @@ TEST(JobYaml, ModelForms) {
     expect_job_error("model: {tokenizer: t.json}\ntask: causal-lm\ndata: {}\n",
                      {"job.yaml:1:", "needs a folder or a 'config'"});
     expect_job_error("model: [a]\ntask: causal-lm\n",
-                     {"job.yaml:1:", "expected a Hugging Face folder path or a map"});
+                     {"job.yaml:1:", "expected a Hugging Face folder path, a Hub model id or a map"});
     expect_job_error("model: {confg: c}\ntask: causal-lm\n", {"did you mean 'config'?"});
 }
 
@@ -394,8 +394,12 @@ TEST_F(JobYamlPaths, MissingFilesAreNamedWithTheirKeyLine) {
                      "  eval: nowhere.jsonl\n");
     test::expect_error([&] { job_load(path); }, {"job.yaml:5:", "eval data", "nowhere.jsonl",
                                                  "not found"});
-    path = write_job("model: missing_folder\ntask: causal-lm\ndata: {train: train.jsonl}\n");
+    path = write_job("model: ./missing_folder\ntask: causal-lm\ndata: {train: train.jsonl}\n");
     test::expect_error([&] { job_load(path); }, {"job.yaml:1:", "missing_folder", "not found"});
+    // A bare name that is no folder here reads as a Hub model id, resolved
+    // by the command (cli/hub_model.h) rather than refused by the parser.
+    path = write_job("model: missing_folder\ntask: causal-lm\ndata: {train: train.jsonl}\n");
+    EXPECT_EQ(job_load(path).model.hub_id, "missing_folder");
     test::expect_error([&] { job_load((dir_ / "absent.yaml").string()); },
                        {"absent.yaml", "could not be opened"});
 }
