@@ -10,7 +10,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build/cpu-release}
 bin=$build/bench/bench_byte_source
 [[ -x $bin ]] || { echo "stream_read.sh: build bench_byte_source first" >&2; exit 2; }
-server=$(bash "$root/scripts/install_s3rver.sh")
+server=$(bash "$root/scripts/install_npm_tool.sh" s3rver node_modules/s3rver/bin/s3rver.js)
 work=$(mktemp -d)
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 mkdir -p "$work/s3"

@@ -49,9 +49,9 @@ fi
 # The s3:// tests start s3rver (npm, pinned in tests/s3rver) on loopback;
 # where node or the npm registry is missing they skip and say why.
 if command -v npm >/dev/null 2>&1; then
-  bash "$(dirname "$0")/install_s3rver.sh" >/dev/null ||
+  bash "$(dirname "$0")/install_npm_tool.sh" s3rver node_modules/s3rver/bin/s3rver.js >/dev/null ||
     echo "note: s3rver could not be installed now; the s3:// tests try again" >&2
   # The Hub tests check Loom against the official @huggingface/hub client.
-  bash "$(dirname "$0")/install_hub_client.sh" >/dev/null ||
+  bash "$(dirname "$0")/install_npm_tool.sh" hub node_modules/@huggingface/hub/package.json >/dev/null ||
     echo "note: @huggingface/hub could not be installed now; the Hub tests try again" >&2
 fi

@@ -1,5 +1,5 @@
 // A real S3-compatible server on loopback for the s3:// tests: s3rver (npm),
-// installed on first use by scripts/install_s3rver.sh into tests/s3rver/, and
+// installed on first use by scripts/install_npm_tool.sh into tests/s3rver/, and
 // s3cmd (Debian) as an independent client to put and fetch objects.
 //
 // Each test gets its own server process, data folder, port and bucket
@@ -76,7 +76,10 @@ class S3ServerTest : public TempDirTest {
     void SetUp() override {
         TempDirTest::SetUp();
         std::string out;
-        const int rc = run_command("bash " + source_root() + "/scripts/install_s3rver.sh", &out);
+        const int rc = run_command("bash " + source_root() +
+                                       "/scripts/install_npm_tool.sh s3rver "
+                                       "node_modules/s3rver/bin/s3rver.js",
+                                   &out);
         if (rc == 3) GTEST_SKIP() << "s3rver unavailable: " << out;
         ASSERT_EQ(rc, 0) << "installing s3rver failed:\n" << out;
         // The script's last line is the server's path (npm may talk before it).

@@ -33,8 +33,10 @@ hub_launch() {
 hub_start() {
   local root
   root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
-  if ! hub_dir=$(bash "$root/scripts/install_hub_client.sh" 2>&1 | tail -1) || [[ ! -f $hub_dir/server.js ]]; then
-    hub_why="@huggingface/hub unavailable: $hub_dir"; return 1
+  local mark
+  hub_dir="$root/tests/hub"
+  if ! mark=$(bash "$root/scripts/install_npm_tool.sh" hub node_modules/@huggingface/hub/package.json 2>&1 | tail -1) || [[ ! -f $mark ]]; then
+    hub_why="@huggingface/hub unavailable: $mark"; return 1
   fi
   hub_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   hub_data=$(mktemp -d)

@@ -19,7 +19,7 @@ s3_start() {
   if ! command -v s3cmd >/dev/null; then
     s3_why="s3cmd is not installed (Debian: apt-get install s3cmd)"; return 1
   fi
-  if ! server=$(bash "$root/scripts/install_s3rver.sh" 2>&1 | tail -1) || [[ ! -f $server ]]; then
+  if ! server=$(bash "$root/scripts/install_npm_tool.sh" s3rver node_modules/s3rver/bin/s3rver.js 2>&1 | tail -1) || [[ ! -f $server ]]; then
     s3_why="s3rver unavailable: $server"; return 1
   fi
   s3_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
