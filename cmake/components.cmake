@@ -7,8 +7,13 @@ set(LOOM_COMPONENTS "")
 # update ran at half the memory bandwidth; nothing reads errno there. torch's
 # AdamW rounds the decayed parameter before it adds the step, and the kernel
 # matches it bit for bit: no multiply-add may be fused once it is vectorised.
-set_source_files_properties(${PROJECT_SOURCE_DIR}/src/ops/adamw.cpp PROPERTIES COMPILE_OPTIONS
-                            "-fno-math-errno;-ffp-contract=off")
+# LAMB and SGD likewise: their CUDA kernels round every operation on its own,
+# and with -march=native GCC would fuse here on a CPU with FMA and not on one
+# without, so the CPU reference would change with the machine it was built on.
+set_source_files_properties(${PROJECT_SOURCE_DIR}/src/ops/adamw.cpp
+                            ${PROJECT_SOURCE_DIR}/src/optim/lamb.cpp
+                            ${PROJECT_SOURCE_DIR}/src/optim/sgd.cpp
+                            PROPERTIES COMPILE_OPTIONS "-fno-math-errno;-ffp-contract=off")
 function(loom_component name)
   cmake_parse_arguments(ARG "" "" "DIRS;DEPS" ${ARGN})
   set(sources "")

@@ -40,6 +40,12 @@ void sgemm_run(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, floa
                const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
                int64_t ldc, const float* bias) {
     if (M == 0 || N == 0) return;
+    if (K == 0) {
+        // dnnl_sgemm rejects K = 0; the matmul runner gives C = beta * C (+ bias).
+        detail::dnnl_matmul_run(detail::MatmulType::f32, trans_a, trans_b, M, N, K, alpha, A, lda,
+                                B, ldb, beta, C, ldc, bias);
+        return;
+    }
     const dnnl_status_t st = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, alpha,
                                         A, lda, B, ldb, beta, C, ldc);
     LOOM_CHECK(st == dnnl_success, "gemm: dnnl_sgemm ({}{} M={} N={} K={}) failed with status {}",

@@ -175,6 +175,25 @@ TEST(Gemm, F32BothRoutesMatchF64) {
     }
 }
 
+// K = 0 is an empty product: C = beta * C (+ bias) on every route, A and B
+// unread (oneDNN's sgemm and matmul both reject it).
+TEST(Gemm, EmptyKScalesCAndAddsTheBias) {
+    const int64_t M = 5, N = 3, ldc = 4;
+    const std::vector<float> bias = {1.0f, -2.0f, 0.5f};
+    for (GemmImpl impl : {GemmImpl::dnnl_sgemm, GemmImpl::dnnl_matmul}) {
+        for (float beta : {0.0f, 0.5f}) {
+            std::vector<float> C(size_t(M * ldc), 4.0f);
+            gemm_f32_with(impl, false, true, M, N, 0, 1.0f, nullptr, 1, nullptr, 1, beta,
+                          C.data(), ldc, bias.data());
+            for (int64_t i = 0; i < M; ++i) {
+                for (int64_t j = 0; j < N; ++j)
+                    EXPECT_EQ(C[size_t(i * ldc + j)], beta * 4.0f + bias[size_t(j)]);
+                EXPECT_EQ(C[size_t(i * ldc + N)], 4.0f) << "the padding past N is left alone";
+            }
+        }
+    }
+}
+
 TEST(Gemm, BetaZeroIgnoresGarbageInC) {
     const int64_t M = 6, N = 4, K = 5;
     std::vector<float> A = to_f32(randn(M * K, 1)), B = to_f32(randn(K * N, 2));

@@ -335,7 +335,10 @@ LossSum CudaExecutor<T>::forward_stage(const ModelInputs& in, const DropoutPlan&
                                     cudaMemcpyHostToDevice, ctx_.stream()));
     LOOM_CUDA_CHECK(cudaMemcpyAsync(mask_, h + 3 * N, size_t(N) * sizeof(int64_t),
                                     cudaMemcpyHostToDevice, ctx_.stream()));
-    LOOM_CUDA_CHECK(cudaMemcpyAsync(targets_, h + 4 * N, size_t(2 * N) * sizeof(int64_t),
+    // Two copies: the arena aligns each buffer, so targets2_ need not follow targets_.
+    LOOM_CUDA_CHECK(cudaMemcpyAsync(targets_, h + 4 * N, size_t(N) * sizeof(int64_t),
+                                    cudaMemcpyHostToDevice, ctx_.stream()));
+    LOOM_CUDA_CHECK(cudaMemcpyAsync(targets2_, h + 5 * N, size_t(N) * sizeof(int64_t),
                                     cudaMemcpyHostToDevice, ctx_.stream()));
 
     before_write_hidden(app_begin_);
