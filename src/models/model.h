@@ -30,55 +30,30 @@
 #include "nn/module.h"
 #include "nn/param_table.h"
 #include "ops/matmul.h"
+#include "parallel/stage_model.h"
 
 namespace loom {
 
 class TensorSource;
 
-// Where the LM heads compute logits. HF computes every position; a training
-// step only needs the labelled ones (about 15% for masked LM), and the loss and
-// gradients are identical either way.
-enum class LogitsScope { all_positions, labelled_positions };
-
-struct LossSum {
-    double sum = 0;     // sum of per-example losses
-    int64_t count = 0;  // examples counted (0: no labels given)
-    double mean() const { return count ? sum / double(count) : 0.0; }
-};
-
-class Model {
+class Model : public StageModel {
   public:
-    virtual ~Model() = default;
-
     const ModelConfig& config() const { return config_; }
-    ParamTable& params() { return table_; }
-    const ParamTable& params() const { return table_; }
+    ParamTable& params() final { return table_; }
+    const ParamTable& params() const final { return table_; }
 
     // Loads parameters by HF name; head rows missing from the file are
     // initialised (reported), anything else missing is an error.
     LoadReport load(const TensorSource& file, uint64_t init_seed = 0);
     // Initialises every parameter as HF's _init_weights does (pretraining).
     void init(uint64_t seed) { table_.init_all(seed); }
-    void zero_grad() { table_.zero_grad(); }
+    void zero_grad() final { table_.zero_grad(); }
 
-    // Runs the model; returns the loss sum when the inputs carry labels.
-    // `dropout.training` switches dropout on (keys: seed, step, sample_offset).
-    virtual LossSum forward(const ModelInputs& in, const DropoutPlan& dropout) = 0;
-    // Accumulates d(loss_scale * loss_sum)/d(params) into the gradient buffer,
-    // for the last forward (which must have had labels).
-    // A stage without the head (ModelConfig::part) takes the gradient of its
-    // output, (B, T, C), instead of a loss: `d_stage_output`.
-    virtual void backward(double loss_scale, const float* d_stage_output = nullptr) = 0;
+    // forward, backward, the stage views and the data-parallel hooks are
+    // StageModel's (parallel/stage_model.h); the stage is ModelConfig::part.
 
-    // Pipeline stages: the last forward's output, (B, T, C), on a stage
-    // without the head; after backward, the gradient of the stage input on a
-    // stage without the embeddings. Views valid until the next forward.
-    virtual const float* stage_output() const { return nullptr; }
-    virtual const float* stage_input_grad() const { return nullptr; }
-    // Uses `owner`'s parameter and gradient buffers (a model built from the
-    // same config): pipeline schedules keep several micro-batches in flight,
-    // one model instance (one set of activations) each.
-    virtual void share_parameters(const Model& owner) = 0;
+    int64_t hidden_width() const final { return config_.hidden_size; }
+    const ModelTp& tp_slice() const final { return config_.tp; }
     // Transformer-layer applications of the whole model (ALBERT's shared
     // layer counts once per use): what pipeline stages divide.
     virtual int64_t num_layer_applications() const { return config_.num_hidden_layers; }
@@ -98,27 +73,7 @@ class Model {
     // optimizer state, layer norms, softmax, the heads and the loss stay fp32.
     virtual void set_compute_dtype(ComputeDtype /*dtype*/) {}
 
-    // Data parallelism: during backward() the model calls `hook(begin, end)`
-    // for ranges of the flat gradient buffer whose gradients are final (no later
-    // op of this backward adds to them), so their all-reduce can start while the
-    // rest of backward runs. The ranges of one backward are disjoint and cover
-    // [0, flat_numel()) by the time backward() returns. An empty hook: no calls.
-    using GradReadyHook = std::function<void(int64_t begin_elem, int64_t end_elem)>;
-    void set_grad_ready_hook(GradReadyHook hook) { grad_ready_hook_ = std::move(hook); }
-
-    // Sparse word-embedding gradient (data parallelism): with `on`, backward
-    // keeps the input lookup's gradient out of the flat buffer, as one row per
-    // token (embedding_grad_rows()). The word table's range of the buffer then
-    // holds only what the head adds (a tied decoder; zeros otherwise), final
-    // before any block runs backward, and the hook gets it then: its reduction
-    // overlaps the whole backward instead of starting when backward returns
-    // (94 MB for BERT-base), and the rows (tokens x width) are exchanged after.
-    // Returns whether sparse rows are on; false where the model cannot give
-    // them (pipeline stages, vocab-parallel or frozen tables). Takes effect at
-    // the next backward and stays until turned off.
-    virtual bool set_sparse_embedding_grad(bool /*on*/) { return false; }
-    // The rows the last backward kept (empty when sparse rows are off).
-    virtual EmbeddingGradRows embedding_grad_rows() const { return {}; }
+    void set_grad_ready_hook(GradReadyHook hook) final { grad_ready_hook_ = std::move(hook); }
 
     // Named outputs of the last forward (views, valid until the next forward).
     virtual std::map<std::string, Tensor> outputs() const = 0;

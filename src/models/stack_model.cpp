@@ -119,7 +119,7 @@ void StackModel::finish_build() {
               [&](size_t x, size_t y) { return block_begin_[x] > block_begin_[y]; });
 }
 
-void StackModel::share_parameters(const Model& owner) {
+void StackModel::share_parameters(const StageModel& owner) {
     table_.share_buffers(owner.params());
     bind_all();
 }

@@ -27,7 +27,7 @@ class StackModel : public Model {
     void backward(double loss_scale, const float* d_stage_output = nullptr) override;
     const float* stage_output() const override;
     const float* stage_input_grad() const override;
-    void share_parameters(const Model& owner) override;
+    void share_parameters(const StageModel& owner) override;
     int64_t num_layer_applications() const override { return int64_t(schedule_.size()); }
     void set_compute_dtype(ComputeDtype d) override {
         for (TransformerBlock& b : blocks_) {

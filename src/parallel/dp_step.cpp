@@ -9,8 +9,8 @@
 
 namespace loom {
 
-DataParallel::DataParallel(Model& model, Communicator& dp, const AdamWParams& hp, DecayPolicy decay,
-                           const DpOptions& options)
+DataParallel::DataParallel(StageModel& model, Communicator& dp, const AdamWParams& hp,
+                           DecayPolicy decay, const DpOptions& options)
     : model_(model), dp_(dp), opt_(options) {
     ParamTable& t = model.params();
     LOOM_CHECK(t.allocated(), "data parallel over a model whose parameters are not allocated");
@@ -73,7 +73,7 @@ void DataParallel::begin_micro_batch(bool last) {
 void DataParallel::end_micro_batch() {
     sync_->end_micro_batch(sparse_now_ ? model_.embedding_grad_rows() : EmbeddingGradRows{});
 }
-LossSum forward_micro_batch(Model& model, const MicroBatch& m) {
+LossSum forward_micro_batch(StageModel& model, const MicroBatch& m) {
     LossSum l;
     fault_point("forward");
     if (m.inputs.B > 0) l = model.forward(m.inputs, m.dropout);

@@ -31,9 +31,9 @@
 #include <vector>
 
 #include "comm/comm.h"
-#include "models/model.h"
 #include "optim/adamw.h"
 #include "parallel/grad_sync.h"
+#include "parallel/stage_model.h"
 #include "parallel/step_engine.h"
 #include "parallel/zero.h"
 
@@ -41,7 +41,7 @@ namespace loom {
 
 // Forward of one micro-batch (none for an empty one, B = 0), checking that
 // the model counted the labels the loader did. The engines' shared first half.
-LossSum forward_micro_batch(Model& model, const MicroBatch& m);
+LossSum forward_micro_batch(StageModel& model, const MicroBatch& m);
 
 struct DpOptions {
     ZeroStage zero = ZeroStage::none;
@@ -49,7 +49,7 @@ struct DpOptions {
     bool overlap = true;           // reduce buckets while backward runs
     int max_in_flight_at_end = 0;  // GradSyncOptions::max_in_flight_at_end
     // dp > 1: the model keeps its word-embedding lookup's gradient as rows
-    // (Model::set_sparse_embedding_grad) so the table's range is reduced
+    // (StageModel::set_sparse_embedding_grad) so the table's range is reduced
     // during backward; the rows are exchanged after. (Also without overlap,
     // so that overlap never changes a bit of the result.)
     bool sparse_embedding_grad = true;
@@ -63,7 +63,7 @@ class DataParallel : public StepEngine {
   public:
     // Installs the grad-ready hook on `model` (removed by the destructor).
     // model and dp must outlive this object.
-    DataParallel(Model& model, Communicator& dp, const AdamWParams& hp, DecayPolicy decay,
+    DataParallel(StageModel& model, Communicator& dp, const AdamWParams& hp, DecayPolicy decay,
                  const DpOptions& options);
     ~DataParallel();
     DataParallel(const DataParallel&) = delete;
@@ -113,7 +113,7 @@ class DataParallel : public StepEngine {
     bool sparse_embedding_grad() const { return sparse_; }
 
   private:
-    Model& model_;
+    StageModel& model_;
     Communicator& dp_;
     DpOptions opt_;
     std::unique_ptr<GradSync> sync_;

@@ -1,5 +1,5 @@
 // GpuGradSync: the data-parallel gradient reduction of the GPU executor
-// (CudaModel), as the trainer sees it. The implementation (NCCL, overlapped
+// (a DeviceStage), as the trainer sees it. The implementation (NCCL, overlapped
 // with backward) lives in parallel/cuda/gpu_grad_sync.h and exists only in a
 // CUDA + NCCL build; this header includes neither, so loom_train, which is
 // compiled without CUDA, holds it through this interface and gets it from a
@@ -26,7 +26,7 @@
 // summed gradients. ZeRO-1/2 (zero_stage): a reduce-scatter into this rank's
 // shard (every micro-batch for ZeRO-2), which the executor updates alone
 // before all-gathering the parameters; the sync hands the executor its shard
-// and collectives (CudaModel::set_shard), so the calls above do not change.
+// and collectives (DeviceStage::set_shard), so the calls above do not change.
 #pragma once
 
 #include <cstdint>

@@ -18,7 +18,7 @@ int64_t msg_key(Msg kind, int chunk, int micro, int n_micro) {
 
 }  // namespace
 
-GpuPipeline::GpuPipeline(CudaModel& owner, PipelineParallel& layout, Communicator& pp_device,
+GpuPipeline::GpuPipeline(DeviceStage& owner, PipelineParallel& layout, Communicator& pp_device,
                          Communicator& pp_host)
     : owner_(owner), layout_(layout), pp_(pp_device), pp_host_(pp_host) {
     LOOM_CHECK(pp_.size() == layout_.n_stages() && pp_.rank() == layout_.stage() &&
@@ -33,7 +33,7 @@ GpuPipeline::GpuPipeline(CudaModel& owner, PipelineParallel& layout, Communicato
     owner_.attach_group(pp_);
     for (int c = 0; c < layout_.n_virtual(); ++c)
         for (int s = 0; s < layout_.n_slots(); ++s) {
-            instances_.push_back(owner_.make_instance(layout_.instance(c, s)));
+            instances_.push_back(owner_.stage_instance(layout_.instance(c, s)));
             // Training scores the labelled positions only (the CPU stages' scope).
             instances_.back()->set_logits_scope(LogitsScope::labelled_positions);
         }
@@ -47,7 +47,7 @@ double GpuPipeline::run(const std::vector<MicroBatch>& micro, double loss_scale)
     LOOM_CHECK(M >= 1, "pipeline step without micro-batches");
     const std::vector<Action> actions = make_schedule(layout_.kind(), P, stage, M, V);
     const DType dtype = owner_.grad_dtype();
-    const int64_t C = layout_.model().config().hidden_size;
+    const int64_t C = layout_.model().hidden_width();
     auto numel = [&](int m) { return micro[size_t(m)].inputs.B * micro[size_t(m)].inputs.T * C; };
     auto buffer = [&](Msg kind, int c, int m) {
         return owner_.message_buffer(msg_key(kind, c, m, M), numel(m) * int64_t(dtype_size(dtype)));
@@ -66,7 +66,7 @@ double GpuPipeline::run(const std::vector<MicroBatch>& micro, double loss_scale)
         free_slots[size_t(c)].push_back(slot);
         slot = -1;
     };
-    auto in_flight = [&](int c, int m) -> CudaModel& {
+    auto in_flight = [&](int c, int m) -> DeviceStage& {
         const int s = slot_of[size_t(c * M + m)];
         LOOM_ASSERT(s >= 0, "GPU pipeline: micro-batch {} of chunk {} is not in flight", m, c);
         return *instances_[size_t(s)];

@@ -10,7 +10,7 @@
 // and it keeps the shared rows, the norm's excluded ranges, the gathers and
 // the checkpoints. The owner executor (built for layout.model()) holds the
 // stage's parameters, gradients and optimizer and runs nothing itself; each
-// instance (CudaModel::make_instance) is one set of activations, so the
+// instance (DeviceStage::stage_instance) is one set of activations, so the
 // owner's data-parallel sync sees no backward until the step's reduction.
 //
 // One step, every call collective on pp:
@@ -22,7 +22,7 @@
 // Ordering: a communication batch is posted between group_start/group_end
 // and the host waits for it (bounded by the group's timeout) before the next
 // action, as PipelineParallel::run does; the twin orders its operations after
-// the executor's stream (CudaModel::attach_group), so a send reads the
+// the executor's stream (DeviceStage::attach_group), so a send reads the
 // finished output and the next forward reads a finished receive. NCCL matches
 // point-to-point messages by posting order per pair of ranks, not by tag:
 // pipeline_sim.h proves every schedule's lists match in that order. Messages
@@ -39,7 +39,7 @@
 #include <vector>
 
 #include "comm/comm.h"
-#include "models/cuda/cuda_model.h"
+#include "parallel/device_stage.h"
 #include "parallel/pipeline_parallel.h"
 
 namespace loom {
@@ -49,7 +49,7 @@ class GpuPipeline {
     // `owner`: the stage's executor, built for layout.model(). `pp_device`:
     // the device twin of the pp group (same ranks); `pp_host`: the pp group
     // itself, for the loss. All must outlive this object.
-    GpuPipeline(CudaModel& owner, PipelineParallel& layout, Communicator& pp_device,
+    GpuPipeline(DeviceStage& owner, PipelineParallel& layout, Communicator& pp_device,
                 Communicator& pp_host);
     ~GpuPipeline();
     GpuPipeline(const GpuPipeline&) = delete;
@@ -67,12 +67,12 @@ class GpuPipeline {
     int n_instances() const { return int(instances_.size()); }
 
   private:
-    CudaModel& owner_;
+    DeviceStage& owner_;
     PipelineParallel& layout_;
     Communicator& pp_;
     Communicator& pp_host_;
     // (chunks x slots) chunk c's slot s at c * n_slots + s, as layout's models.
-    std::vector<std::unique_ptr<CudaModel>> instances_;
+    std::vector<std::unique_ptr<DeviceStage>> instances_;
 };
 
 }  // namespace loom

@@ -47,28 +47,6 @@ ModelPart pipeline_stage_part(int64_t n_apps, int n_stages, int stage,
     return p;
 }
 
-StageExtras pipeline_stage_extras(const ModelConfig& c, int64_t seq_len, double mlm_probability) {
-    const double C = double(c.hidden_size), I = double(c.intermediate_size);
-    const double E = double(c.embedding_size > 0 ? c.embedding_size : c.hidden_size);
-    const double V = double(c.vocab_size), T = double(seq_len);
-    // Forward FLOPs per token (backward is twice that on every side, so the
-    // ratio holds): the block's linears plus attention's two T-long products.
-    const double layer = 2 * (4 * C * C + 2 * C * I) + 4 * T * C;
-    StageExtras x;
-    if (E != C) x.first = 2 * E * C / layer;  // ALBERT's mapping
-    switch (c.task) {
-        case Task::masked_lm:
-            x.last = mlm_probability * 2 * (C * E + E * V) / layer;
-            break;
-        case Task::causal_lm:
-            x.last = 2 * C * V / layer;
-            break;
-        default:
-            break;  // classification and QA heads: a few C-wide rows
-    }
-    return x;
-}
-
 std::vector<int64_t> balanced_partition(int64_t n_apps, int n_stages, const StageExtras& extras) {
     LOOM_CHECK(n_stages >= 1 && n_apps >= n_stages,
                "pipeline: {} layer applications cannot fill {} stages", n_apps, n_stages);
@@ -131,7 +109,7 @@ ModelPart pipeline_chunk_part(int64_t n_apps, int pp_size, int n_virtual, int pp
     return p;
 }
 
-PipelineParallel::PipelineParallel(std::vector<std::unique_ptr<Model>> stage_models,
+PipelineParallel::PipelineParallel(std::vector<std::unique_ptr<StageModel>> stage_models,
                                    Communicator& pp, Communicator& dp, const AdamWParams& hp,
                                    DecayPolicy decay, DpOptions dp_options, ScheduleKind kind,
                                    int n_virtual)
@@ -140,10 +118,10 @@ PipelineParallel::PipelineParallel(std::vector<std::unique_ptr<Model>> stage_mod
                "pipeline stage: {} model instances for {} chunks", models_.size(), n_virtual);
     LOOM_CHECK((kind == ScheduleKind::interleaved) == (n_virtual > 1),
                "pipeline: {} model chunks per rank need the interleaved schedule", n_virtual);
-    Model& m0 = *models_[0];
+    StageModel& m0 = *models_[0];
     for (size_t i = 1; i < models_.size(); ++i) models_[i]->share_parameters(m0);
-    if (m0.config().tp.active()) tp_ = m0.config().tp.comm;
-    C_ = m0.config().hidden_size;
+    if (m0.tp_slice().active()) tp_ = m0.tp_slice().comm;
+    C_ = m0.hidden_width();
     // The whole step is one "micro-batch" for the dp reduction (see the header).
     dp_options.overlap = false;
     dp_options.max_in_flight_at_end = 2;  // bounded temporary buffers (grad_sync.h)
@@ -283,7 +261,7 @@ double PipelineParallel::run(const std::vector<MicroBatch>& micro, double loss_s
             if (mb.inputs.B == 0) continue;
             const int s = slot;
             LOOM_ASSERT(s >= 0, "pipeline: backward of micro-batch {} before its forward", m);
-            Model& model = *models_[size_t(s)];
+            StageModel& model = *models_[size_t(s)];
             if (mb.label_count > 0) {
                 model.backward(loss_scale, is_last(v) ? nullptr : buffer(grad_in_, v, m));
                 if (!is_first(v))

@@ -44,8 +44,8 @@
 #include <vector>
 
 #include "comm/comm.h"
-#include "models/model.h"
 #include "parallel/dp_step.h"
+#include "parallel/model_part.h"
 #include "parallel/pipeline_schedule.h"
 #include "parallel/step_engine.h"
 
@@ -68,9 +68,7 @@ struct StageExtras {
     double first = 0;  // embeddings (a lookup: ~0; ALBERT's E -> C mapping)
     double last = 0;   // final norm and task head (GPT-2's LM head: several layers)
 };
-// The FLOP estimate behind StageExtras for a model, task and sequence length;
-// masked LM scores only the labelled fraction of positions (mlm_probability).
-StageExtras pipeline_stage_extras(const ModelConfig& c, int64_t seq_len, double mlm_probability);
+// The estimate for a model: models/stage_extras.h.
 // Applications per stage (each >= 1, summing to n_apps) that minimise the
 // busiest stage's cost (applications + extras): the default partition. With
 // no extras it is the even split, earlier stages taking the extra ones.
@@ -82,14 +80,21 @@ class PipelineParallel : public StepEngine {
     // number each (chunk c's at [c * n, (c + 1) * n)), built with each chunk's
     // part; the first owns the buffers, the others are made to share them.
     // pp and dp must outlive this object.
-    PipelineParallel(std::vector<std::unique_ptr<Model>> stage_models, Communicator& pp,
+    PipelineParallel(std::vector<std::unique_ptr<StageModel>> stage_models, Communicator& pp,
                      Communicator& dp, const AdamWParams& hp, DecayPolicy decay,
                      DpOptions dp_options, ScheduleKind kind, int n_virtual = 1);
+    // The same from models of a type derived from StageModel (models/'s Model).
+    template <class M>
+    PipelineParallel(std::vector<std::unique_ptr<M>> stage_models, Communicator& pp,
+                     Communicator& dp, const AdamWParams& hp, DecayPolicy decay,
+                     DpOptions dp_options, ScheduleKind kind, int n_virtual = 1)
+        : PipelineParallel(as_stages(std::move(stage_models)), pp, dp, hp, decay, dp_options,
+                           kind, n_virtual) {}
     ~PipelineParallel();
     PipelineParallel(const PipelineParallel&) = delete;
     PipelineParallel& operator=(const PipelineParallel&) = delete;
 
-    Model& model() { return *models_[0]; }
+    StageModel& model() { return *models_[0]; }
     DataParallel& data_parallel() { return *dp_; }
     int stage() const { return pp_.rank(); }
     int n_stages() const { return pp_.size(); }
@@ -99,7 +104,9 @@ class PipelineParallel : public StepEngine {
     bool is_last(int chunk) const { return chunk == n_virtual_ - 1 && stage() == n_stages() - 1; }
     int n_slots() const { return int(models_.size()) / n_virtual_; }  // per chunk
     // Chunk c's model instance `slot` (sharing model()'s buffers).
-    Model& instance(int chunk, int slot) { return *models_[size_t(chunk * n_slots() + slot)]; }
+    StageModel& instance(int chunk, int slot) {
+        return *models_[size_t(chunk * n_slots() + slot)];
+    }
     ScheduleKind kind() const { return kind_; }
     // Parameters each pipeline rank holds (all its chunks), from the table.
     std::vector<int64_t> params_per_stage() const;
@@ -156,7 +163,13 @@ class PipelineParallel : public StepEngine {
         const std::map<std::string, Tensor>& local,
         const std::vector<std::pair<std::string, int>>& names_rows, bool to_all) const;
 
-    std::vector<std::unique_ptr<Model>> models_;
+    template <class M>
+    static std::vector<std::unique_ptr<StageModel>> as_stages(std::vector<std::unique_ptr<M>> ms) {
+        std::vector<std::unique_ptr<StageModel>> out;
+        for (auto& m : ms) out.push_back(std::move(m));
+        return out;
+    }
+    std::vector<std::unique_ptr<StageModel>> models_;
     Communicator& pp_;
     Communicator* tp_ = nullptr;  // the stage models' tp group; null: tp 1
     std::unique_ptr<DataParallel> dp_;

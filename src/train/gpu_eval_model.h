@@ -48,7 +48,7 @@ class GpuEvalModel final : public Model {
     void backward(double, const float*) override {
         LOOM_FAIL("GpuEvalModel is an evaluation view: train through CudaModel");
     }
-    void share_parameters(const Model&) override {
+    void share_parameters(const StageModel&) override {
         LOOM_FAIL("GpuEvalModel is an evaluation view: it shares no parameters");
     }
     void set_logits_scope(LogitsScope scope) override {

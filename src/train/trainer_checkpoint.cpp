@@ -64,7 +64,8 @@ ComputeDtype Trainer::compute_dtype() const {
 }
 
 Model& Trainer::train_model() {
-    return pp_ ? pp_->model() : *model_;
+    // The schedules hold StageModels; the trainer built each stage as a Model.
+    return pp_ ? dynamic_cast<Model&>(pp_->model()) : *model_;
 }
 
 Model& Trainer::ensure_full_model() {

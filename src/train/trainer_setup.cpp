@@ -13,6 +13,7 @@
 #include "io/object_store.h"
 #include "io/safetensors.h"
 #include "io/uri.h"
+#include "models/stage_extras.h"
 #include "ops/gemm.h"
 #include "optim/lamb.h"
 #include "optim/sgd.h"

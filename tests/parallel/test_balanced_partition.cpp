@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "models/model_config.h"
+#include "models/stage_extras.h"
 #include "parallel/pipeline_parallel.h"
 
 namespace loom::test {

@@ -1,4 +1,4 @@
-// GpuPipeline's own logic without a GPU: behind the CudaModel interface, a
+// GpuPipeline's own logic without a GPU: behind the DeviceStage interface, a
 // stand-in whose "device" is host memory and whose stages are the CPU stage
 // models, on CommLocal threads (pp 2). What the driver adds to the CPU
 // PipelineParallel (executor instances per micro-batch in flight, messages
@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "comm/comm_local.h"
+#include "models/cuda/cuda_model.h"
 #include "models/model.h"
 #include "models/model_config.h"
 #include "parallel/gpu_pipeline.h"
@@ -249,7 +250,7 @@ void check_schedule(ScheduleKind kind, int V, int n_micro) {
         // The driver on stand-ins over a second, identical set of stage models.
         auto layout = build_stage(c, kind, V, M, world, *dp);
         layout->begin_step();
-        HostStage owner(layout->model(), nullptr);
+        HostStage owner(dynamic_cast<Model&>(layout->model()), nullptr);
         GpuPipeline pipe(owner, *layout, world, world);
         const double loss = pipe.run(micro, scale);
         pipe.reduce_shared_rows();

@@ -45,6 +45,7 @@
 #include "ops/adamw.h"
 #include "ops/matmul.h"
 #include "optim/optimizer.h"
+#include "parallel/device_stage.h"
 
 namespace loom {
 
@@ -56,27 +57,6 @@ class Communicator;
 // CudaModelOptions::optimizer (OptimizerKind, optim/optimizer.h) is the update
 // step() applies, with optim/adamw.h, lamb.h and sgd.h's semantics
 // (hyperparameters from CudaModelOptions::adamw: betas, eps, weight_decay).
-
-// ZeRO-1/2 on GPUs (parallel/zero.h's layout, from the data-parallel gradient
-// sync): the pieces of the flat buffer this rank updates and the dp
-// collectives the update needs. Every collective is ordered after the work
-// queued on the executor's compute stream, and that stream waits for it on
-// the device (no host block).
-struct CudaShard {
-    struct Chunk {
-        int64_t flat_begin = 0, flat_end = 0;  // valid elements of the flat buffer
-        int64_t shard_begin = 0;               // where they start in the shard buffers
-    };
-    std::vector<Chunk> chunks;     // this rank's chunk of every bucket (grad_sync.h ShardPiece)
-    int64_t numel = 0;             // shard buffers' length
-    const float* grads = nullptr;  // (numel) device: the reduced gradient shard
-    // In-place sum over dp of n device doubles (the norms' partial sums).
-    std::function<void(double* sums, int64_t n)> all_reduce_sum;
-    // Every rank's updated chunks of the fp32 master weights into every rank's copy.
-    std::function<void(float* master)> gather_params;
-    // A (numel) shard buffer of every rank into a (flat_numel) device buffer.
-    std::function<void(const float* shard, float* full)> gather_flat;
-};
 
 struct CudaModelOptions {
     int device = 0;
@@ -109,9 +89,8 @@ struct CudaModelOptions {
     Communicator* tp = nullptr;
 };
 
-class CudaModel {
+class CudaModel : public DeviceStage {
   public:
-    virtual ~CudaModel() = default;
 
     // Builds the executor for `cpu` (a whole StackModel whose parameters are
     // loaded or initialised) and uploads its parameters. `cpu` must outlive
@@ -157,13 +136,13 @@ class CudaModel {
     // grad_norm_sq() sums over every rank's shard. Set once, before training;
     // a CudaShard without collectives detaches it (its sync is gone: step,
     // the norm and the state then throw).
-    virtual void set_shard(CudaShard shard);
+    void set_shard(CudaShard shard) override;
 
     // Masked LM (Model::set_logits_scope): labelled_positions runs the head on
     // the labelled rows only (~7x less decoder work at 15% masking, the same
     // loss and gradients) and outputs "labelled_logits" (M, V) instead of
     // "logits". Other heads ignore it.
-    virtual void set_logits_scope(LogitsScope scope) = 0;
+    void set_logits_scope(LogitsScope scope) override = 0;
     // The last forward's outputs ("logits" or "labelled_logits",
     // "start_logits", "end_logits"), copied to the host in fp32.
     virtual std::map<std::string, Tensor> outputs() = 0;
@@ -173,15 +152,14 @@ class CudaModel {
     // Model::GradReadyHook), once the ops producing them are enqueued on
     // compute_stream(). A communicator that orders itself after that stream
     // (CommNccl) can start their reduction while the rest of backward runs.
-    using GradReadyHook = std::function<void(int64_t begin_elem, int64_t end_elem)>;
-    virtual void set_grad_ready_hook(GradReadyHook hook) = 0;
+    void set_grad_ready_hook(GradReadyHook hook) override = 0;
     // The device gradient buffer (flat_numel() elements of grad_dtype(): f32,
     // bf16 or f16 as the compute type) and the stream the model's ops run on
     // (a cudaStream_t), for the data-parallel reduction.
-    virtual void* grads_device() = 0;
-    virtual DType grad_dtype() const = 0;
-    virtual int64_t flat_numel() const = 0;
-    virtual void* compute_stream() = 0;
+    void* grads_device() override = 0;
+    DType grad_dtype() const override = 0;
+    int64_t flat_numel() const override = 0;
+    void* compute_stream() override = 0;
 
     virtual void synchronize() = 0;
     // Device bytes this executor holds (parameters, state, activations, workspace).
@@ -198,16 +176,16 @@ class CudaModel {
     // the first layer application; null on a stage with the embeddings. A
     // stage without the head returns an empty LossSum and does not wait for
     // the device.
-    virtual LossSum forward_stage(const ModelInputs& in, const DropoutPlan& dropout,
-                                  const void* stage_input);
+    LossSum forward_stage(const ModelInputs& in, const DropoutPlan& dropout,
+                          const void* stage_input) override;
     // backward(loss_scale) from the gradient of the stage output on a stage
     // without the head (null on the last stage).
-    virtual void backward_stage(double loss_scale, const void* d_stage_output);
+    void backward_stage(double loss_scale, const void* d_stage_output) override;
     // After forward on a stage without the head: its output. After backward
     // on a stage without the embeddings: the gradient of its input. Device
     // pointers valid until this instance's next forward.
-    virtual const void* stage_output() const;
-    virtual const void* stage_input_grad() const;
+    const void* stage_output() const override;
+    const void* stage_input_grad() const override;
     // Another set of activations for the same parameters (one per micro-batch
     // in flight, as PipelineParallel keeps one Model per micro-batch): an
     // executor for `cpu` (a model with this one's table layout: another
@@ -216,19 +194,23 @@ class CudaModel {
     // and tp group, and has no optimizer (step, the state and set_shard stay
     // here). This executor must outlive it.
     virtual std::unique_ptr<CudaModel> make_instance(Model& cpu);
+    // DeviceStage's: make_instance of the Model the schedules hold.
+    std::unique_ptr<DeviceStage> stage_instance(StageModel& cpu) override {
+        return make_instance(dynamic_cast<Model&>(cpu));
+    }
     // A device buffer of at least `bytes` kept under `key` until the executor
     // goes (pipeline messages). Asking again for more replaces it: the old
     // one must no longer be in use.
-    virtual void* message_buffer(int64_t key, int64_t bytes);
+    void* message_buffer(int64_t key, int64_t bytes) override;
     // The gradients of table rows `rows`, in order, packed into the device
     // buffer `dst` (the rows' numel summed, grad_dtype()), zeros for rows this
     // stage does not hold; unpack_grads writes the held ones back. Ordered
     // on compute_stream() (the shared rows' sum over pp runs in between).
-    virtual void pack_grads(const std::vector<int>& rows, void* dst);
-    virtual void unpack_grads(const std::vector<int>& rows, const void* src);
+    void pack_grads(const std::vector<int>& rows, void* dst) override;
+    void unpack_grads(const std::vector<int>& rows, const void* src) override;
     // Orders a device group's later operations (a CommNccl on this device)
     // after the work this executor queues: the pipeline's pp twin.
-    virtual void attach_group(Communicator& group);
+    void attach_group(Communicator& group) override;
 };
 
 // Stand-ins without range support (tests) answer only the whole-buffer case.

@@ -12,8 +12,8 @@
 
 #include "comm/cuda/comm_nccl.h"
 #include "core/check.h"
-#include "models/cuda/cuda_model.h"
 #include "parallel/cuda/gpu_zero_sync.h"
+#include "parallel/device_stage.h"
 #include "parallel/grad_bucket_queue.h"
 
 namespace loom {
@@ -22,7 +22,7 @@ namespace {
 
 class NcclGradSync final : public GpuGradSync {
   public:
-    NcclGradSync(std::unique_ptr<CommNccl> comm, CudaModel& model,
+    NcclGradSync(std::unique_ptr<CommNccl> comm, DeviceStage& model,
                  const GpuGradSyncOptions& options)
         : comm_(std::move(comm)),
           model_(model),
@@ -158,7 +158,7 @@ class NcclGradSync final : public GpuGradSync {
     }
 
     std::unique_ptr<CommNccl> comm_;
-    CudaModel& model_;
+    DeviceStage& model_;
     GpuGradSyncOptions opt_;
     char* grads_;  // (flat_numel) of dtype_, device memory owned by the executor
     DType dtype_;
@@ -171,7 +171,7 @@ class NcclGradSync final : public GpuGradSync {
 
 }  // namespace
 
-std::unique_ptr<GpuGradSync> make_nccl_grad_sync(Communicator& cpu_dp, CudaModel& model, int device,
+std::unique_ptr<GpuGradSync> make_nccl_grad_sync(Communicator& cpu_dp, DeviceStage& model, int device,
                                                  const GpuGradSyncOptions& options) {
     auto comm =
         CommNccl::from_mpi(cpu_dp, device, static_cast<cudaStream_t>(model.compute_stream()));

@@ -27,7 +27,7 @@
 
 namespace loom {
 
-class CudaModel;
+class DeviceStage;
 class Communicator;
 
 #if defined(LOOM_HAVE_NCCL)
@@ -36,7 +36,7 @@ class Communicator;
 // ordered after `model`'s compute stream, and installs `model`'s grad-ready
 // hook (removed again by the destructor). model and cpu_dp must outlive the
 // result. The NCCL group takes cpu_dp's timeouts.
-std::unique_ptr<GpuGradSync> make_nccl_grad_sync(Communicator& cpu_dp, CudaModel& model, int device,
+std::unique_ptr<GpuGradSync> make_nccl_grad_sync(Communicator& cpu_dp, DeviceStage& model, int device,
                                                  const GpuGradSyncOptions& options);
 #endif
 

@@ -42,8 +42,8 @@
 #include "backend/cuda/cuda_context.h"
 #include "comm/cuda/comm_nccl.h"
 #include "core/check.h"
-#include "models/cuda/cuda_model.h"
 #include "ops/cuda/accumulate_cuda.h"
+#include "parallel/device_stage.h"
 #include "parallel/grad_bucket_queue.h"
 #include "parallel/grad_sync.h"
 
@@ -70,7 +70,7 @@ double mib(int64_t bytes) {
 
 class NcclZeroSync final : public GpuGradSync {
   public:
-    NcclZeroSync(std::unique_ptr<CommNccl> comm, CudaModel& model, int device,
+    NcclZeroSync(std::unique_ptr<CommNccl> comm, DeviceStage& model, int device,
                  const GpuGradSyncOptions& options)
         : comm_(std::move(comm)),
           model_(model),
@@ -329,7 +329,7 @@ class NcclZeroSync final : public GpuGradSync {
     }
 
     std::unique_ptr<CommNccl> comm_;
-    CudaModel& model_;
+    DeviceStage& model_;
     GpuGradSyncOptions opt_;
     CudaContext ctx_;  // the executor's compute stream (not owned)
     char* grads_;      // (flat_numel) of dtype_, the executor's
@@ -353,7 +353,7 @@ class NcclZeroSync final : public GpuGradSync {
 
 }  // namespace
 
-std::unique_ptr<GpuGradSync> make_nccl_zero_sync(std::unique_ptr<CommNccl> comm, CudaModel& model,
+std::unique_ptr<GpuGradSync> make_nccl_zero_sync(std::unique_ptr<CommNccl> comm, DeviceStage& model,
                                                  int device, const GpuGradSyncOptions& options) {
     return std::make_unique<NcclZeroSync>(std::move(comm), model, device, options);
 }

@@ -1,5 +1,5 @@
 // ZeRO-1/2 on GPUs over NCCL: the GpuGradSync that reduce-scatters gradient
-// buckets into this rank's shard and gives the executor (CudaModel::set_shard)
+// buckets into this rank's shard and gives the executor (DeviceStage::set_shard)
 // the collectives of its sharded update. Internal to make_nccl_grad_sync.
 #pragma once
 
@@ -12,9 +12,9 @@
 namespace loom {
 
 class CommNccl;
-class CudaModel;
+class DeviceStage;
 
-std::unique_ptr<GpuGradSync> make_nccl_zero_sync(std::unique_ptr<CommNccl> comm, CudaModel& model,
+std::unique_ptr<GpuGradSync> make_nccl_zero_sync(std::unique_ptr<CommNccl> comm, DeviceStage& model,
                                                  int device, const GpuGradSyncOptions& options);
 
 }  // namespace loom
