@@ -22,6 +22,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <functional>
@@ -194,6 +195,26 @@ class Trainer {
     bool early_stop_check();
     void finish_run(TrainResult& r, double runtime_s);
     MemoryPlan memory_plan(bool checkpointing) const;
+    // trainer_loop.cpp: train()'s pieces
+    // The progress bar's rates: over the steps since `since` seconds into
+    // the run (restarted every 20 steps).
+    struct StepWindow {
+        std::chrono::steady_clock::time_point run_start;
+        double since = 0;
+        int64_t samples = 0, tokens = 0, steps = 0;
+    };
+    void say(const std::string& s) const;  // a plain message, main rank only, unless quiet
+    void open_run_outputs(bool resumed);
+    MemoryPlan announce_run(bool resumed);
+    void check_replicas_agree();
+    int agreed_stop(int64_t gs);
+    int run_steps(TrainResult& r, const MemoryPlan& mem, std::chrono::steady_clock::time_point t0,
+                  bool& stop_early);
+    void report_first_step(const MemoryPlan& mem);
+    bool advance_data_position();
+    void log_step(int64_t gs, double loss, double grad_norm, bool epoch_end, StepWindow& window);
+    bool eval_due(int64_t gs, bool epoch_end, bool last) const;
+    void report_interrupted(TrainResult& r, int stop_signal);
     // trainer_checkpoint.cpp
     std::string save_checkpoint();
     void resume(const std::string& dir);
