@@ -54,6 +54,7 @@ class JsonlLogger;
 struct MemoryPlan;
 class TensorBoardWriter;
 class ProgressBar;
+struct ReadOptions;
 
 // How replicas agree (data parallelism). The default is one process: every
 // call is the identity. A Communicator-backed implementation all-reduces.
@@ -185,9 +186,25 @@ class Trainer {
     // trainer_setup.cpp
     void load_tokenizer_and_config();
     void read_data();
+    std::vector<std::string> initial_label_names() const;
+    std::shared_ptr<const FeatureSet> load_channel(const std::string& where, const char* channel,
+                                                   const ReadOptions& ro, FeaturizeOptions& fo);
+    void fit_label_count(const std::vector<std::string>& names);
     std::shared_ptr<const RowSource> open_train_shards(const std::string& dir);
-    void build_model_and_optimizer();
     LoaderOptions loader_options(int64_t batch_size, bool shuffle) const;
+    // trainer_model.cpp: the model, optimizer, step engine and schedule
+    struct PipelineShape;
+    void build_model_and_optimizer();
+    void load_or_init(Model& m);
+    void note_memory_options();
+    void build_pipeline(const AdamWParams& hp, bool tensor);
+    PipelineShape pipeline_shape() const;
+    std::vector<std::unique_ptr<Model>> build_stage_models(const PipelineShape& s,
+                                                           bool tensor) const;
+    void note_pipeline_layout(const PipelineShape& s, bool tensor);
+    void build_data_parallel(const AdamWParams& hp);
+    void choose_engine();
+    void plan_schedule();
     // trainer.cpp
     double train_step(int64_t step, TokenBatch* scratch, double* grad_norm);
     void log_train(int64_t step, double loss, double grad_norm, double lr);
