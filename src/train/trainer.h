@@ -55,6 +55,7 @@ struct MemoryPlan;
 class TensorBoardWriter;
 class ProgressBar;
 struct ReadOptions;
+struct Throughput;
 
 // How replicas agree (data parallelism). The default is one process: every
 // call is the identity. A Communicator-backed implementation all-reduces.
@@ -210,7 +211,6 @@ class Trainer {
     void log_train(int64_t step, double loss, double grad_norm, double lr);
     void run_evaluation(int64_t step);
     bool early_stop_check();
-    void finish_run(TrainResult& r, double runtime_s);
     MemoryPlan memory_plan(bool checkpointing) const;
     // trainer_loop.cpp: train()'s pieces
     // The progress bar's rates: over the steps since `since` seconds into
@@ -233,6 +233,12 @@ class Trainer {
     bool eval_due(int64_t gs, bool epoch_end, bool last) const;
     void report_interrupted(TrainResult& r, int stop_signal);
     // trainer_checkpoint.cpp
+    using Metrics = std::vector<std::pair<std::string, double>>;
+    void finish_run(TrainResult& r, double runtime_s);
+    void gather_final_state(TrainResult& r);
+    Metrics final_evaluation();
+    std::string write_run_report(const TrainResult& r, const Throughput& tp, double wait_share,
+                                 const Metrics& final_metrics);
     std::string save_checkpoint();
     void resume(const std::string& dir);
     void load_best_model();
