@@ -54,6 +54,75 @@ void link_or_copy(const fs::path& from, const fs::path& to) {
 
 std::string fmt_value(double v) { return fmt::format("{:.4g}", v); }
 
+// The eval_* values a card shows (not the timings).
+bool is_card_metric(const std::string& key, const json& value) {
+    return key.starts_with("eval_") && value.is_number() && !key.ends_with("_per_second") &&
+           key != "eval_runtime";
+}
+
+// The log_history's evaluations, each with the train loss logged last before
+// it (-1: none yet).
+struct CardEvals {
+    std::vector<json> evals;
+    std::vector<double> train_loss;
+};
+
+CardEvals card_evals(const json& history) {
+    CardEvals ce;
+    double train_loss = -1;
+    for (const auto& e : history) {
+        if (e.contains("loss")) train_loss = e["loss"].get<double>();
+        bool is_eval = false;
+        for (auto it = e.begin(); it != e.end(); ++it)
+            if (it.key().starts_with("eval_") && it.value().is_number()) is_eval = true;
+        if (is_eval) {
+            ce.evals.push_back(e);
+            ce.train_loss.push_back(train_loss);
+        }
+    }
+    return ce;
+}
+
+std::string hyperparameters_section(const TrainingArgs& t) {
+    std::string card = "\n## Training procedure\n\n### Training hyperparameters\n\n"
+                       "The following hyperparameters were used during training:\n";
+    card += fmt::format("- learning_rate: {}\n- train_batch_size: {}\n- eval_batch_size: {}\n"
+                        "- seed: {}\n- gradient_accumulation_steps: {}\n- optimizer: {} "
+                        "(betas=({}, {}), epsilon={})\n- lr_scheduler_type: {}\n",
+                        t.learning_rate, t.per_device_train_batch_size, t.per_device_eval_batch_size,
+                        t.seed, t.gradient_accumulation_steps, enum_name(t.optim), t.adam_beta1,
+                        t.adam_beta2, t.adam_epsilon, enum_name(t.lr_scheduler_type));
+    if (t.max_steps > 0)
+        card += fmt::format("- training_steps: {}\n", t.max_steps);
+    else
+        card += fmt::format("- num_epochs: {}\n", t.num_train_epochs);
+    return card;
+}
+
+// One row per evaluation, the columns of the last one ("" without evaluations).
+std::string results_table(const CardEvals& ce) {
+    if (ce.evals.empty()) return "";
+    std::vector<std::string> cols;
+    for (auto it = ce.evals.back().begin(); it != ce.evals.back().end(); ++it)
+        if (is_card_metric(it.key(), it.value())) cols.push_back(it.key());
+    std::string card = "\n### Training results\n\n| Training Loss | Epoch | Step |";
+    for (const auto& c : cols) card += fmt::format(" {} |", c.substr(5));
+    card += "\n|:---:|:---:|:---:|";
+    for (size_t i = 0; i < cols.size(); ++i) card += ":---:|";
+    card += "\n";
+    for (size_t r = 0; r < ce.evals.size(); ++r) {
+        const json& e = ce.evals[r];
+        card += fmt::format("| {} | {} | {} |",
+                            ce.train_loss[r] < 0 ? "No log" : fmt_value(ce.train_loss[r]),
+                            fmt_value(e.value("epoch", 0.0)), e.value("step", int64_t(0)));
+        for (const auto& c : cols)
+            card += e.contains(c) && e[c].is_number() ? fmt::format(" {} |", fmt_value(e[c].get<double>()))
+                                                      : std::string(" - |");
+        card += "\n";
+    }
+    return card;
+}
+
 }  // namespace
 
 HubPusher::HubPusher(const Job& job) : job_(job) {
@@ -88,7 +157,6 @@ std::string HubPusher::model_card(const Job& job, const std::string& repo_id,
                                                        : "";
     const std::string data = job.data.train.empty() ? "unknown data"
                                                     : fs::path(job.data.train).filename().string();
-    const TrainingArgs& t = job.training;
     std::string name = repo_id.substr(repo_id.find('/') + 1);
     std::string card = "---\nlibrary_name: loom\ntags:\n- generated_from_trainer\n";
     if (!base.empty()) card += fmt::format("base_model: {}\n", base);
@@ -99,63 +167,16 @@ std::string HubPusher::model_card(const Job& job, const std::string& repo_id,
                                        base, base);
     card += fmt::format(" on {} ({}).\n", data, enum_name(job.task));
 
-    // The last evaluation, and one table row per evaluation.
-    json last_eval = json::object();
-    std::vector<json> evals;
-    double train_loss = -1;
-    std::vector<double> row_train_loss;
-    for (const auto& e : history) {
-        if (e.contains("loss")) train_loss = e["loss"].get<double>();
-        bool is_eval = false;
-        for (auto it = e.begin(); it != e.end(); ++it)
-            if (it.key().starts_with("eval_") && it.value().is_number()) is_eval = true;
-        if (is_eval) {
-            evals.push_back(e);
-            row_train_loss.push_back(train_loss);
-            last_eval = e;
-        }
-    }
-    if (!last_eval.empty()) {
+    const CardEvals ce = card_evals(history);
+    if (!ce.evals.empty()) {
+        const json& last_eval = ce.evals.back();
         card += "It achieves the following results on the evaluation set:\n";
         for (auto it = last_eval.begin(); it != last_eval.end(); ++it)
-            if (it.key().starts_with("eval_") && it.value().is_number() &&
-                !it.key().ends_with("_per_second") && it.key() != "eval_runtime")
+            if (is_card_metric(it.key(), it.value()))
                 card += fmt::format("- {}: {}\n", it.key().substr(5), fmt_value(it.value().get<double>()));
     }
-    card += "\n## Training procedure\n\n### Training hyperparameters\n\n"
-            "The following hyperparameters were used during training:\n";
-    card += fmt::format("- learning_rate: {}\n- train_batch_size: {}\n- eval_batch_size: {}\n"
-                        "- seed: {}\n- gradient_accumulation_steps: {}\n- optimizer: {} "
-                        "(betas=({}, {}), epsilon={})\n- lr_scheduler_type: {}\n",
-                        t.learning_rate, t.per_device_train_batch_size, t.per_device_eval_batch_size,
-                        t.seed, t.gradient_accumulation_steps, enum_name(t.optim), t.adam_beta1,
-                        t.adam_beta2, t.adam_epsilon, enum_name(t.lr_scheduler_type));
-    if (t.max_steps > 0)
-        card += fmt::format("- training_steps: {}\n", t.max_steps);
-    else
-        card += fmt::format("- num_epochs: {}\n", t.num_train_epochs);
-    if (!evals.empty()) {
-        std::vector<std::string> cols;
-        for (auto it = evals.back().begin(); it != evals.back().end(); ++it)
-            if (it.key().starts_with("eval_") && it.value().is_number() &&
-                !it.key().ends_with("_per_second") && it.key() != "eval_runtime")
-                cols.push_back(it.key());
-        card += "\n### Training results\n\n| Training Loss | Epoch | Step |";
-        for (const auto& c : cols) card += fmt::format(" {} |", c.substr(5));
-        card += "\n|:---:|:---:|:---:|";
-        for (size_t i = 0; i < cols.size(); ++i) card += ":---:|";
-        card += "\n";
-        for (size_t r = 0; r < evals.size(); ++r) {
-            const json& e = evals[r];
-            card += fmt::format("| {} | {} | {} |",
-                                row_train_loss[r] < 0 ? "No log" : fmt_value(row_train_loss[r]),
-                                fmt_value(e.value("epoch", 0.0)), e.value("step", int64_t(0)));
-            for (const auto& c : cols)
-                card += e.contains(c) && e[c].is_number() ? fmt::format(" {} |", fmt_value(e[c].get<double>()))
-                                                          : std::string(" - |");
-            card += "\n";
-        }
-    }
+    card += hyperparameters_section(job.training);
+    card += results_table(ce);
     card += "\n### Framework versions\n\n- Loom 0.1.0\n";
     return card;
 }

@@ -1,18 +1,14 @@
-// The training loop: steps, logging, evaluation, early stopping, signals and
-// the end of the run (see trainer.h for the order of one step).
+// One training step (see trainer.h for its order), the train and eval log
+// entries, early stopping and evaluation; the loop around the steps is in
+// trainer_loop.cpp.
 #include "train/trainer.h"
 
-#include <chrono>
 #include <cmath>
-#include <csignal>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "core/check.h"
 #include "core/fault_points.h"
-#include "core/runtime.h"
-#include "core/stop_signals.h"
 #include "io/checkpoint.h"
 #include "optim/grad_clip.h"
 #include "parallel/dp_step.h"
@@ -31,29 +27,11 @@ namespace loom {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
-using Clock = std::chrono::steady_clock;
 
 namespace {
 
-double seconds_since(Clock::time_point t0) {
-    return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
 json entry_json(const LogEntry& e) {
     return json::parse(log_entry_to_json(e));
-}
-
-double mib(double bytes) {
-    return bytes / double(1 << 20);
-}
-
-// The process's peak resident set (VmHWM), in bytes; 0 where /proc lacks it.
-double peak_resident_bytes() {
-    std::ifstream in("/proc/self/status");
-    std::string line;
-    while (std::getline(in, line))
-        if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) * 1024.0;
-    return 0;
 }
 
 // Rows [part * B / parts, (part + 1) * B / parts) of a batch, with its own
@@ -298,216 +276,6 @@ EvalOutput Trainer::evaluate(bool keep_outputs) {
         return evaluate_model(view, eval_, lo, eo);
     }
     return evaluate_model(ensure_full_model(), eval_, lo, eo);
-}
-
-TrainResult Trainer::train() {
-    LOOM_CHECK(train_rows_ != nullptr, "data.train is not set in the job: nothing to train on");
-    const TrainingArgs& t = job_.training;
-    const CheckpointArgs& c = job_.checkpoint;
-    const bool main = sync_->is_main();
-    TrainResult r;
-    r.start_step = state_.global_step;
-    const bool resumed = !resumed_from_.empty();
-
-    if (main) {
-        jsonl_ = std::make_unique<JsonlLogger>(t.output_dir, resumed ? state_.global_step : -1);
-        tb_ = std::make_unique<TensorBoardWriter>(
-            t.logging_dir.empty() ? (fs::path(t.output_dir) / "runs").string() : t.logging_dir,
-            resumed ? state_.global_step + 1 : -1);
-        if (job_.hub.push_to_hub) hub_ = std::make_unique<HubPusher>(job_);
-    }
-    auto say = [&](const std::string& s) {
-        if (main && !opts_.quiet) {
-            fmt::print(opts_.out, "{}\n", s);
-            std::fflush(opts_.out);
-        }
-    };
-    for (const auto& n : load_notes_) say(n);
-    say(fmt::format("model: {} ({}), {} parameters; task {}", config_.architecture,
-                    job_.model.weights_path.empty() ? "from scratch" : job_.model.weights_path,
-                    train_model().params().num_parameters(), enum_name(job_.task)));
-    say(fmt::format(
-        "plan: {} examples, {} steps ({} per epoch, {} epochs), global batch {} = {} "
-        "x {} accumulation x {} replicas, warmup {}, {} threads",
-        train_rows_->size(), plan_.total_steps, plan_.updates_per_epoch, plan_.epochs,
-        plan_.global_batch_size, t.per_device_train_batch_size, t.gradient_accumulation_steps,
-        sync_->dp_size(), plan_.warmup_steps, runtime_threads()));
-    if (resumed)
-        say(fmt::format("resumed at step {} (epoch {:.2f}){}", state_.global_step, state_.epoch,
-                        state_.global_step >= plan_.total_steps
-                            ? ": the run had already finished, nothing is left to train (raise "
-                              "max_steps or num_train_epochs to train further)"
-                            : ""));
-    const bool ckpt = job_.distribution.activation_checkpointing;
-    const MemoryPlan mem = memory_plan(ckpt);
-    say(fmt::format(
-        "memory plan per rank: parameters {:.1f} MiB, gradients {:.1f} MiB, optimizer "
-        "{:.1f} MiB, activations {:.1f} MiB per micro-batch{} ({:.1f} MiB {} it), backward "
-        "workspace {:.1f} MiB; predicted peak {:.1f} MiB",
-        mib(mem.params), mib(mem.grads), mib(mem.optimizer), mib(mem.activations_per_micro),
-        ckpt ? " with activation checkpointing" : "", mib(memory_plan(!ckpt).activations_per_micro),
-        ckpt ? "without" : "with", mib(mem.workspace), mib(mem.peak)));
-    if (main && !opts_.quiet)
-        progress_ = std::make_unique<ProgressBar>(
-            plan_.total_steps, state_.global_step, stderr,
-            t.disable_tqdm ? std::optional<bool>(false) : std::nullopt);
-
-    // Before step 0 the replicas prove they run the same job on the same data.
-    if (sync_->dp_size() > 1) {
-        sync_->check_same(fingerprint64(job_to_yaml(job_)), "job (the resolved job file)");
-        std::string plan =
-            fmt::format("{} {} {} {} {}", train_rows_->size(), train_rows_->total_tokens(),
-                        plan_.total_steps, plan_.global_batch_size, state_.global_step);
-        sync_->check_same(fingerprint64(plan), "data plan (examples, tokens, steps, batch, start)");
-    }
-    // A stop asked for on any rank stops every rank after the same step; they
-    // agree on the largest signal number any of them received.
-    auto local_stop = [&](int64_t gs) {
-        if (opts_.interrupt_at_step >= 0 && opts_.interrupt_at_step == gs) return SIGTERM;
-        return opts_.handle_signals ? stop_requested() : 0;
-    };
-    auto agreed_stop = [&](int64_t gs) { return int(sync_->max_over_job(local_stop(gs))); };
-    int stop_signal = agreed_stop(-1);
-    // The training step only needs the masked positions' logits.
-    train_model().set_logits_scope(LogitsScope::labelled_positions);
-    loader_->seek({state_.loader_epoch, state_.loader_batches});
-    std::vector<TokenBatch> mb(size_t(t.gradient_accumulation_steps));
-    const int64_t bpe = loader_->batches_per_epoch();
-    const double wait0 = loader_->wait_seconds();
-    const auto t0 = Clock::now();
-    double window_t0 = 0;
-    int64_t window_samples = 0, window_tokens = 0, window_steps = 0;
-    bool stop_early = false, interrupted = stop_signal != 0;
-
-    while (!interrupted && state_.global_step < plan_.total_steps) {
-        const int64_t step = state_.global_step;
-        const int64_t samples0 = state_.samples_seen, tokens0 = state_.tokens_seen;
-        double grad_norm = 0;
-        const double loss = train_step(step, mb.data(), &grad_norm);
-        if (step == r.start_step) {
-            // The arena holds what the longest batch so far needed; the plan
-            // assumes max_seq_length, so dynamic padding comes in under it.
-            // The peak is the largest over all ranks (a collective).
-            const double peak = sync_->max_over_job(peak_resident_bytes());
-            std::string m = fmt::format(
-                "after the first step: activations {:.1f} MiB measured (longest batch so far; "
-                "planned {:.1f} MiB at max_seq_length), process peak resident {:.1f} MiB "
-                "(predicted {:.1f} MiB + the runtime){}",
-                mib(double(train_model().activation_bytes())),
-                mib(mem.activations_per_micro + mem.workspace), mib(peak), mib(mem.peak),
-                sync_->dp_size() > 1 || pp_ ? ", the largest of all ranks" : "");
-            // Whether the reduction overlapped backward (rank 0's view).
-            if (gpu_sync_)
-                m += fmt::format(
-                    "; gradient buckets: {} started while backward ran, {} after it, {:.1f} ms "
-                    "waited for",
-                    gpu_sync_->stats().launched_by_hook, gpu_sync_->stats().launched_at_end,
-                    1e3 * gpu_sync_->stats().wait_s);
-            if (progress_)
-                progress_->message(m);
-            else
-                say(m);
-        }
-        state_.global_step = step + 1;
-        r.step_losses.push_back(loss);
-        r.samples += state_.samples_seen - samples0;
-        r.tokens += state_.tokens_seen - tokens0;
-        window_samples += state_.samples_seen - samples0;
-        window_tokens += state_.tokens_seen - tokens0;
-        ++window_steps;
-
-        // Data position, normalised so an epoch's end reads as the next epoch's start.
-        LoaderPosition pos = loader_->position();
-        const bool epoch_end = pos.batches >= bpe;
-        if (epoch_end) pos = {pos.epoch + 1, 0};
-        state_.loader_epoch = pos.epoch;
-        state_.loader_batches = pos.batches;
-        state_.epoch = double(pos.epoch) + double(pos.batches) / double(bpe);
-
-        const int64_t gs = state_.global_step;
-        // HF logs the rate after the scheduler step, which skipped fp16 steps do not take.
-        const double lr_logged = schedule_->lr_at(gs - state_.skipped_steps);
-        log_loss_sum_ += loss;
-        ++log_steps_;
-        const bool last = gs >= plan_.total_steps;
-        const bool do_log =
-            (t.logging_strategy == IntervalStrategy::steps &&
-             (gs % plan_.logging_steps == 0 || (t.logging_first_step && gs == 1))) ||
-            (t.logging_strategy == IntervalStrategy::epoch && epoch_end);
-        if (do_log && main) {
-            log_train(gs, log_loss_sum_ / double(log_steps_), grad_norm, lr_logged);
-            log_loss_sum_ = 0;
-            log_steps_ = 0;
-        }
-        if (progress_) {
-            const double now = seconds_since(t0);
-            const double dt = std::max(now - window_t0, 1e-9);
-            ProgressStats ps;
-            ps.loss = loss;
-            ps.learning_rate = lr_logged;
-            ps.samples_per_second = double(window_samples) / dt;
-            ps.tokens_per_second = double(window_tokens) / dt;
-            progress_->update(gs, ps);
-            if (window_steps >= 20) {
-                window_t0 = now;
-                window_samples = window_tokens = window_steps = 0;
-            }
-        }
-
-        // Evaluate before saving, so the checkpoint knows whether it is the best;
-        // the last step is always evaluated (final metrics).
-        const bool do_eval =
-            eval_ && ((t.eval_strategy == IntervalStrategy::steps && gs % plan_.eval_steps == 0) ||
-                      (t.eval_strategy == IntervalStrategy::epoch && epoch_end) || last);
-        if (do_eval) {
-            run_evaluation(gs);
-            stop_early = early_stop_check();
-            train_model().set_logits_scope(LogitsScope::labelled_positions);
-        }
-        // After the last step the run simply finishes (export included).
-        stop_signal = last ? 0 : agreed_stop(gs);
-        interrupted = stop_signal != 0;
-        const bool do_save =
-            (c.save_strategy == IntervalStrategy::steps && gs % plan_.save_steps == 0) ||
-            (c.save_strategy == IntervalStrategy::epoch && epoch_end) ||
-            // HF saves at the end of training; an interrupted or stopped run
-            // must leave a checkpoint to resume from.
-            ((last || stop_early) && c.save_strategy != IntervalStrategy::no) || interrupted;
-        if (do_save) r.last_checkpoint = save_checkpoint();
-        // A signal that came while the checkpoint was written stops now, not
-        // one step (and one more checkpoint) later. Also a barrier: rank 0
-        // writes alone, and no rank may exit before its checkpoint is whole.
-        if (do_save && !last && !stop_early) {
-            const int during_save = agreed_stop(-1);
-            if (!interrupted && during_save != 0) {
-                stop_signal = during_save;
-                interrupted = true;
-            }
-        }
-        if (interrupted || stop_early) break;
-    }
-    const double runtime = seconds_since(t0);
-    r.train_runtime_s = runtime;
-    r.data_wait_s = loader_->wait_seconds() - wait0;
-    if (progress_) progress_->finish();
-    r.global_step = state_.global_step;
-    r.stop = interrupted ? StopReason::interrupted
-                         : (stop_early ? StopReason::early_stopped : StopReason::completed);
-    if (interrupted) {
-        r.best_checkpoint = state_.best_model_checkpoint;
-        r.stop_signal = stop_signal;
-        if (r.last_checkpoint.empty() && r.global_step == r.start_step)
-            say(fmt::format("stopped by {} before the first step: nothing new to save",
-                            strsignal(stop_signal)));
-        else
-            say(fmt::format("stopped by {} after step {}; checkpoint {}", strsignal(stop_signal),
-                            state_.global_step, r.last_checkpoint));
-        say(fmt::format("run `loom train {}` again to continue from the newest checkpoint",
-                        job_.source));
-        return r;
-    }
-    finish_run(r, runtime);
-    return r;
 }
 
 }  // namespace loom

@@ -22,6 +22,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <functional>
@@ -53,6 +54,8 @@ class JsonlLogger;
 struct MemoryPlan;
 class TensorBoardWriter;
 class ProgressBar;
+struct ReadOptions;
+struct Throughput;
 
 // How replicas agree (data parallelism). The default is one process: every
 // call is the identity. A Communicator-backed implementation all-reduces.
@@ -184,17 +187,58 @@ class Trainer {
     // trainer_setup.cpp
     void load_tokenizer_and_config();
     void read_data();
+    std::vector<std::string> initial_label_names() const;
+    std::shared_ptr<const FeatureSet> load_channel(const std::string& where, const char* channel,
+                                                   const ReadOptions& ro, FeaturizeOptions& fo);
+    void fit_label_count(const std::vector<std::string>& names);
     std::shared_ptr<const RowSource> open_train_shards(const std::string& dir);
-    void build_model_and_optimizer();
     LoaderOptions loader_options(int64_t batch_size, bool shuffle) const;
+    // trainer_model.cpp: the model, optimizer, step engine and schedule
+    struct PipelineShape;
+    void build_model_and_optimizer();
+    void load_or_init(Model& m);
+    void note_memory_options();
+    void build_pipeline(const AdamWParams& hp, bool tensor);
+    PipelineShape pipeline_shape() const;
+    std::vector<std::unique_ptr<Model>> build_stage_models(const PipelineShape& s,
+                                                           bool tensor) const;
+    void note_pipeline_layout(const PipelineShape& s, bool tensor);
+    void build_data_parallel(const AdamWParams& hp);
+    void choose_engine();
+    void plan_schedule();
     // trainer.cpp
     double train_step(int64_t step, TokenBatch* scratch, double* grad_norm);
     void log_train(int64_t step, double loss, double grad_norm, double lr);
     void run_evaluation(int64_t step);
     bool early_stop_check();
-    void finish_run(TrainResult& r, double runtime_s);
     MemoryPlan memory_plan(bool checkpointing) const;
+    // trainer_loop.cpp: train()'s pieces
+    // The progress bar's rates: over the steps since `since` seconds into
+    // the run (restarted every 20 steps).
+    struct StepWindow {
+        std::chrono::steady_clock::time_point run_start;
+        double since = 0;
+        int64_t samples = 0, tokens = 0, steps = 0;
+    };
+    void say(const std::string& s) const;  // a plain message, main rank only, unless quiet
+    void open_run_outputs(bool resumed);
+    MemoryPlan announce_run(bool resumed);
+    void check_replicas_agree();
+    int agreed_stop(int64_t gs);
+    int run_steps(TrainResult& r, const MemoryPlan& mem, std::chrono::steady_clock::time_point t0,
+                  bool& stop_early);
+    void report_first_step(const MemoryPlan& mem);
+    bool advance_data_position();
+    void log_step(int64_t gs, double loss, double grad_norm, bool epoch_end, StepWindow& window);
+    bool eval_due(int64_t gs, bool epoch_end, bool last) const;
+    void report_interrupted(TrainResult& r, int stop_signal);
     // trainer_checkpoint.cpp
+    using Metrics = std::vector<std::pair<std::string, double>>;
+    void finish_run(TrainResult& r, double runtime_s);
+    void gather_final_state(TrainResult& r);
+    Metrics final_evaluation();
+    std::string write_run_report(const TrainResult& r, const Throughput& tp, double wait_share,
+                                 const Metrics& final_metrics);
     std::string save_checkpoint();
     void resume(const std::string& dir);
     void load_best_model();

@@ -36,6 +36,34 @@ json parse_json_file(const std::string& path) {
     }
 }
 
+// Rates over the run's own steps (a resumed run counts only what it trained).
+Throughput run_throughput(const TrainResult& r, double runtime_s) {
+    Throughput tp;
+    tp.train_runtime_s = runtime_s;
+    tp.train_samples_per_second = runtime_s > 0 ? double(r.samples) / runtime_s : 0;
+    tp.train_steps_per_second = runtime_s > 0 ? double(r.step_losses.size()) / runtime_s : 0;
+    tp.train_tokens_per_second = runtime_s > 0 ? double(r.tokens) / runtime_s : 0;
+    return tp;
+}
+
+// The last log_history entry of a run (HF's train_runtime ... train_loss).
+LogEntry summary_entry(const TrainResult& r, const Throughput& tp, double wait_share,
+                       double epoch, int64_t gs) {
+    double loss_mean = 0;
+    for (double l : r.step_losses) loss_mean += l;
+    if (!r.step_losses.empty()) loss_mean /= double(r.step_losses.size());
+    LogEntry summary;
+    summary.set("train_runtime", tp.train_runtime_s);
+    summary.set("train_samples_per_second", tp.train_samples_per_second);
+    summary.set("train_steps_per_second", tp.train_steps_per_second);
+    summary.set("train_tokens_per_second", tp.train_tokens_per_second);
+    summary.set("train_loss", loss_mean);
+    summary.set("data_wait_share", wait_share);
+    summary.set("epoch", epoch);
+    summary.set("step", double(gs));
+    return summary;
+}
+
 }  // namespace
 
 std::string Trainer::best_metric_key() const {
@@ -224,32 +252,66 @@ void Trainer::export_model(const std::string& dir) const {
 }
 
 void Trainer::finish_run(TrainResult& r, double runtime_s) {
-    const bool main = sync_->is_main();
     const TrainingArgs& t = job_.training;
-    auto say = [&](const std::string& s) {
-        if (main && !opts_.quiet) {
-            fmt::print(opts_.out, "{}\n", s);
-            std::fflush(opts_.out);
-        }
-    };
-    const int64_t gs = state_.global_step;
+    gather_final_state(r);
+    const Metrics final_metrics = final_evaluation();
+    r.final_metrics = final_metrics;
+    r.best_checkpoint = state_.best_model_checkpoint;
+
+    const Throughput tp = run_throughput(r, runtime_s);
+    const double wait_share = runtime_s > 0 ? r.data_wait_s / runtime_s : 0;
+    const LogEntry summary = summary_entry(r, tp, wait_share, state_.epoch, state_.global_step);
+    if (!sync_->is_main()) return;
+    state_.log_history.push_back(json::parse(log_entry_to_json(summary)));
+    if (jsonl_) jsonl_->log(summary);
+
+    export_model(t.output_dir);
+    write_file_atomic((fs::path(t.output_dir) / "trainer_state.json").string(),
+                      train_state_to_json(state_).dump(2) + "\n");
+    const std::string report = write_run_report(r, tp, wait_share, final_metrics);
+    remote_->upload_final(t.output_dir);
+
+    std::string m;
+    for (const auto& [k, v] : final_metrics)
+        if (k != "eval_runtime" && k != "eval_samples_per_second")
+            m += fmt::format(" {} {:.4f}", k, v);
+    if (!m.empty()) say("final:" + m);
+    say(
+        fmt::format("trained {} steps in {:.1f} s: {:.1f} samples/s, {:.0f} tokens/s, {:.1f}% of "
+                    "the time waiting for data",
+                    r.step_losses.size(), runtime_s, tp.train_samples_per_second,
+                    tp.train_tokens_per_second, 100.0 * wait_share));
+    say(fmt::format("model saved to {} (config.json, model.safetensors, tokenizer.json)",
+                    t.output_dir));
+    say(fmt::format("report: {}", report));
+    if (hub_) hub_->at_end();
+}
+
+// The collectives of the end, before any rank returns: the device's
+// parameters, the pipeline stages' rows (on the exporting rank), the
+// throughput counts summed over replicas.
+void Trainer::gather_final_state(TrainResult& r) {
     if (gpu_) gpu_->download_params();
-    // Collective: the stages' rows, on the exporting rank.
     if (pp_) gathered_params_ = pp_->gather_params(/*to_all=*/false);
     if (!sync_->is_main()) gathered_params_.clear();  // other replicas' stage 0
-    // Throughput over all replicas (a collective: before any rank returns).
     r.samples = int64_t(sync_->sum(double(r.samples)));
     r.skipped_steps = state_.skipped_steps;
     r.tokens = int64_t(sync_->sum(double(r.tokens)));
-    // A final evaluation unless this step was just evaluated.
+}
+
+// The final eval_* metrics: a final evaluation unless this step was just
+// evaluated, and with load_best_model_at_end the best model's (loaded here).
+Trainer::Metrics Trainer::final_evaluation() {
+    const int64_t gs = state_.global_step;
     if (eval_ && state_.last_eval.value("step", int64_t(-1)) != gs) run_evaluation(gs);
-    std::vector<std::pair<std::string, double>> final_metrics;
+    Metrics final_metrics;
     for (auto it = state_.last_eval.begin(); it != state_.last_eval.end(); ++it)
         if (it.value().is_number_float())
             final_metrics.emplace_back(it.key(), it.value().get<double>());
 
     // Only rank 0 exports, and only it may read the checkpoints it wrote.
-    if (main && t.load_best_model_at_end && !state_.best_model_checkpoint.empty()) {
+    if (sync_->is_main() && job_.training.load_best_model_at_end &&
+        !state_.best_model_checkpoint.empty()) {
         load_best_model();
         gathered_params_.clear();  // export the best model, now in model_
         say(fmt::format("loaded the best model from {} ({} = {:.4f})", state_.best_model_checkpoint,
@@ -260,34 +322,14 @@ void Trainer::finish_run(TrainResult& r, double runtime_s) {
                 final_metrics.emplace_back("eval_" + k, v);
         }
     }
-    r.final_metrics = final_metrics;
-    r.best_checkpoint = state_.best_model_checkpoint;
+    return final_metrics;
+}
 
-    double loss_mean = 0;
-    for (double l : r.step_losses) loss_mean += l;
-    if (!r.step_losses.empty()) loss_mean /= double(r.step_losses.size());
-    Throughput tp;
-    tp.train_runtime_s = runtime_s;
-    tp.train_samples_per_second = runtime_s > 0 ? double(r.samples) / runtime_s : 0;
-    tp.train_steps_per_second = runtime_s > 0 ? double(r.step_losses.size()) / runtime_s : 0;
-    tp.train_tokens_per_second = runtime_s > 0 ? double(r.tokens) / runtime_s : 0;
-    const double wait_share = runtime_s > 0 ? r.data_wait_s / runtime_s : 0;
-    LogEntry summary;
-    summary.set("train_runtime", runtime_s);
-    summary.set("train_samples_per_second", tp.train_samples_per_second);
-    summary.set("train_steps_per_second", tp.train_steps_per_second);
-    summary.set("train_tokens_per_second", tp.train_tokens_per_second);
-    summary.set("train_loss", loss_mean);
-    summary.set("data_wait_share", wait_share);
-    summary.set("epoch", state_.epoch);
-    summary.set("step", double(gs));
-    if (!main) return;
-    state_.log_history.push_back(json::parse(log_entry_to_json(summary)));
-    if (jsonl_) jsonl_->log(summary);
-
-    export_model(t.output_dir);
-    write_file_atomic((fs::path(t.output_dir) / "trainer_state.json").string(),
-                      train_state_to_json(state_).dump(2) + "\n");
+// report.html in output_dir (the job's hub_token blanked out); returns its path.
+std::string Trainer::write_run_report(const TrainResult& r, const Throughput& tp,
+                                      double wait_share, const Metrics& final_metrics) {
+    const TrainingArgs& t = job_.training;
+    const int64_t gs = state_.global_step;
     ReportInput ri;
     ri.summary = {
         {"task", std::string(enum_name(job_.task))},
@@ -320,22 +362,7 @@ void Trainer::finish_run(TrainResult& r, double runtime_s) {
             ri.job_yaml.replace(p, tok.size(), "<hub_token>");
     const std::string report = (fs::path(t.output_dir) / "report.html").string();
     write_report_html(report, ri);
-    remote_->upload_final(t.output_dir);
-
-    std::string m;
-    for (const auto& [k, v] : final_metrics)
-        if (k != "eval_runtime" && k != "eval_samples_per_second")
-            m += fmt::format(" {} {:.4f}", k, v);
-    if (!m.empty()) say("final:" + m);
-    say(
-        fmt::format("trained {} steps in {:.1f} s: {:.1f} samples/s, {:.0f} tokens/s, {:.1f}% of "
-                    "the time waiting for data",
-                    r.step_losses.size(), runtime_s, tp.train_samples_per_second,
-                    tp.train_tokens_per_second, 100.0 * wait_share));
-    say(fmt::format("model saved to {} (config.json, model.safetensors, tokenizer.json)",
-                    t.output_dir));
-    say(fmt::format("report: {}", report));
-    if (hub_) hub_->at_end();
+    return report;
 }
 
 }  // namespace loom

@@ -1,5 +1,6 @@
-// Trainer set-up: output folder checks, tokenizer and config, data, model,
-// optimizer and schedule. Ordered so the cheap checks that catch most
+// Trainer set-up: output folder checks, tokenizer and config, data, and
+// whether the job trains on a GPU (the model, optimizer and schedule are
+// built in trainer_model.cpp). Ordered so the cheap checks that catch most
 // mistakes (an unwritable output_dir, a bad config) fail before the data is
 // read and tokenized.
 #include <filesystem>
@@ -11,12 +12,7 @@
 #include "io/checkpoint.h"
 #include "io/file_utils.h"
 #include "io/object_store.h"
-#include "io/safetensors.h"
 #include "io/uri.h"
-#include "models/stage_extras.h"
-#include "ops/gemm.h"
-#include "optim/lamb.h"
-#include "optim/sgd.h"
 #include "parallel/dp_step.h"
 #include "parallel/gpu_pipeline.h"
 #include "parallel/pipeline_parallel.h"
@@ -126,61 +122,12 @@ void Trainer::read_data() {
     fo.doc_stride = d.doc_stride;
     fo.packing = d.packing;
     check_max_length(config_, "data.max_seq_length", d.max_seq_length);
-
-    if (job_.task == Task::sequence_classification) {
-        // Label order: the label_map's names in job order, else names the
-        // model already carries, else what the data says (featurize).
-        if (!d.label_map.empty()) {
-            for (const auto& [raw, name] : d.label_map)
-                if (std::find(fo.label_names.begin(), fo.label_names.end(), name) ==
-                    fo.label_names.end())
-                    fo.label_names.push_back(name);
-        } else if (!default_label_names(config_.id2label)) {
-            fo.label_names = config_.id2label;
-        }
-    }
-
-    auto load = [&](const std::string& where, const char* channel) {
-        // s3:// and http(s):// files or prefixes are fetched into the local
-        // cache once (io/object_store.h) and read from there.
-        const std::string path = is_remote_uri(where) ? fetch_to_cache(where) : where;
-        if (path != where)
-            load_notes_.push_back(fmt::format("{} data: {} cached as {}", channel, where, path));
-        ReadReport report;
-        auto reader = open_records(path, ro);
-        std::vector<Record> records;
-        Record r;
-        while (reader->next(r)) records.push_back(r);
-        report = reader->report();
-        fo.files = reader->files();
-        // The same text file is the same data through loom preprocess: say how it was split.
-        if (report.text_files > 0)
-            load_notes_.push_back(
-                fmt::format("data.{}: plain text, one record {} (data.sample_by: {})", channel,
-                            sample_by_unit(d.sample_by), enum_name(d.sample_by)));
-        if (report.bad_lines > 0) {
-            std::string msg = fmt::format("{} data: skipped {} malformed line(s) (skip_bad_lines)",
-                                          channel, report.bad_lines);
-            for (const auto& e : report.bad_examples) msg += "\n    " + e;
-            load_notes_.push_back(msg);
-        }
-        auto fs_ = std::make_shared<FeatureSet>(featurize(records, *tokenizer_, fo));
-        LOOM_CHECK(!fs_->features.empty(), "{} data {}: no usable example after tokenization",
-                   channel, path);
-        if (fs_->stats.truncated > 0)
-            load_notes_.push_back(fmt::format(
-                "{} data: {} of {} texts were longer than max_seq_length {} and were truncated",
-                channel, fs_->stats.truncated, fs_->stats.records, d.max_seq_length));
-        load_notes_.push_back(fmt::format("{} data: {} records -> {} features, {} tokens ({})",
-                                          channel, fs_->stats.records, fs_->features.size(),
-                                          fs_->stats.tokens, path));
-        return fs_;
-    };
+    if (job_.task == Task::sequence_classification) fo.label_names = initial_label_names();
 
     if (!d.train.empty() && is_shard_folder(d.train)) {
         train_rows_ = open_train_shards(d.train);
     } else if (!d.train.empty()) {
-        auto t = load(d.train, "train");
+        auto t = load_channel(d.train, "train", ro, fo);
         if (job_.task == Task::sequence_classification) fo.label_names = t->label_names;
         train_ = t;
         train_rows_ = feature_rows(t);
@@ -189,24 +136,81 @@ void Trainer::read_data() {
                "data.eval: {} is a token shard folder; evaluation reads text files (JSONL, CSV, "
                "plain text), so give the held-out text itself",
                d.eval);
-    if (!d.eval.empty()) eval_ = load(d.eval, "eval");
+    if (!d.eval.empty()) eval_ = load_channel(d.eval, "eval", ro, fo);
+    if (job_.task == Task::sequence_classification) fit_label_count(fo.label_names);
+}
 
-    if (job_.task == Task::sequence_classification) {
-        int64_t n_labels = int64_t(fo.label_names.size());
-        std::vector<std::string> names = fo.label_names;
-        if (names.empty()) {
-            // Integer labels used as they are: as many classes as the largest
-            // label needs, at least what the model already has.
-            n_labels = config_.num_labels;
-            for (const auto* set : {train_.get(), eval_.get()})
-                if (set)
-                    for (const Feature& f : set->features)
-                        n_labels = std::max(n_labels, f.label + 1);
-        }
-        if (config_.num_labels != n_labels || (!names.empty() && config_.id2label != names)) {
-            config_set_task(config_, Task::sequence_classification, n_labels);
-            if (!names.empty()) config_.id2label = names;
-        }
+// Label order: the label_map's names in job order, else names the model
+// already carries, else (empty) what the data says (featurize).
+std::vector<std::string> Trainer::initial_label_names() const {
+    std::vector<std::string> names;
+    if (!job_.data.label_map.empty()) {
+        for (const auto& [raw, name] : job_.data.label_map)
+            if (std::find(names.begin(), names.end(), name) == names.end())
+                names.push_back(name);
+    } else if (!default_label_names(config_.id2label)) {
+        names = config_.id2label;
+    }
+    return names;
+}
+
+// One data channel's records, featurized; notes what was cached, skipped and
+// truncated. Sets fo.files to the files read.
+std::shared_ptr<const FeatureSet> Trainer::load_channel(const std::string& where,
+                                                        const char* channel,
+                                                        const ReadOptions& ro,
+                                                        FeaturizeOptions& fo) {
+    const DataArgs& d = job_.data;
+    // s3:// and http(s):// files or prefixes are fetched into the local
+    // cache once (io/object_store.h) and read from there.
+    const std::string path = is_remote_uri(where) ? fetch_to_cache(where) : where;
+    if (path != where)
+        load_notes_.push_back(fmt::format("{} data: {} cached as {}", channel, where, path));
+    ReadReport report;
+    auto reader = open_records(path, ro);
+    std::vector<Record> records;
+    Record r;
+    while (reader->next(r)) records.push_back(r);
+    report = reader->report();
+    fo.files = reader->files();
+    // The same text file is the same data through loom preprocess: say how it was split.
+    if (report.text_files > 0)
+        load_notes_.push_back(fmt::format("data.{}: plain text, one record {} (data.sample_by: {})",
+                                          channel, sample_by_unit(d.sample_by),
+                                          enum_name(d.sample_by)));
+    if (report.bad_lines > 0) {
+        std::string msg = fmt::format("{} data: skipped {} malformed line(s) (skip_bad_lines)",
+                                      channel, report.bad_lines);
+        for (const auto& e : report.bad_examples) msg += "\n    " + e;
+        load_notes_.push_back(msg);
+    }
+    auto fs_ = std::make_shared<FeatureSet>(featurize(records, *tokenizer_, fo));
+    LOOM_CHECK(!fs_->features.empty(), "{} data {}: no usable example after tokenization",
+               channel, path);
+    if (fs_->stats.truncated > 0)
+        load_notes_.push_back(fmt::format(
+            "{} data: {} of {} texts were longer than max_seq_length {} and were truncated",
+            channel, fs_->stats.truncated, fs_->stats.records, d.max_seq_length));
+    load_notes_.push_back(fmt::format("{} data: {} records -> {} features, {} tokens ({})",
+                                      channel, fs_->stats.records, fs_->features.size(),
+                                      fs_->stats.tokens, path));
+    return fs_;
+}
+
+// The classification head sized for the labels: the names found, or with
+// integer labels used as they are, as many classes as the largest label
+// needs, at least what the model already has.
+void Trainer::fit_label_count(const std::vector<std::string>& names) {
+    int64_t n_labels = int64_t(names.size());
+    if (names.empty()) {
+        n_labels = config_.num_labels;
+        for (const auto* set : {train_.get(), eval_.get()})
+            if (set)
+                for (const Feature& f : set->features) n_labels = std::max(n_labels, f.label + 1);
+    }
+    if (config_.num_labels != n_labels || (!names.empty() && config_.id2label != names)) {
+        config_set_task(config_, Task::sequence_classification, n_labels);
+        if (!names.empty()) config_.id2label = names;
     }
 }
 
@@ -258,231 +262,6 @@ LoaderOptions Trainer::loader_options(int64_t batch_size, bool shuffle) const {
     lo.special_ids = sp.all;
     if (shuffle) lo.pad_span_batches = job_.training.gradient_accumulation_steps;
     return lo;
-}
-
-void Trainer::build_model_and_optimizer() {
-    const TrainingArgs& t = job_.training;
-    const bool tensor = opts_.tp_comm && opts_.tp_comm->size() > 1;
-    // Tensor parallelism rides on the pipeline executor (a single stage when
-    // pp is 1): it already builds models from a ModelConfig, gathers rows into
-    // global tensors for checkpoints and owns the global grad norm.
-    const bool pipeline = (opts_.pp_comm && opts_.pp_comm->size() > 1) || tensor;
-    // Pipeline stages build only their part (below); the whole model is built
-    // when evaluation or export first needs it (ensure_full_model).
-    auto load_or_init = [&](Model& m) {
-        if (!job_.model.weights_path.empty()) {
-            const LoadReport rep =
-                m.load(SafetensorsFile::open(job_.model.weights_path), uint64_t(t.seed));
-            for (const auto& n : rep.newly_initialised)
-                load_notes_.push_back("newly initialised (not in the checkpoint): " + n);
-        } else {
-            m.init(uint64_t(t.seed));
-            load_notes_.push_back("no weights given: parameters initialised for pretraining");
-        }
-    };
-    if (!pipeline) {
-        model_ = build_model(config_);
-        load_or_init(*model_);
-        model_->set_compute_dtype(compute_dtype());
-    }
-    const DistributionArgs& dist = job_.distribution;
-    if (dist.activation_checkpointing) {
-        if (model_)
-            model_->set_activation_checkpointing(std::max<int64_t>(dist.checkpoint_every, 1));
-        load_notes_.push_back(fmt::format(
-            "activation checkpointing: every {} layer application(s) recompute in backward",
-            std::max<int64_t>(dist.checkpoint_every, 1)));
-    }
-    if (dist.offload_activations)
-        load_notes_.push_back(
-            "offload_activations: on CPU the checkpointed inputs already live in host memory, so "
-            "there is nothing to move");
-    if (t.fp16) {
-        scaler_ = std::make_unique<DynamicLossScale>(opts_.loss_scale);
-        state_.loss_scale = scaler_->scale();
-    }
-    AdamWParams hp;
-    hp.lr = t.learning_rate;
-    hp.beta1 = t.adam_beta1;
-    hp.beta2 = t.adam_beta2;
-    hp.eps = t.adam_epsilon;
-    hp.weight_decay = t.weight_decay;
-    // HF Trainer: no decay for biases and LayerNorm weights (ParamRow::decay);
-    // LAMB also leaves them out of layer adaptation (optim/lamb.h).
-    LambParams lamb;
-    lamb.beta1 = t.adam_beta1;
-    lamb.beta2 = t.adam_beta2;
-    lamb.eps = t.adam_epsilon;
-    lamb.weight_decay = t.weight_decay;
-    auto make_lamb = [lamb](ParamTable& table) -> std::unique_ptr<Optimizer> {
-        return std::make_unique<Lamb>(table, lamb, DecayPolicy::table);
-    };
-    // Before any optimizer: on the GPU, AdamW's state lives on the device.
-    const bool gpu = choose_gpu();
-    // Without oneDNN bf16 kernels bf16 keeps its numerics but not its speed: say so once.
-    if (!gpu && t.bf16 && gemm_bf16_route() == Bf16Impl::widen_f32)
-        load_notes_.push_back(
-            "bf16: this CPU has no bf16 GEMM kernels in oneDNN (needs AVX-512); operands are "
-            "rounded to bf16 and multiplied in fp32: same numerics, no speed gain");
-    if (pipeline) {
-        LOOM_CHECK(opts_.dp_comm != nullptr && opts_.pp_comm != nullptr,
-                   "pipeline and tensor parallelism need the dp and pp groups");
-        const DistributionArgs& d = job_.distribution;
-        LOOM_CHECK(t.optim == OptimizerKind::adamw,
-                   "{}: hyperparameters.optim {} under pipeline or tensor parallelism: only "
-                   "adamw is supported there so far",
-                   job_.source, enum_name(t.optim));
-        const int P = opts_.pp_comm->size(), stage = opts_.pp_comm->rank();
-        const ScheduleKind kind = d.pipeline;
-        const int V = kind == ScheduleKind::interleaved ? int(d.virtual_stages) : 1;
-        LOOM_CHECK(V == 1 || d.partition.empty(),
-                   "{}: distribution.partition with pipeline: interleaved is not supported; "
-                   "leave it out (even split over pipeline_parallel_degree x virtual_stages)",
-                   job_.source);
-        const int n_micro = int(t.gradient_accumulation_steps * d.microbatches);
-        const std::string bad = schedule_check(kind, P, n_micro, V);
-        LOOM_CHECK(bad.empty(),
-                   "{}: distribution: {} (micro-batches per step = "
-                   "gradient_accumulation_steps x microbatches = {})",
-                   job_.source, bad, n_micro);
-        const int64_t n_apps = model_layer_applications(config_);
-        LOOM_CHECK(n_apps >= int64_t(P) * V,
-                   "{}: {} pipeline stages x {} virtual stages need at least that many layer "
-                   "applications; the model has {}",
-                   job_.source, P, V, n_apps);
-        // Stages balanced by compute unless the job gives a partition: the
-        // last stage's head (GPT-2's LM head costs several layers) counts.
-        const StageExtras extras =
-            pipeline_stage_extras(config_, job_.data.max_seq_length, job_.data.mlm_probability);
-        const std::vector<int64_t> partition =
-            d.partition.empty() ? balanced_partition(n_apps, P * V, extras) : d.partition;
-        ModelConfig sc = config_;
-        if (tensor) sc.tp = ModelTp{opts_.tp_comm->rank(), opts_.tp_comm->size(), opts_.tp_comm};
-        const int slots = schedule_max_in_flight(kind, P, stage, n_micro, V);
-        std::vector<std::unique_ptr<Model>> models;
-        for (int k = 0; k < slots * V; ++k) {
-            sc.part = pipeline_chunk_part(n_apps, P, V, stage, k / slots, partition);
-            // Instances after the first use its buffers from the start.
-            if (k > 0) sc.part.share_with = &models[0]->params();
-            auto m = build_model(sc);
-            m->set_compute_dtype(compute_dtype());
-            if (dist.activation_checkpointing)
-                m->set_activation_checkpointing(std::max<int64_t>(dist.checkpoint_every, 1));
-            m->set_logits_scope(LogitsScope::labelled_positions);
-            models.push_back(std::move(m));
-        }
-        load_or_init(*models[0]);  // the stage's rows only; the other instances share them
-        DpOptions o;
-        o.zero = d.zero_stage == 0   ? ZeroStage::none
-                 : d.zero_stage == 1 ? ZeroStage::optimizer
-                                     : ZeroStage::gradients;
-        o.bucket_size_mb = d.bucket_size_mb;
-        pp_ = std::make_unique<PipelineParallel>(std::move(models), *opts_.pp_comm, *opts_.dp_comm,
-                                                 hp, DecayPolicy::table, o, kind, V);
-        pp_->data_parallel().broadcast_parameters();
-        std::string layers;
-        for (int c = 0; c < V; ++c) {
-            const ModelPart p = pipeline_chunk_part(n_apps, P, V, stage, c, partition);
-            layers += fmt::format("{}[{}, {}){}{}", c ? ", " : "", p.app_begin, p.app_end,
-                                  p.embeddings ? " + embeddings" : "", p.head ? " + head" : "");
-        }
-        load_notes_.push_back(fmt::format(
-            "pipeline stage {} of {}: layer applications {}, {} of {} parameters, {} model "
-            "instance(s) per chunk for the micro-batches in flight ({} schedule, {} "
-            "micro-batches per step)",
-            stage, P, layers, pp_->model().params().num_local_parameters(),
-            pp_->model().params().num_parameters(), slots, schedule_kind_name(kind), n_micro));
-        std::string sizes;
-        for (int64_t n : partition) sizes += fmt::format("{}{}", sizes.empty() ? "" : ", ", n);
-        load_notes_.push_back(
-            d.partition.empty()
-                ? fmt::format("layer applications per stage: [{}], balanced by compute (the "
-                              "embeddings count as {:.2f} and the head as {:.2f} layer "
-                              "applications; distribution.partition overrides)",
-                              sizes, extras.first, extras.last)
-                : fmt::format("layer applications per stage: [{}] (distribution.partition)",
-                              sizes));
-        std::string per_stage;
-        for (int64_t n : pp_->params_per_stage())
-            per_stage += fmt::format("{}{:.1f}", per_stage.empty() ? "" : ", ",
-                                     double(n) * 4.0 / double(1 << 20));
-        load_notes_.push_back(fmt::format(
-            "parameters per pipeline stage: {} MiB (gradients the same, AdamW's moments twice "
-            "that, divided by dp under ZeRO)",
-            per_stage));
-        if (tensor)
-            load_notes_.push_back(fmt::format(
-                "tensor parallel rank {} of {}: attention heads and MLP features split "
-                "(Megatron column/row-parallel linears), the word embeddings and LM head by "
-                "vocabulary; position embeddings, LayerNorms and classification heads "
-                "replicated",
-                opts_.tp_comm->rank(), opts_.tp_comm->size()));
-        if (opts_.dp_comm->size() > 1)
-            load_notes_.push_back("data parallel: " +
-                                  pp_->data_parallel().memory_plan().describe());
-        // Tensor and pipeline parallel on GPUs: the stage's rows (its tp
-        // slice) train on the device; pp_ keeps the layout (shared rows, norm
-        // ranges, gathers, checkpoints).
-        if (gpu) setup_gpu(hp);
-    } else if (gpu) {
-        setup_gpu(hp);
-    } else if (opts_.dp_comm && opts_.dp_comm->size() > 1) {
-        const DistributionArgs& d = job_.distribution;
-        DpOptions o;
-        o.zero = d.zero_stage == 0   ? ZeroStage::none
-                 : d.zero_stage == 1 ? ZeroStage::optimizer
-                                     : ZeroStage::gradients;
-        o.bucket_size_mb = d.bucket_size_mb;
-        o.overlap = d.overlap_comm;
-        o.sparse_embedding_grad = d.sparse_embedding_grads;
-        if (t.optim == OptimizerKind::lamb) o.make_optimizer = make_lamb;
-        if (t.optim == OptimizerKind::sgd)
-            o.make_optimizer =
-                [wd = t.weight_decay](ParamTable& table) -> std::unique_ptr<Optimizer> {
-                return std::make_unique<Sgd>(table, wd, DecayPolicy::table);
-            };
-        dp_ = std::make_unique<DataParallel>(*model_, *opts_.dp_comm, hp, DecayPolicy::table, o);
-        // Replicas start from rank 0's parameters whatever each loaded.
-        dp_->broadcast_parameters();
-        load_notes_.push_back("data parallel: " + dp_->memory_plan().describe());
-        if (dp_->sparse_embedding_grad())
-            load_notes_.push_back(
-                "data parallel: the word embeddings' lookup gradient is exchanged as rows after "
-                "backward, so their table is reduced while backward runs "
-                "(distribution.sparse_embedding_grads: false reduces it densely)");
-    } else if (t.optim == OptimizerKind::lamb) {
-        optimizer_ = make_lamb(model_->params());
-    } else if (t.optim == OptimizerKind::sgd) {
-        optimizer_ = std::make_unique<Sgd>(model_->params(), t.weight_decay, DecayPolicy::table);
-    } else {
-        optimizer_ = std::make_unique<AdamW>(model_->params(), hp, DecayPolicy::table);
-    }
-    if (pp_) {
-        engine_ = pp_.get();
-    } else if (dp_) {
-        engine_ = dp_.get();
-    } else if (optimizer_) {
-        single_ = std::make_unique<SingleStep>(*model_, *optimizer_);
-        engine_ = single_.get();
-    }
-
-    state_.seed = uint64_t(t.seed);
-    state_.data_seed = uint64_t(t.data_seed);
-    if (train_rows_) {
-        loader_ = std::make_unique<Loader>(train_rows_,
-                                           loader_options(t.per_device_train_batch_size, true));
-        plan_ = plan_steps(t, job_.checkpoint, train_rows_->size(), sync_->dp_size());
-        LrScheduleArgs la;
-        la.type = t.lr_scheduler_type;
-        la.base_lr = t.learning_rate;
-        la.warmup_steps = plan_.warmup_steps;
-        la.total_steps = plan_.total_steps;
-        la.lr_end = t.lr_end;
-        la.power = t.power;
-        la.num_cycles = t.num_cycles;
-        schedule_ = std::make_unique<LrSchedule>(la);
-        state_.total_steps = plan_.total_steps;
-    }
 }
 
 std::string Trainer::gpu_unsupported_reason() const {

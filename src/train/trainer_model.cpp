@@ -1,0 +1,323 @@
+// Trainer set-up, the model half: the model (whole, or this rank's pipeline
+// stage and tensor-parallel slice) with its weights, the optimizer and step
+// engine for the layout, then the loader, step plan and learning-rate
+// schedule. Invariant: every rank of a layout builds the same shapes and
+// posts the same collectives in the same order. Whether the job trains on a
+// GPU (choose_gpu, setup_gpu) is in trainer_setup.cpp; nothing here reads
+// data or touches output_dir.
+#include "core/check.h"
+#include "io/safetensors.h"
+#include "models/stage_extras.h"
+#include "ops/gemm.h"
+#include "optim/lamb.h"
+#include "optim/sgd.h"
+#include "parallel/dp_step.h"
+#include "parallel/pipeline_parallel.h"
+#include "train/trainer.h"
+
+namespace loom {
+
+namespace {
+
+// What the pipeline's and the plain data-parallel reduction share.
+DpOptions dp_options_for(const DistributionArgs& d) {
+    DpOptions o;
+    o.zero = d.zero_stage == 0   ? ZeroStage::none
+             : d.zero_stage == 1 ? ZeroStage::optimizer
+                                 : ZeroStage::gradients;
+    o.bucket_size_mb = d.bucket_size_mb;
+    return o;
+}
+
+AdamWParams adamw_params(const TrainingArgs& t) {
+    AdamWParams hp;
+    hp.lr = t.learning_rate;
+    hp.beta1 = t.adam_beta1;
+    hp.beta2 = t.adam_beta2;
+    hp.eps = t.adam_epsilon;
+    hp.weight_decay = t.weight_decay;
+    return hp;
+}
+
+// HF Trainer: no decay for biases and LayerNorm weights (ParamRow::decay);
+// LAMB also leaves them out of layer adaptation (optim/lamb.h).
+LambParams lamb_params(const TrainingArgs& t) {
+    LambParams lamb;
+    lamb.beta1 = t.adam_beta1;
+    lamb.beta2 = t.adam_beta2;
+    lamb.eps = t.adam_epsilon;
+    lamb.weight_decay = t.weight_decay;
+    return lamb;
+}
+
+}  // namespace
+
+// This rank's place in the pipeline, checked against the job and the model.
+struct Trainer::PipelineShape {
+    int P = 1, stage = 0;  // stages, and this rank's
+    ScheduleKind kind{};
+    int V = 1;        // virtual stages (interleaved schedule)
+    int n_micro = 1;  // micro-batches per step
+    int64_t n_apps = 0;
+    StageExtras extras;
+    std::vector<int64_t> partition;  // layer applications per (virtual) stage
+    int slots = 1;                   // model instances per chunk: micro-batches in flight
+};
+
+void Trainer::build_model_and_optimizer() {
+    const TrainingArgs& t = job_.training;
+    const bool tensor = opts_.tp_comm && opts_.tp_comm->size() > 1;
+    // Tensor parallelism rides on the pipeline executor (a single stage when
+    // pp is 1): it already builds models from a ModelConfig, gathers rows into
+    // global tensors for checkpoints and owns the global grad norm.
+    const bool pipeline = (opts_.pp_comm && opts_.pp_comm->size() > 1) || tensor;
+    // Pipeline stages build only their part (build_pipeline); the whole model
+    // is built when evaluation or export first needs it (ensure_full_model).
+    if (!pipeline) {
+        model_ = build_model(config_);
+        load_or_init(*model_);
+        model_->set_compute_dtype(compute_dtype());
+    }
+    note_memory_options();
+    if (t.fp16) {
+        scaler_ = std::make_unique<DynamicLossScale>(opts_.loss_scale);
+        state_.loss_scale = scaler_->scale();
+    }
+    const AdamWParams hp = adamw_params(t);
+    // Before any optimizer: on the GPU, AdamW's state lives on the device.
+    const bool gpu = choose_gpu();
+    // Without oneDNN bf16 kernels bf16 keeps its numerics but not its speed: say so once.
+    if (!gpu && t.bf16 && gemm_bf16_route() == Bf16Impl::widen_f32)
+        load_notes_.push_back(
+            "bf16: this CPU has no bf16 GEMM kernels in oneDNN (needs AVX-512); operands are "
+            "rounded to bf16 and multiplied in fp32: same numerics, no speed gain");
+    if (pipeline) {
+        build_pipeline(hp, tensor);
+        // Tensor and pipeline parallel on GPUs: the stage's rows (its tp
+        // slice) train on the device; pp_ keeps the layout (shared rows, norm
+        // ranges, gathers, checkpoints).
+        if (gpu) setup_gpu(hp);
+    } else if (gpu) {
+        setup_gpu(hp);
+    } else if (opts_.dp_comm && opts_.dp_comm->size() > 1) {
+        build_data_parallel(hp);
+    } else if (t.optim == OptimizerKind::lamb) {
+        optimizer_ = std::make_unique<Lamb>(model_->params(), lamb_params(t), DecayPolicy::table);
+    } else if (t.optim == OptimizerKind::sgd) {
+        optimizer_ = std::make_unique<Sgd>(model_->params(), t.weight_decay, DecayPolicy::table);
+    } else {
+        optimizer_ = std::make_unique<AdamW>(model_->params(), hp, DecayPolicy::table);
+    }
+    choose_engine();
+    plan_schedule();
+}
+
+// The job's weights, or a fresh initialisation for pretraining.
+void Trainer::load_or_init(Model& m) {
+    const TrainingArgs& t = job_.training;
+    if (!job_.model.weights_path.empty()) {
+        const LoadReport rep =
+            m.load(SafetensorsFile::open(job_.model.weights_path), uint64_t(t.seed));
+        for (const auto& n : rep.newly_initialised)
+            load_notes_.push_back("newly initialised (not in the checkpoint): " + n);
+    } else {
+        m.init(uint64_t(t.seed));
+        load_notes_.push_back("no weights given: parameters initialised for pretraining");
+    }
+}
+
+// Activation checkpointing on the whole model (pipeline stages set it as
+// they are built), and the notes for both activation options.
+void Trainer::note_memory_options() {
+    const DistributionArgs& dist = job_.distribution;
+    if (dist.activation_checkpointing) {
+        if (model_)
+            model_->set_activation_checkpointing(std::max<int64_t>(dist.checkpoint_every, 1));
+        load_notes_.push_back(fmt::format(
+            "activation checkpointing: every {} layer application(s) recompute in backward",
+            std::max<int64_t>(dist.checkpoint_every, 1)));
+    }
+    if (dist.offload_activations)
+        load_notes_.push_back(
+            "offload_activations: on CPU the checkpointed inputs already live in host memory, so "
+            "there is nothing to move");
+}
+
+// Pipeline (and tensor) parallelism: this rank's stage models, their
+// weights, and the executor that owns their optimizer and dp reduction.
+void Trainer::build_pipeline(const AdamWParams& hp, bool tensor) {
+    const PipelineShape s = pipeline_shape();
+    std::vector<std::unique_ptr<Model>> models = build_stage_models(s, tensor);
+    load_or_init(*models[0]);  // the stage's rows only; the other instances share them
+    pp_ = std::make_unique<PipelineParallel>(std::move(models), *opts_.pp_comm, *opts_.dp_comm,
+                                             hp, DecayPolicy::table,
+                                             dp_options_for(job_.distribution), s.kind, s.V);
+    pp_->data_parallel().broadcast_parameters();
+    note_pipeline_layout(s, tensor);
+}
+
+Trainer::PipelineShape Trainer::pipeline_shape() const {
+    const TrainingArgs& t = job_.training;
+    LOOM_CHECK(opts_.dp_comm != nullptr && opts_.pp_comm != nullptr,
+               "pipeline and tensor parallelism need the dp and pp groups");
+    const DistributionArgs& d = job_.distribution;
+    LOOM_CHECK(t.optim == OptimizerKind::adamw,
+               "{}: hyperparameters.optim {} under pipeline or tensor parallelism: only "
+               "adamw is supported there so far",
+               job_.source, enum_name(t.optim));
+    PipelineShape s;
+    s.P = opts_.pp_comm->size();
+    s.stage = opts_.pp_comm->rank();
+    s.kind = d.pipeline;
+    s.V = s.kind == ScheduleKind::interleaved ? int(d.virtual_stages) : 1;
+    LOOM_CHECK(s.V == 1 || d.partition.empty(),
+               "{}: distribution.partition with pipeline: interleaved is not supported; "
+               "leave it out (even split over pipeline_parallel_degree x virtual_stages)",
+               job_.source);
+    s.n_micro = int(t.gradient_accumulation_steps * d.microbatches);
+    const std::string bad = schedule_check(s.kind, s.P, s.n_micro, s.V);
+    LOOM_CHECK(bad.empty(),
+               "{}: distribution: {} (micro-batches per step = "
+               "gradient_accumulation_steps x microbatches = {})",
+               job_.source, bad, s.n_micro);
+    s.n_apps = model_layer_applications(config_);
+    LOOM_CHECK(s.n_apps >= int64_t(s.P) * s.V,
+               "{}: {} pipeline stages x {} virtual stages need at least that many layer "
+               "applications; the model has {}",
+               job_.source, s.P, s.V, s.n_apps);
+    // Stages balanced by compute unless the job gives a partition: the
+    // last stage's head (GPT-2's LM head costs several layers) counts.
+    s.extras = pipeline_stage_extras(config_, job_.data.max_seq_length, job_.data.mlm_probability);
+    s.partition =
+        d.partition.empty() ? balanced_partition(s.n_apps, s.P * s.V, s.extras) : d.partition;
+    s.slots = schedule_max_in_flight(s.kind, s.P, s.stage, s.n_micro, s.V);
+    return s;
+}
+
+// One model instance per micro-batch in flight and chunk; the instances
+// after the first use its buffers from the start.
+std::vector<std::unique_ptr<Model>> Trainer::build_stage_models(const PipelineShape& s,
+                                                                bool tensor) const {
+    const DistributionArgs& dist = job_.distribution;
+    ModelConfig sc = config_;
+    if (tensor) sc.tp = ModelTp{opts_.tp_comm->rank(), opts_.tp_comm->size(), opts_.tp_comm};
+    std::vector<std::unique_ptr<Model>> models;
+    for (int k = 0; k < s.slots * s.V; ++k) {
+        sc.part = pipeline_chunk_part(s.n_apps, s.P, s.V, s.stage, k / s.slots, s.partition);
+        if (k > 0) sc.part.share_with = &models[0]->params();
+        auto m = build_model(sc);
+        m->set_compute_dtype(compute_dtype());
+        if (dist.activation_checkpointing)
+            m->set_activation_checkpointing(std::max<int64_t>(dist.checkpoint_every, 1));
+        m->set_logits_scope(LogitsScope::labelled_positions);
+        models.push_back(std::move(m));
+    }
+    return models;
+}
+
+// What this rank holds under pipeline and tensor parallelism, for the log.
+void Trainer::note_pipeline_layout(const PipelineShape& s, bool tensor) {
+    const DistributionArgs& d = job_.distribution;
+    std::string layers;
+    for (int c = 0; c < s.V; ++c) {
+        const ModelPart p = pipeline_chunk_part(s.n_apps, s.P, s.V, s.stage, c, s.partition);
+        layers += fmt::format("{}[{}, {}){}{}", c ? ", " : "", p.app_begin, p.app_end,
+                              p.embeddings ? " + embeddings" : "", p.head ? " + head" : "");
+    }
+    load_notes_.push_back(fmt::format(
+        "pipeline stage {} of {}: layer applications {}, {} of {} parameters, {} model "
+        "instance(s) per chunk for the micro-batches in flight ({} schedule, {} "
+        "micro-batches per step)",
+        s.stage, s.P, layers, pp_->model().params().num_local_parameters(),
+        pp_->model().params().num_parameters(), s.slots, schedule_kind_name(s.kind), s.n_micro));
+    std::string sizes;
+    for (int64_t n : s.partition) sizes += fmt::format("{}{}", sizes.empty() ? "" : ", ", n);
+    load_notes_.push_back(
+        d.partition.empty()
+            ? fmt::format("layer applications per stage: [{}], balanced by compute (the "
+                          "embeddings count as {:.2f} and the head as {:.2f} layer "
+                          "applications; distribution.partition overrides)",
+                          sizes, s.extras.first, s.extras.last)
+            : fmt::format("layer applications per stage: [{}] (distribution.partition)", sizes));
+    std::string per_stage;
+    for (int64_t n : pp_->params_per_stage())
+        per_stage += fmt::format("{}{:.1f}", per_stage.empty() ? "" : ", ",
+                                 double(n) * 4.0 / double(1 << 20));
+    load_notes_.push_back(fmt::format(
+        "parameters per pipeline stage: {} MiB (gradients the same, AdamW's moments twice "
+        "that, divided by dp under ZeRO)",
+        per_stage));
+    if (tensor)
+        load_notes_.push_back(fmt::format(
+            "tensor parallel rank {} of {}: attention heads and MLP features split "
+            "(Megatron column/row-parallel linears), the word embeddings and LM head by "
+            "vocabulary; position embeddings, LayerNorms and classification heads "
+            "replicated",
+            opts_.tp_comm->rank(), opts_.tp_comm->size()));
+    if (opts_.dp_comm->size() > 1)
+        load_notes_.push_back("data parallel: " + pp_->data_parallel().memory_plan().describe());
+}
+
+// Data parallelism on the CPU: DataParallel owns the optimizer (sharded under ZeRO).
+void Trainer::build_data_parallel(const AdamWParams& hp) {
+    const TrainingArgs& t = job_.training;
+    const DistributionArgs& d = job_.distribution;
+    DpOptions o = dp_options_for(d);
+    o.overlap = d.overlap_comm;
+    o.sparse_embedding_grad = d.sparse_embedding_grads;
+    if (t.optim == OptimizerKind::lamb)
+        o.make_optimizer =
+            [lamb = lamb_params(t)](ParamTable& table) -> std::unique_ptr<Optimizer> {
+            return std::make_unique<Lamb>(table, lamb, DecayPolicy::table);
+        };
+    if (t.optim == OptimizerKind::sgd)
+        o.make_optimizer =
+            [wd = t.weight_decay](ParamTable& table) -> std::unique_ptr<Optimizer> {
+            return std::make_unique<Sgd>(table, wd, DecayPolicy::table);
+        };
+    dp_ = std::make_unique<DataParallel>(*model_, *opts_.dp_comm, hp, DecayPolicy::table, o);
+    // Replicas start from rank 0's parameters whatever each loaded.
+    dp_->broadcast_parameters();
+    load_notes_.push_back("data parallel: " + dp_->memory_plan().describe());
+    if (dp_->sparse_embedding_grad())
+        load_notes_.push_back(
+            "data parallel: the word embeddings' lookup gradient is exchanged as rows after "
+            "backward, so their table is reduced while backward runs "
+            "(distribution.sparse_embedding_grads: false reduces it densely)");
+}
+
+// The layout's step engine: pp_, dp_ or single_ (the GPU executor has a step
+// of its own and none of them).
+void Trainer::choose_engine() {
+    if (pp_) {
+        engine_ = pp_.get();
+    } else if (dp_) {
+        engine_ = dp_.get();
+    } else if (optimizer_) {
+        single_ = std::make_unique<SingleStep>(*model_, *optimizer_);
+        engine_ = single_.get();
+    }
+}
+
+// The loader, step plan and schedule (a job without train data has none).
+void Trainer::plan_schedule() {
+    const TrainingArgs& t = job_.training;
+    state_.seed = uint64_t(t.seed);
+    state_.data_seed = uint64_t(t.data_seed);
+    if (!train_rows_) return;
+    loader_ = std::make_unique<Loader>(train_rows_,
+                                       loader_options(t.per_device_train_batch_size, true));
+    plan_ = plan_steps(t, job_.checkpoint, train_rows_->size(), sync_->dp_size());
+    LrScheduleArgs la;
+    la.type = t.lr_scheduler_type;
+    la.base_lr = t.learning_rate;
+    la.warmup_steps = plan_.warmup_steps;
+    la.total_steps = plan_.total_steps;
+    la.lr_end = t.lr_end;
+    la.power = t.power;
+    la.num_cycles = t.num_cycles;
+    schedule_ = std::make_unique<LrSchedule>(la);
+    state_.total_steps = plan_.total_steps;
+}
+
+}  // namespace loom
