@@ -47,6 +47,7 @@ double cpu_ms() {
 }  // namespace
 
 int main(int argc, char** argv) {
+    runtime_exec_with_wait_policy(argv);  // as `loom` does
     runtime_init();
     std::string task = "mlm";
     int64_t B = 8, T = 128, L = 12, C = 768, V = 30522, steps = 5, warmup = 2, all_logits = 0;

@@ -47,14 +47,6 @@ bool launched_by_mpi() {
     return false;
 }
 
-// Threads per rank when nobody chose: the node's cores shared by its ranks.
-int threads_per_rank() {
-    if (std::getenv("OMP_NUM_THREADS")) return 0;  // the launcher or the user chose
-    const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-    const int ranks = local ? std::max(1, std::atoi(local)) : 1;
-    return std::max(1, int(std::thread::hardware_concurrency()) / ranks);
-}
-
 // Ends a run the way its result asks (output flushed first: under mpirun a
 // non-zero exit makes mpirun kill the ranks that are still exiting).
 int exit_status(const TrainResult& r) {
@@ -68,6 +60,7 @@ int exit_status(const TrainResult& r) {
 void print_notes(const Job& job, const LaunchFacts& facts, bool quiet) {
     std::vector<std::string> notes = job.notes;
     for (auto& n : launch_notes(job, facts)) notes.push_back(std::move(n));
+    if (const std::string t = runtime_thread_note(); !t.empty()) notes.push_back(t);
     if (quiet) return;
     for (const auto& n : notes) fmt::print("{}\n", n);
     std::fflush(stdout);
@@ -116,7 +109,8 @@ int run_train(const TrainOptions& o) {
         Trainer trainer(std::move(job), topts);
         return exit_status(trainer.train());
     }
-    runtime_init({o.threads > 0 ? o.threads : threads_per_rank()});
+    // main() gave each rank its share of the node (runtime_init); --threads wins.
+    if (o.threads > 0) runtime_init({o.threads});
     // MPI first: a bad job then fails on every rank with MPI running, and is
     // reported once for the job (cli/main.cpp, parallel/mpi_job.h).
     MpiSession mpi;

@@ -42,6 +42,7 @@ int report_error(const char* what) {
 }  // namespace loom::cli
 
 int main(int argc, char** argv) {
+    loom::runtime_exec_with_wait_policy(argv);
     loom::runtime_init();
     CLI::App app{
         "Loom trains and fine-tunes transformer language models (BERT, RoBERTa, DistilBERT,\n"

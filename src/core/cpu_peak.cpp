@@ -95,19 +95,27 @@ CpuPeak measure_cpu_peak(bool bf16, double seconds) {
     p.threads = omp_get_max_threads();
     if (k.flops == 0) return p;
     // Rates over the whole team: the slowest thread sets the wall time.
+    double dt = 0;
     auto rate = [&](int64_t iters) {
         double sink = 0;
         const double t0 = omp_get_wtime();
 #pragma omp parallel reduction(+ : sink)
         sink += cpu_peak_chains(bf16, iters, float(omp_get_thread_num()));
-        const double dt = omp_get_wtime() - t0;
+        dt = omp_get_wtime() - t0;
         // The sink is a large positive number; the check keeps it live.
         if (!(sink > 0)) return 0.0;
         return double(iters) * k_chains * k.flops * p.threads / dt;
     };
+    // Calibration: the work doubles until a run lasts 2 ms, since the first
+    // regions also pay for starting and waking the threads, which a run of a
+    // few microseconds would count as compute (a rate 100x too low).
     int64_t iters = 1 << 12;
-    double r = rate(iters);  // calibration, also wakes the cores up
-    if (r <= 0) return p;
+    double r = 0;
+    for (int i = 0; i < 24; ++i, iters *= 2) {
+        r = rate(iters);
+        if (r <= 0) return p;
+        if (dt >= 2e-3) break;
+    }
     iters = std::max<int64_t>(iters, int64_t(seconds * r / (k_chains * k.flops * p.threads)));
     for (int run = 0; run < 3; ++run) r = std::max(r, rate(iters));
     p.gflops = r / 1e9;

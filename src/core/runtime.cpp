@@ -2,10 +2,16 @@
 
 #include <malloc.h>
 #include <omp.h>
+#include <unistd.h>
 
 #include <cstdlib>
 
+#include "core/cpu_share.h"
+
 namespace loom {
+namespace {
+std::string g_thread_note;
+}  // namespace
 
 void runtime_init(const RuntimeOptions& opts) {
     static bool done = false;
@@ -15,7 +21,25 @@ void runtime_init(const RuntimeOptions& opts) {
         mallopt(M_TOP_PAD, 64 << 20);
         done = true;
     }
-    if (opts.threads > 0) omp_set_num_threads(opts.threads);
+    if (opts.threads > 0) {
+        omp_set_num_threads(opts.threads);
+        g_thread_note.clear();
+    } else if (!std::getenv("OMP_NUM_THREADS")) {
+        // OpenMP's default is the affinity mask; a quota or other ranks on
+        // the node would leave threads waiting for CPUs at every barrier.
+        const CpuShare share = cpu_share();
+        if (share.threads != omp_get_max_threads()) omp_set_num_threads(share.threads);
+        g_thread_note = share.why;
+    }
+}
+
+std::string runtime_thread_note() { return g_thread_note; }
+
+void runtime_exec_with_wait_policy(char** argv) {
+    if (std::getenv("OMP_WAIT_POLICY") || std::getenv("GOMP_SPINCOUNT")) return;
+    // Set once: a child of this process (mpirun's ranks) inherits the choice.
+    if (setenv("GOMP_SPINCOUNT", k_spin_count, 1) != 0) return;
+    execv("/proc/self/exe", argv);
 }
 
 int runtime_threads() { return omp_get_max_threads(); }

@@ -5,13 +5,32 @@
 // and trim thresholds before any large allocation.
 #pragma once
 
+#include <string>
+
 namespace loom {
 
 struct RuntimeOptions {
-    int threads = 0;  // 0 = all cores (OMP_NUM_THREADS if set)
+    // 0: OMP_NUM_THREADS if set, else this process's share of the CPUs
+    // (core/cpu_share.h: affinity, cgroup quota, ranks on the node).
+    int threads = 0;
 };
 
 void runtime_init(const RuntimeOptions& opts = {});
+
+// libgomp reads its wait policy once, as it loads, before main runs: threads
+// that finish a parallel region spin for GOMP_SPINCOUNT iterations (300000
+// by default, about a millisecond) before they sleep. On a machine Loom does
+// not have to itself those spins take the time slices the other threads of
+// the region need, and a step of many short regions slows several fold. A
+// main() that calls this first runs itself again with a short spin
+// (k_spin_count) unless the user set OMP_WAIT_POLICY or GOMP_SPINCOUNT;
+// `argv` must be main's. Returns only when nothing was to be done or the
+// exec failed (the run then goes on with libgomp's default).
+void runtime_exec_with_wait_policy(char** argv);
+inline constexpr const char* k_spin_count = "10000";  // docs/cpu-contention.md
 int runtime_threads();
+// Why runtime_init chose fewer threads than the affinity mask has CPUs
+// ("" when it did not choose, or nothing limited it): for the run's log.
+std::string runtime_thread_note();
 
 }  // namespace loom
