@@ -1,10 +1,10 @@
-// CudaExecutor: device buffers, the forward/backward drivers and the host
-// transfers (the optimizer step is in cuda_executor_optim.cpp). The op sequences live in
+// CudaExecutor: device buffers and the forward/backward drivers (the host
+// transfers and memory figures are in cuda_executor_transfer.cpp, the optimizer
+// step in cuda_executor_optim.cpp). The op sequences live in
 // cuda_executor_layers.cpp and cuda_executor_heads.cpp.
 #include "models/cuda/cuda_executor.h"
 
 #include <cuda_runtime.h>
-#include <fmt/format.h>
 
 #include <algorithm>
 #include <type_traits>
@@ -430,71 +430,6 @@ void CudaExecutor<T>::backward_stage(double loss_scale, const void* d_stage_outp
     if (tp_) tp_drain();
     note_peak();
     ready_for_backward_ = false;
-}
-
-template <typename T>
-void CudaExecutor<T>::zero_grad() {
-    LOOM_CUDA_CHECK(cudaMemsetAsync(grads_, 0, size_t(flat_) * sizeof(T), ctx_.stream()));
-}
-
-template <typename T>
-void CudaExecutor<T>::upload_params() {
-    LOOM_CUDA_CHECK(cudaMemcpyAsync(master_, table_.params_data(), size_t(flat_) * sizeof(float),
-                                    cudaMemcpyHostToDevice, ctx_.stream()));
-    if constexpr (!std::is_same_v<T, float>) convert_cuda<T, float>(params_, master_, flat_, ctx_);
-    ctx_.synchronize();
-}
-
-template <typename T>
-void CudaExecutor<T>::download_params() {
-    LOOM_CUDA_CHECK(cudaMemcpyAsync(table_.params_data(), master_, size_t(flat_) * sizeof(float),
-                                    cudaMemcpyDeviceToHost, ctx_.stream()));
-    ctx_.synchronize();
-}
-
-template <typename T>
-void CudaExecutor<T>::download_grads() {
-    if constexpr (std::is_same_v<T, float>) {
-        LOOM_CUDA_CHECK(cudaMemcpyAsync(table_.grads_data(), grads_, size_t(flat_) * sizeof(float),
-                                        cudaMemcpyDeviceToHost, ctx_.stream()));
-    } else {
-        // Widened on the device through the AdamW moment-sized scratch.
-        float* wide = static_cast<float*>(ctx_.scratch(size_t(flat_) * sizeof(float)));
-        convert_cuda<float, T>(wide, grads_, flat_, ctx_);
-        LOOM_CUDA_CHECK(cudaMemcpyAsync(table_.grads_data(), wide, size_t(flat_) * sizeof(float),
-                                        cudaMemcpyDeviceToHost, ctx_.stream()));
-    }
-    ctx_.synchronize();
-}
-
-template <typename T>
-int64_t CudaExecutor<T>::allocated_bytes() const {
-    const int64_t per = int64_t(sizeof(T));
-    int64_t b = int64_t(acts_arena_.bytes() + ints_arena_.bytes());
-    for (const auto& [key, buf] : messages_) b += buf.second;
-    if (owner_) return b;                   // the parameters are the owner's
-    b += flat_ * (4 + per) + state_n_ * 8;  // master, grads, m and v
-    if constexpr (!std::is_same_v<T, float>) b += flat_ * per;
-    return b;
-}
-
-template <typename T>
-void CudaExecutor<T>::note_peak() {
-    size_t free_b = 0, total_b = 0;
-    if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess)
-        peak_used_ = std::max(peak_used_, int64_t(total_b - free_b));
-}
-
-template <typename T>
-int64_t CudaExecutor<T>::peak_device_bytes() {
-    note_peak();
-    return peak_used_;
-}
-
-template <typename T>
-std::string CudaExecutor<T>::device_name() const {
-    return fmt::format("cuda:{} ({})", options_.device,
-                       cuda_device_info(options_.device).to_string());
 }
 
 template class CudaExecutor<float>;
