@@ -21,20 +21,7 @@ fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
 hub_start || { echo "SKIP: $hub_why"; exit 0; }
 
 # The base model, uploaded by the npm client: a tiny multilingual-cased BERT.
-cat >"$w/scratch.yaml" <<YAML
-model:
-  config: $data/train/tiny-bert.json
-  tokenizer: $data/tokenizers/wordpiece-multilingual-cased/tokenizer.json
-task: sequence-classification
-data:
-  train: $data/train/cls_train.jsonl
-  max_seq_length: 32
-hyperparameters:
-  output_dir: $w/base
-  max_steps: 1
-  save_strategy: 'no'
-YAML
-"$loom" train "$w/scratch.yaml" --quiet >"$w/scratch.log" 2>&1 || { cat "$w/scratch.log" >&2; exit 1; }
+hub_tiny_model "$w/base" || exit 1
 rm -rf "$w/base/runs" "$w/base/report.html" "$w/base/metrics.jsonl"
 HF_TOKEN=hf_good hub_client upload acme/tiny-multilingual-cased "$w/base" >/dev/null || fail "npm upload of the base"
 

@@ -11,6 +11,8 @@
 # `hub_client CMD REPO ...` runs tests/hub/client.mjs; hub_kill stops the
 # server keeping its data, hub_restart [args...] starts it again on the same
 # port; hub_stop (safe twice) stops it and removes the data.
+# `hub_tiny_model DIR` trains the tests' base model into DIR (one step of a
+# tiny multilingual-cased BERT classifier; $loom, $data and $w are the caller's).
 hub_pid=
 hub_data=
 hub_why=
@@ -64,4 +66,21 @@ hub_stop() {
     rm -rf "$hub_data"
     hub_data=
   fi
+}
+
+hub_tiny_model() {
+  cat >"$w/tiny.yaml" <<YAML
+model:
+  config: $data/train/tiny-bert.json
+  tokenizer: $data/tokenizers/wordpiece-multilingual-cased/tokenizer.json
+task: sequence-classification
+data:
+  train: $data/train/cls_train.jsonl
+  max_seq_length: 32
+hyperparameters:
+  output_dir: $1
+  max_steps: 1
+  save_strategy: 'no'
+YAML
+  "$loom" train "$w/tiny.yaml" --quiet >"$w/tiny.log" 2>&1 || { cat "$w/tiny.log" >&2; return 1; }
 }
