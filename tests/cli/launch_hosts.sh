@@ -116,7 +116,10 @@ compare ref out 1e-6 1e-4
 
 echo "== SIGTERM to the launcher of a two-host run, then the same command again"
 rm -rf out
-timeout 300 "$loom" launch "${launch_args[@]}" > stop.log 2>&1 &
+# --foreground: timeout passes the signal below to loom alone; without it,
+# it also signals its whole process group, ranks included, and the ranks'
+# own SIGTERM races the launcher's orderly SIGUSR1.
+timeout --foreground 300 "$loom" launch "${launch_args[@]}" > stop.log 2>&1 &
 launcher=$!
 for _ in $(seq 1 300); do [[ -d out/checkpoint-4 ]] && break; sleep 0.1; done
 [[ -d out/checkpoint-4 ]] || { cat stop.log; fail "no checkpoint before the stop"; }
