@@ -11,8 +11,8 @@ set(LOOM_COMPONENTS "")
 # and with -march=native GCC would fuse here on a CPU with FMA and not on one
 # without, so the CPU reference would change with the machine it was built on.
 set_source_files_properties(${PROJECT_SOURCE_DIR}/src/ops/adamw.cpp
-                            ${PROJECT_SOURCE_DIR}/src/optim/lamb.cpp
-                            ${PROJECT_SOURCE_DIR}/src/optim/sgd.cpp
+                            ${PROJECT_SOURCE_DIR}/src/ops/lamb.cpp
+                            ${PROJECT_SOURCE_DIR}/src/ops/sgd.cpp
                             PROPERTIES COMPILE_OPTIONS "-fno-math-errno;-ffp-contract=off")
 function(loom_component name)
   cmake_parse_arguments(ARG "" "" "DIRS;DEPS" ${ARGN})

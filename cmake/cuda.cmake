@@ -50,6 +50,7 @@ file(GLOB LOOM_CUDA_SOURCES CONFIGURE_DEPENDS
      ${PROJECT_SOURCE_DIR}/src/backend/cuda/*.cu
      ${PROJECT_SOURCE_DIR}/src/backend/cuda/*.cpp
      ${PROJECT_SOURCE_DIR}/src/ops/cuda/*.cu
+     ${PROJECT_SOURCE_DIR}/src/ops/cuda/*.cpp
      ${PROJECT_SOURCE_DIR}/src/models/cuda/*.cpp
      ${PROJECT_SOURCE_DIR}/src/comm/cuda/*.cpp
      ${PROJECT_SOURCE_DIR}/src/parallel/cuda/*.cpp)

@@ -37,12 +37,14 @@ struct Coefficients {
     }
 };
 
-// Elements [lo, hi) on the calling thread.
+// Elements [lo, hi) on the calling thread. Unscaled gradients keep their
+// own loop: the common case pays no multiply.
+template <bool Scaled>
 void update_range(float* param, const float* grad, float* m, float* v, int64_t lo, int64_t hi,
-                  const Coefficients& k) {
+                  const Coefficients& k, float grad_scale) {
 #pragma omp simd
     for (int64_t i = lo; i < hi; ++i) {
-        const float g = grad[i];
+        const float g = Scaled ? grad[i] * grad_scale : grad[i];
         const float p = param[i] * k.decay;
         // torch's add_(other, alpha) and addcmul_ kernels are fused multiply-adds
         // onto the already-decayed moment; addcdiv_ is self + (value * t1) / t2.
@@ -63,15 +65,16 @@ bool worth_threads(int64_t n) {
 
 void adamw_update(float* param, const float* grad, float* m, float* v, int64_t n,
                   const AdamWParams& hp, int64_t step) {
-    const AdamWRun whole{0, 0, n, true};
+    const UpdateRun whole{0, 0, n, true};
     adamw_update_runs(param, grad, m, v, std::span(&whole, 1), hp, step);
 }
 
 void adamw_update_runs(float* param, const float* grad, float* m, float* v,
-                       std::span<const AdamWRun> runs, const AdamWParams& hp, int64_t step) {
+                       std::span<const UpdateRun> runs, const AdamWParams& hp, int64_t step,
+                       float grad_scale) {
     const Coefficients with(hp, step, true), without(hp, step, false);
     int64_t total = 0;
-    for (const AdamWRun& r : runs) total += r.n;
+    for (const UpdateRun& r : runs) total += r.n;
 #pragma omp parallel if (worth_threads(total))
     {
         // This thread's slice of the runs laid end to end, cut at multiples
@@ -81,11 +84,19 @@ void adamw_update_runs(float* param, const float* grad, float* m, float* v,
         const int64_t lo = std::min(total, t * per),
                       hi = t + 1 == nt ? total : std::min(total, lo + per);
         int64_t base = 0;
-        for (const AdamWRun& r : runs) {
+        for (const UpdateRun& r : runs) {
             const int64_t a = std::max(lo, base), b = std::min(hi, base + r.n);
-            if (a < b)
-                update_range(param + r.param_offset, grad + r.state_offset, m + r.state_offset,
-                             v + r.state_offset, a - base, b - base, r.decay ? with : without);
+            if (a < b) {
+                const Coefficients& k = r.decay ? with : without;
+                float* const p = param + r.param_offset;
+                const float* const g = grad + r.state_offset;
+                if (grad_scale == 1.0f)
+                    update_range<false>(p, g, m + r.state_offset, v + r.state_offset, a - base,
+                                        b - base, k, grad_scale);
+                else
+                    update_range<true>(p, g, m + r.state_offset, v + r.state_offset, a - base,
+                                       b - base, k, grad_scale);
+            }
             base += r.n;
         }
     }

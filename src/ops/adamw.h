@@ -17,16 +17,20 @@ struct AdamWParams {
 void adamw_update(float* param, const float* grad, float* m, float* v, int64_t n,
                   const AdamWParams& hp, int64_t step);
 
-// A run of the flat buffers: n elements at param + param_offset and at grad, m,
-// v + state_offset, with hp's weight decay or none.
-struct AdamWRun {
+// A run of the flat buffers an elementwise optimizer update (AdamW, SGD)
+// covers: n elements at param + param_offset and at grad, m, v +
+// state_offset, with the weight decay or none.
+struct UpdateRun {
     int64_t param_offset = 0, state_offset = 0, n = 0;
     bool decay = true;
 };
 // adamw_update over every run, in one parallel region split evenly by elements.
 // BERT alternates decayed and undecayed rows (~100 runs); a region per run cost
 // tens of microseconds of thread wake-up each under a passive OpenMP wait policy.
+// grad_scale multiplies each gradient in fp32 first (clipping, removing a
+// loss scale) without a pass of its own over the gradients.
 void adamw_update_runs(float* param, const float* grad, float* m, float* v,
-                       std::span<const AdamWRun> runs, const AdamWParams& hp, int64_t step);
+                       std::span<const UpdateRun> runs, const AdamWParams& hp, int64_t step,
+                       float grad_scale = 1.0f);
 
 }  // namespace loom

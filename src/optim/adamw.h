@@ -1,5 +1,6 @@
-// AdamW over the flat parameter/gradient buffers, torch.optim.AdamW semantics
-// (ops/adamw.h does the arithmetic).
+// AdamW over a ParamTable's flat buffers on the host, torch.optim.AdamW
+// semantics (ops/adamw.h does the arithmetic): FlatOptimizer on the CPU
+// backend.
 //
 // Weight decay per parameter comes from the ParamTable (ParamRow::decay: the
 // trainer's HF policy excludes biases and LayerNorm weights), or applies to
@@ -9,46 +10,27 @@
 // the flat range is a shard of the optimizer state too.
 #pragma once
 
-#include <cstdint>
-#include <map>
-#include <string>
-#include <vector>
-
-#include "core/tensor.h"
 #include "nn/param_table.h"
 #include "ops/adamw.h"
-#include "optim/optimizer.h"
+#include "optim/flat_optimizer.h"
 
 namespace loom {
 
-enum class DecayPolicy {
-    table,  // ParamRow::decay decides
-    all,    // every trainable parameter decays
-};
-
-class AdamW : public Optimizer {
+class AdamW : public FlatOptimizer {
   public:
     AdamW(ParamTable& table, const AdamWParams& hp, DecayPolicy decay = DecayPolicy::table);
 
-    // One update with learning rate `lr` (the schedule's value for this step).
-    void step(double lr) override;
+    using FlatOptimizer::step;
     void step() { step(hp_.lr); }
-    int64_t step_count() const override { return step_; }
     const AdamWParams& hyperparams() const { return hp_; }
 
-    // Moments by parameter name ("exp_avg.<name>", "exp_avg_sq.<name>", torch's
-    // names) as views, plus the step count: a layout-free checkpoint.
-    std::map<std::string, Tensor> state_tensors() const override;
-    // Restores moments saved by state_tensors(); every trainable row must be
-    // present with its shape (errors name the tensor).
-    void load_state(const std::map<std::string, Tensor>& state, int64_t step) override;
-
   private:
-    ParamTable& table_;
     AdamWParams hp_;
-    std::vector<AdamWRun> runs_;      // rows with the same decay flag, merged
-    std::shared_ptr<Storage> m_, v_;  // (flat_numel) each
-    int64_t step_ = 0;
 };
+
+// The table's host buffers as an update target (fp32, no compute copy).
+UpdateBuffers host_target(ParamTable& table);
+// AdamW with `hp` as an optimizer configuration.
+OptimizerConfig adamw_config(const AdamWParams& hp, DecayPolicy decay = DecayPolicy::table);
 
 }  // namespace loom

@@ -12,22 +12,18 @@
 // (r = 1), so they take a plain Adam step. With DecayPolicy::all every
 // trainable row decays and adapts. Frozen rows are never touched.
 //
-// The norms are per whole tensor, so this is not elementwise: a ZeRO shard of
-// the flat buffer could not update alone without the norms of every tensor it
-// cuts (not done here). Warmup and decay of the learning rate come from the
-// schedule (optim/lr_schedule.h) through step(lr).
+// The norms are per whole tensor: each is a fixed-order sum of per-tile
+// partial sums (ops/lamb.h), so it does not depend on the thread count, and a
+// ZeRO shard sums its partial norms over dp (optim/flat_optimizer.h). Warmup
+// and decay of the learning rate come from the schedule (optim/lr_schedule.h)
+// through step(lr). This is FlatOptimizer on the CPU backend.
 #pragma once
 
-#include <cstdint>
-#include <map>
-#include <memory>
-#include <string>
 #include <vector>
 
-#include "core/storage.h"
 #include "nn/param_table.h"
 #include "optim/adamw.h"
-#include "optim/optimizer.h"
+#include "optim/flat_optimizer.h"
 
 namespace loom {
 
@@ -41,27 +37,19 @@ struct LambRowStats {
     double param_norm = 0, update_norm = 0, trust_ratio = 1;
 };
 
-class Lamb : public Optimizer {
+class Lamb : public FlatOptimizer {
   public:
     Lamb(ParamTable& table, const LambParams& hp, DecayPolicy decay = DecayPolicy::table);
 
     void step(double lr) override;
-    int64_t step_count() const override { return step_; }
     const LambParams& hyperparams() const { return hp_; }
     // Per table row, from the last step (trust_ratio 1 for excluded rows).
     const std::vector<LambRowStats>& last_stats() const { return stats_; }
 
-    // The moments under torch's names ("exp_avg.<name>", "exp_avg_sq.<name>").
-    std::map<std::string, Tensor> state_tensors() const override;
-    void load_state(const std::map<std::string, Tensor>& state, int64_t step) override;
-
   private:
-    ParamTable& table_;
     LambParams hp_;
     std::vector<char> adapt_;          // (rows) 1 = weight decay and trust ratio apply
     std::vector<LambRowStats> stats_;  // (rows)
-    std::shared_ptr<Storage> m_, v_;   // (flat_numel) each
-    int64_t step_ = 0;
 };
 
 }  // namespace loom

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "core/dtype.h"
@@ -45,6 +46,29 @@ class DeviceStage {
     virtual ~DeviceStage() = default;
 
     virtual void set_logits_scope(LogitsScope scope) = 0;
+
+    // Runs the model on host inputs (copied to the device); returns the loss
+    // sum and count when the inputs carry labels (the call waits for them).
+    virtual LossSum forward(const ModelInputs& in, const DropoutPlan& dropout) = 0;
+    // Accumulates d(loss_scale * loss_sum) into the device gradients.
+    virtual void backward(double loss_scale) = 0;
+    // Sum of squared gradients over the trainable rows (fp64, deterministic).
+    virtual double grad_norm_sq() = 0;
+    // The same outside the flat ranges [begin, end) given (sorted, disjoint):
+    // under tensor parallelism the rows tp replicates count on one tp rank
+    // only (PipelineParallel::norm_excluded), as Megatron's norm does.
+    // Sharded (set_shard): this rank's shard outside those ranges, summed
+    // over dp (collective), as grad_norm_sq() is.
+    virtual double grad_norm_sq_excluding(
+        const std::vector<std::pair<int64_t, int64_t>>& excluded) = 0;
+    // Gradients scaled by `grad_scale` (clipping, loss-scale removal), one
+    // update with `lr` (the optimizer, optim/flat_optimizer.h), the compute
+    // copy refreshed, gradients zeroed. Steps are counted from 1 as torch
+    // does. Sharded (set_shard): the shard's update, then the parameters
+    // gathered from every rank (collective over dp).
+    virtual void step(double lr, double grad_scale = 1.0) = 0;
+    virtual void zero_grad() = 0;
+
     // Data parallelism: final gradient ranges, once their ops are enqueued
     // on compute_stream() (StageModel::GradReadyHook's contract).
     using GradReadyHook = StageModel::GradReadyHook;

@@ -9,8 +9,8 @@
 
 namespace loom {
 
-DataParallel::DataParallel(StageModel& model, Communicator& dp, const AdamWParams& hp,
-                           DecayPolicy decay, const DpOptions& options)
+DataParallel::DataParallel(StageModel& model, Communicator& dp, const OptimizerConfig& optimizer,
+                           const DpOptions& options)
     : model_(model), dp_(dp), opt_(options) {
     ParamTable& t = model.params();
     LOOM_CHECK(t.allocated(), "data parallel over a model whose parameters are not allocated");
@@ -20,16 +20,11 @@ DataParallel::DataParallel(StageModel& model, Communicator& dp, const AdamWParam
     g.overlap = options.overlap;
     g.max_in_flight_at_end = options.max_in_flight_at_end;
     sync_ = std::make_unique<GradSync>(t.grads_data(), t.flat_numel(), dp, g);
-    LOOM_CHECK(!options.make_optimizer || options.zero == ZeroStage::none,
-               "data parallel: only AdamW runs sharded (ZeRO stage {}); use zero_stage 0 with "
-               "optim: lamb (its per-tensor trust ratios need whole tensors) or sgd",
-               int(options.zero));
-    if (options.zero == ZeroStage::none && options.make_optimizer)
-        adamw_ = options.make_optimizer(t);
-    else if (options.zero == ZeroStage::none)
-        adamw_ = std::make_unique<AdamW>(t, hp, decay);
+    optimizer_kind_ = optimizer.kind;
+    if (options.zero == ZeroStage::none)
+        whole_ = std::make_unique<FlatOptimizer>(cpu_backend(), t, optimizer, host_target(t));
     else
-        zero_ = std::make_unique<ZeroAdamW>(t, *sync_, hp, decay);
+        zero_ = std::make_unique<ZeroOptimizer>(t, *sync_, optimizer);
     GradSync* s = sync_.get();
     model.set_grad_ready_hook([s](int64_t b, int64_t e) { s->grads_ready(b, e); });
     // The same model on every rank gives the same answer, so every rank
@@ -138,28 +133,28 @@ void DataParallel::step(double lr) {
     if (zero_)
         zero_->step(lr);
     else
-        adamw_->step(lr);
+        whole_->step(lr);
 }
 
 int64_t DataParallel::step_count() const {
-    return zero_ ? zero_->step_count() : adamw_->step_count();
+    return zero_ ? zero_->step_count() : whole_->step_count();
 }
 
 std::map<std::string, Tensor> DataParallel::optimizer_state() const {
     if (zero_) return zero_->gather_state();
-    return adamw_->state_tensors();
+    return whole_->state_tensors();
 }
 
 void DataParallel::load_optimizer_state(const std::map<std::string, Tensor>& state, int64_t step) {
     if (zero_)
         zero_->load_state(state, step);
     else
-        adamw_->load_state(state, step);
+        whole_->load_state(state, step);
 }
 
 DpMemoryPlan DataParallel::memory_plan() const {
     return dp_memory_plan(model_.params().flat_numel(), bucket_elems_from_mb(opt_.bucket_size_mb),
-                          dp_.size(), opt_.zero);
+                          dp_.size(), opt_.zero, optimizer_kind_ != OptimizerKind::sgd);
 }
 
 }  // namespace loom

@@ -1,6 +1,6 @@
 // DataParallel: what a training loop calls to run one optimizer step on a
 // data-parallel group, whatever the ZeRO stage. It owns the gradient buckets
-// (GradSync), the optimizer (AdamW replicated, or ZeroAdamW sharded) and the
+// (GradSync), the optimizer (replicated, or ZeroOptimizer sharded) and the
 // model's grad-ready hook. The model code is the same for every layout.
 //
 // One step (ga micro-batches per rank; dp ranks see disjoint samples):
@@ -53,18 +53,21 @@ struct DpOptions {
     // during backward; the rows are exchanged after. (Also without overlap,
     // so that overlap never changes a bit of the result.)
     bool sparse_embedding_grad = true;
-    // ZeRO none only: builds the replicated optimizer (LAMB) instead of AdamW
-    // from `hp`. Every rank holds the same reduced gradients, so any
-    // optimizer, elementwise or not, stays in step across replicas.
-    std::function<std::unique_ptr<Optimizer>(ParamTable&)> make_optimizer;
 };
 
 class DataParallel : public StepEngine {
   public:
     // Installs the grad-ready hook on `model` (removed by the destructor).
     // model and dp must outlive this object.
-    DataParallel(StageModel& model, Communicator& dp, const AdamWParams& hp, DecayPolicy decay,
+    // `optimizer`: the job's (AdamW, LAMB or SGD); replicated under ZeRO
+    // none (every rank holds the same reduced gradients, so any optimizer
+    // stays in step across replicas), sharded under ZeRO-1/2.
+    DataParallel(StageModel& model, Communicator& dp, const OptimizerConfig& optimizer,
                  const DpOptions& options);
+    // AdamW with `hp`.
+    DataParallel(StageModel& model, Communicator& dp, const AdamWParams& hp, DecayPolicy decay,
+                 const DpOptions& options)
+        : DataParallel(model, dp, adamw_config(hp, decay), options) {}
     ~DataParallel();
     DataParallel(const DataParallel&) = delete;
     DataParallel& operator=(const DataParallel&) = delete;
@@ -117,8 +120,9 @@ class DataParallel : public StepEngine {
     Communicator& dp_;
     DpOptions opt_;
     std::unique_ptr<GradSync> sync_;
-    std::unique_ptr<Optimizer> adamw_;  // ZeRO none (AdamW, or make_optimizer's)
-    std::unique_ptr<ZeroAdamW> zero_;   // ZeRO-1/2
+    OptimizerKind optimizer_kind_ = OptimizerKind::adamw;
+    std::unique_ptr<FlatOptimizer> whole_;  // ZeRO none
+    std::unique_ptr<ZeroOptimizer> zero_;   // ZeRO-1/2
     bool sparse_ = false;               // DpOptions::sparse_embedding_grad, if the model can
     bool sparse_now_ = false;           // this micro-batch keeps rows
 };

@@ -3,7 +3,7 @@
 // share on their holder only (PipelineParallel::norm_excluded). Under ZeRO the
 // reduced gradients live in a shard laid out by bucket chunk (grad_sync.h
 // ShardPiece), so the kept flat ranges are mapped into shard offsets; each
-// rank sums its part and the dp group sums the partial norms (as ZeroAdamW::
+// rank sums its part and the dp group sums the partial norms (as ZeroOptimizer::
 // grad_norm_sq does on the CPU).
 #pragma once
 

@@ -110,9 +110,9 @@ ModelPart pipeline_chunk_part(int64_t n_apps, int pp_size, int n_virtual, int pp
 }
 
 PipelineParallel::PipelineParallel(std::vector<std::unique_ptr<StageModel>> stage_models,
-                                   Communicator& pp, Communicator& dp, const AdamWParams& hp,
-                                   DecayPolicy decay, DpOptions dp_options, ScheduleKind kind,
-                                   int n_virtual)
+                                   Communicator& pp, Communicator& dp,
+                                   const OptimizerConfig& optimizer, DpOptions dp_options,
+                                   ScheduleKind kind, int n_virtual)
     : models_(std::move(stage_models)), pp_(pp), kind_(kind), n_virtual_(n_virtual) {
     LOOM_CHECK(!models_.empty() && n_virtual >= 1 && int(models_.size()) % n_virtual == 0,
                "pipeline stage: {} model instances for {} chunks", models_.size(), n_virtual);
@@ -125,7 +125,7 @@ PipelineParallel::PipelineParallel(std::vector<std::unique_ptr<StageModel>> stag
     // The whole step is one "micro-batch" for the dp reduction (see the header).
     dp_options.overlap = false;
     dp_options.max_in_flight_at_end = 2;  // bounded temporary buffers (grad_sync.h)
-    dp_ = std::make_unique<DataParallel>(m0, dp, hp, decay, dp_options);
+    dp_ = std::make_unique<DataParallel>(m0, dp, optimizer, dp_options);
     m0.set_grad_ready_hook({});
 
     // Which stage holds which row: every stage's table lists the same rows.

@@ -81,15 +81,15 @@ class PipelineParallel : public StepEngine {
     // part; the first owns the buffers, the others are made to share them.
     // pp and dp must outlive this object.
     PipelineParallel(std::vector<std::unique_ptr<StageModel>> stage_models, Communicator& pp,
-                     Communicator& dp, const AdamWParams& hp, DecayPolicy decay,
-                     DpOptions dp_options, ScheduleKind kind, int n_virtual = 1);
+                     Communicator& dp, const OptimizerConfig& optimizer, DpOptions dp_options,
+                     ScheduleKind kind, int n_virtual = 1);
     // The same from models of a type derived from StageModel (models/'s Model).
     template <class M>
     PipelineParallel(std::vector<std::unique_ptr<M>> stage_models, Communicator& pp,
-                     Communicator& dp, const AdamWParams& hp, DecayPolicy decay,
-                     DpOptions dp_options, ScheduleKind kind, int n_virtual = 1)
-        : PipelineParallel(as_stages(std::move(stage_models)), pp, dp, hp, decay, dp_options,
-                           kind, n_virtual) {}
+                     Communicator& dp, const OptimizerConfig& optimizer, DpOptions dp_options,
+                     ScheduleKind kind, int n_virtual = 1)
+        : PipelineParallel(as_stages(std::move(stage_models)), pp, dp, optimizer, dp_options, kind,
+                           n_virtual) {}
     ~PipelineParallel();
     PipelineParallel(const PipelineParallel&) = delete;
     PipelineParallel& operator=(const PipelineParallel&) = delete;

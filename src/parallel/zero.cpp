@@ -1,4 +1,4 @@
-// ZeroAdamW: shard segments, sharded update and norm, parameter all-gather,
+// ZeroOptimizer: shard segments, sharded update and norm, parameter all-gather,
 // checkpoint gather/scatter, and the memory plan.
 #include "parallel/zero.h"
 
@@ -10,7 +10,7 @@
 #include <cstring>
 
 #include "core/check.h"
-#include "ops/adamw.h"
+#include "ops/device_ops.h"
 
 namespace loom {
 
@@ -47,24 +47,44 @@ std::vector<ShardSegment> shard_segments(const ParamTable& table,
     return out;
 }
 
-ZeroAdamW::ZeroAdamW(ParamTable& table, GradSync& sync, const AdamWParams& hp, DecayPolicy decay)
-    : table_(table), sync_(sync), hp_(hp) {
-    LOOM_ASSERT(table.allocated(), "ZeroAdamW over an unallocated parameter table");
+namespace {
+
+const GradSync& checked_sync(const ParamTable& table, const GradSync& sync) {
+    LOOM_ASSERT(table.allocated(), "ZeRO over an unallocated parameter table");
     LOOM_CHECK(sync.zero() != ZeroStage::none,
-               "ZeroAdamW needs a ZeRO-1 or ZeRO-2 GradSync (got stage none)");
-    segments_ = shard_segments(table, sync.pieces(), decay);
-    for (const ShardSegment& s : segments_) runs_.push_back({s.flat, s.shard, s.n, s.decay});
-    const size_t n = size_t(sync.shard_size());
-    m_.assign(n, 0.0f);
-    v_.assign(n, 0.0f);
-    for (const GradBucket& b : sync.buckets())
-        if (b.padded(sync.dp_size())) staging_.assign(size_t(b.chunk * sync.dp_size()), 0.0f);
+               "a sharded optimizer needs a ZeRO-1 or ZeRO-2 GradSync (got stage none)");
+    return sync;
 }
 
-double ZeroAdamW::grad_norm_sq(const std::vector<std::pair<int64_t, int64_t>>* exclude) const {
+}  // namespace
+
+ZeroOptimizer::ZeroOptimizer(ParamTable& table, GradSync& sync, const OptimizerConfig& config)
+    : table_(table),
+      sync_((checked_sync(table, sync), sync)),
+      opt_(cpu_backend(), table, config, host_target(table), optimizer_shard(config.decay)) {}
+
+ZeroOptimizer::ZeroOptimizer(ParamTable& table, GradSync& sync, const AdamWParams& hp,
+                             DecayPolicy decay)
+    : ZeroOptimizer(table, sync, adamw_config(hp, decay)) {}
+
+OptimizerShard ZeroOptimizer::optimizer_shard(DecayPolicy decay) {
+    for (const GradBucket& b : sync_.buckets())
+        if (b.padded(sync_.dp_size())) staging_.assign(size_t(b.chunk * sync_.dp_size()), 0.0f);
+    OptimizerShard s;
+    s.segments = shard_segments(table_, sync_.pieces(), decay);
+    s.numel = sync_.shard_size();
+    s.grads = sync_.shard_grads();
+    s.all_reduce_sum = [this](double* buf, int64_t n) {
+        sync_.comm().all_reduce(buf, n, DType::f64, ReduceOp::sum)->wait();
+    };
+    s.gather_flat = [this](const float* shard, float* full) { gather_flat(shard, full); };
+    return s;
+}
+
+double ZeroOptimizer::grad_norm_sq(const std::vector<std::pair<int64_t, int64_t>>* exclude) const {
     const float* g = sync_.shard_grads();
     double local = 0;
-    for (const ShardSegment& s : segments_) {
+    for (const ShardSegment& s : segments()) {
         // A segment lies inside one row, so it is either in an excluded row or not.
         bool skip = false;
         if (exclude)
@@ -79,25 +99,21 @@ double ZeroAdamW::grad_norm_sq(const std::vector<std::pair<int64_t, int64_t>>* e
     return local;
 }
 
-double ZeroAdamW::clip_grad_norm(double max_norm) {
+double ZeroOptimizer::clip_grad_norm(double max_norm) {
     const double total = std::sqrt(grad_norm_sq());
     const double c = max_norm / (total + 1e-6);  // torch clip_grad_norm_
     if (max_norm > 0 && c < 1.0) {
         const float f = float(c);
         float* g = sync_.shard_grads();
-        for (const ShardSegment& s : segments_)
+        for (const ShardSegment& s : segments())
             for (int64_t i = 0; i < s.n; ++i) g[s.shard + i] *= f;
     }
     return total;
 }
 
-void ZeroAdamW::step(double lr) {
-    ++step_;
+void ZeroOptimizer::step(double lr) {
+    opt_.step(lr);
     float* p = table_.params_data();
-    const float* g = sync_.shard_grads();
-    AdamWParams h = hp_;
-    h.lr = lr;
-    adamw_update_runs(p, g, m_.data(), v_.data(), runs_, h, step_);
     // All-gather on the dp group: every rank's updated chunks into every
     // rank's parameter buffer. The send side is a copy (MPI forbids a send
     // buffer inside the receive buffer), staged in the gradient shard, which
@@ -125,87 +141,27 @@ void ZeroAdamW::step(double lr) {
     }
 }
 
-std::vector<float> ZeroAdamW::gather_flat(const std::vector<float>& shard) const {
+void ZeroOptimizer::gather_flat(const float* shard, float* full) const {
     Communicator& dp = sync_.comm();
     const auto& buckets = sync_.buckets();
     const auto& pieces = sync_.pieces();
-    std::vector<float> full(size_t(table_.flat_numel()), 0.0f);
     // One bucket at a time: the padded bottom bucket shares the staging buffer.
     for (size_t b = 0; b < buckets.size(); ++b) {
         const bool padded = buckets[b].padded(dp.size());
-        float* recv = padded ? staging_.data() : full.data() + buckets[b].begin;
-        dp.all_gather(shard.data() + pieces[b].shard_begin, recv, pieces[b].chunk, DType::f32)
-            ->wait();
+        float* recv = padded ? staging_.data() : full + buckets[b].begin;
+        dp.all_gather(shard + pieces[b].shard_begin, recv, pieces[b].chunk, DType::f32)->wait();
         if (padded)
-            std::memcpy(full.data() + buckets[b].begin, staging_.data(),
+            std::memcpy(full + buckets[b].begin, staging_.data(),
                         size_t(buckets[b].numel()) * sizeof(float));
     }
-    return full;
-}
-
-std::map<std::string, Tensor> ZeroAdamW::gather_state() const {
-    const std::vector<float> m = gather_flat(m_);
-    const std::vector<float> v = gather_flat(v_);
-    std::map<std::string, Tensor> out;
-    for (const ParamRow& r : table_.rows()) {
-        if (!r.trainable) continue;
-        for (const auto& [kind, src] : {std::pair{"exp_avg.", &m}, std::pair{"exp_avg_sq.", &v}}) {
-            const std::string name = kind + r.name;
-            Tensor t = Tensor::empty(DType::f32, r.shape, name);
-            std::memcpy(t.raw(), src->data() + r.offset, size_t(r.numel()) * sizeof(float));
-            out[name] = t;
-        }
-    }
-    return out;
-}
-
-void ZeroAdamW::load_state(const std::map<std::string, Tensor>& state, int64_t step) {
-    LOOM_CHECK(step >= 0, "optimizer state: negative step {}", step);
-    // Row index -> tensors, checked before anything is copied.
-    std::map<int, std::pair<const Tensor*, const Tensor*>> found;
-    for (int i = 0; i < table_.size(); ++i) {
-        const ParamRow& r = table_.row(i);
-        if (!r.trainable) continue;
-        const Tensor* ts[2] = {nullptr, nullptr};
-        const char* kinds[2] = {"exp_avg.", "exp_avg_sq."};
-        for (int k = 0; k < 2; ++k) {
-            const std::string key = kinds[k] + r.name;
-            auto it = state.find(key);
-            LOOM_CHECK(it != state.end(), "optimizer state: missing tensor '{}'", key);
-            LOOM_CHECK(it->second.dtype == DType::f32 && it->second.shape == r.shape,
-                       "optimizer state: tensor '{}' is {} {}, expected F32 {}", key,
-                       dtype_safetensors_name(it->second.dtype), it->second.shape.to_string(),
-                       r.shape.to_string());
-            ts[k] = &it->second;
-        }
-        found[i] = {ts[0], ts[1]};
-    }
-    std::fill(m_.begin(), m_.end(), 0.0f);
-    std::fill(v_.begin(), v_.end(), 0.0f);
-    // Each segment lies inside one row: copy its slice of that row's tensors.
-    for (const ShardSegment& s : segments_) {
-        int row = -1;
-        for (const auto& [i, ts] : found) {
-            const ParamRow& r = table_.row(i);
-            if (s.flat >= r.offset && s.flat + s.n <= r.offset + r.numel()) {
-                row = i;
-                break;
-            }
-        }
-        LOOM_ASSERT(row >= 0, "shard segment at {} outside every trainable row", s.flat);
-        const int64_t in_row = s.flat - table_.row(row).offset;
-        const auto [tm, tv] = found[row];
-        std::memcpy(m_.data() + s.shard, tm->data<float>() + in_row, size_t(s.n) * sizeof(float));
-        std::memcpy(v_.data() + s.shard, tv->data<float>() + in_row, size_t(s.n) * sizeof(float));
-    }
-    step_ = step;
 }
 
 int64_t DpMemoryPlan::total_bytes() const {
     return param_bytes + grad_bytes + grad_shard_bytes + optimizer_bytes + comm_bytes;
 }
 
-DpMemoryPlan dp_memory_plan(int64_t flat_numel, int64_t bucket_elems, int dp_size, ZeroStage zero) {
+DpMemoryPlan dp_memory_plan(int64_t flat_numel, int64_t bucket_elems, int dp_size, ZeroStage zero,
+                            bool moments) {
     const auto buckets = grad_buckets_plan(flat_numel, bucket_elems, dp_size);
     const int64_t F = flat_numel * int64_t(sizeof(float));
     const int64_t S = shard_numel(buckets) * int64_t(sizeof(float));
@@ -232,7 +188,9 @@ DpMemoryPlan dp_memory_plan(int64_t flat_numel, int64_t bucket_elems, int dp_siz
             m.comm_bytes = 2 * staging;
             break;
     }
-    m.saved_vs_ddp_bytes = 4 * F - m.total_bytes();
+    if (!moments) m.optimizer_bytes = 0;
+    // DDP holds parameters, gradients and (with moments) twice the state.
+    m.saved_vs_ddp_bytes = (moments ? 4 : 2) * F - m.total_bytes();
     return m;
 }
 

@@ -1,5 +1,5 @@
-// ZeRO-1/2 optimizer side: AdamW over this dp rank's shard of the flat
-// buffers, the global gradient norm over shards, the parameter all-gather,
+// ZeRO-1/2 optimizer side: the job's optimizer (AdamW, LAMB or SGD,
+// optim/flat_optimizer.h) over this dp rank's shard of the flat buffers, the global gradient norm over shards, the parameter all-gather,
 // layout-free optimizer checkpoints, and the memory plan of each stage
 // (ZeRO, Rajbhandari et al. 2020; llm.c zero.cuh; Megatron distributed optimizer).
 //
@@ -12,8 +12,10 @@
 // One optimizer step, all on the dp group:
 //   GradSync::finalize()  reduce-scattered gradients in shard_grads()
 //   clip_grad_norm()      sum of squares over the shard, all_reduce(sum) (f64)
-//   step(lr)              AdamW (ops/adamw.h, elementwise, so the shard update
-//                         is bitwise the unsharded one for the same gradients),
+//   step(lr)              the update on this shard (AdamW and SGD are
+//                         elementwise, so the shard update is bitwise the
+//                         unsharded one for the same gradients; LAMB sums its
+//                         per-tensor norms over dp between its two passes),
 //                         then all_gather of every bucket's chunks into the
 //                         parameter buffer, so all ranks hold all parameters.
 //
@@ -33,28 +35,23 @@
 #include "core/tensor.h"
 #include "nn/param_table.h"
 #include "optim/adamw.h"
+#include "optim/flat_optimizer.h"
 #include "parallel/grad_sync.h"
 
 namespace loom {
 
-// Part of the shard updated by one AdamW call.
-struct ShardSegment {
-    int64_t flat = 0;   // offset in the flat parameter buffer
-    int64_t shard = 0;  // offset in the shard buffers
-    int64_t n = 0;      // elements
-    bool decay = true;
-    int row = -1;  // the ParamTable row it lies in (per-tensor optimizers: LAMB)
-};
 // Intersections of `pieces` with the table's trainable rows, in shard order.
 std::vector<ShardSegment> shard_segments(const ParamTable& table,
                                          const std::vector<ShardPiece>& pieces, DecayPolicy decay);
 
-class ZeroAdamW {
+class ZeroOptimizer {
   public:
     // `sync` (ZeRO-1 or ZeRO-2) provides the shard layout, the reduced
     // gradients and the dp group; table and sync must outlive this object.
-    ZeroAdamW(ParamTable& table, GradSync& sync, const AdamWParams& hp,
-              DecayPolicy decay = DecayPolicy::table);
+    ZeroOptimizer(ParamTable& table, GradSync& sync, const OptimizerConfig& config);
+    // AdamW with `hp`.
+    ZeroOptimizer(ParamTable& table, GradSync& sync, const AdamWParams& hp,
+                  DecayPolicy decay = DecayPolicy::table);
 
     // Sum of squared reduced gradients over all ranks' shards (trainable
     // elements only); collective, every rank gets the same value.
@@ -62,33 +59,33 @@ class ZeroAdamW {
     double grad_norm_sq(const std::vector<std::pair<int64_t, int64_t>>* exclude = nullptr) const;
     // torch clip_grad_norm_ on the global norm; returns the norm before clipping.
     double clip_grad_norm(double max_norm);
-    // AdamW on this shard, then all-gather the parameters (collective). The
+    // The update on this shard, then all-gather the parameters (collective). The
     // gradient shard is reused as the all-gather's send buffer: it is stale
     // afterwards (the next GradSync::begin_step clears it).
     void step(double lr);
-    int64_t step_count() const { return step_; }
-    const AdamWParams& hyperparams() const { return hp_; }
-    const std::vector<ShardSegment>& segments() const { return segments_; }
-    int64_t shard_size() const { return int64_t(m_.size()); }
+    int64_t step_count() const { return opt_.step_count(); }
+    const OptimizerConfig& config() const { return opt_.config(); }
+    const std::vector<ShardSegment>& segments() const { return opt_.segments(); }
+    int64_t shard_size() const { return sync_.shard_size(); }
 
     // Global moments by name (collective over dp: every rank gets them all).
-    std::map<std::string, Tensor> gather_state() const;
+    std::map<std::string, Tensor> gather_state() const { return opt_.state_tensors(); }
     // Keeps this rank's part of global moments (local); every trainable row
     // must be present with its shape.
-    void load_state(const std::map<std::string, Tensor>& state, int64_t step);
+    void load_state(const std::map<std::string, Tensor>& state, int64_t step) {
+        opt_.load_state(state, step);
+    }
 
   private:
-    // Full (flat_numel) copy of a shard buffer, gathered over dp.
-    std::vector<float> gather_flat(const std::vector<float>& shard) const;
+    // Every rank's shard into the flat layout (flat_numel floats), over dp.
+    void gather_flat(const float* shard, float* full) const;
+    OptimizerShard optimizer_shard(DecayPolicy decay);
+
 
     ParamTable& table_;
     GradSync& sync_;
-    AdamWParams hp_;
-    std::vector<ShardSegment> segments_;
-    std::vector<AdamWRun> runs_;          // segments_ as the AdamW kernel takes them
-    std::vector<float> m_, v_;            // (shard_numel) Adam moments of this shard
     mutable std::vector<float> staging_;  // (dp * chunk) padded bottom bucket
-    int64_t step_ = 0;
+    FlatOptimizer opt_;                   // over this rank's shard
 };
 
 // Bytes one rank holds for training state under a data-parallel layout.
@@ -98,7 +95,7 @@ struct DpMemoryPlan {
     int64_t param_bytes = 0;       // flat parameters (replicated)
     int64_t grad_bytes = 0;        // flat gradient buffer backward writes into
     int64_t grad_shard_bytes = 0;  // reduced gradient shard (+ ZeRO-2 receive buffer)
-    int64_t optimizer_bytes = 0;   // Adam m and v
+    int64_t optimizer_bytes = 0;   // Adam m and v (none for SGD)
     int64_t comm_bytes = 0;        // staging of the padded bottom bucket
     int64_t total_bytes() const;
     // Against plain DDP (ZeRO none) on the same dp size: positive = saved.
@@ -107,6 +104,8 @@ struct DpMemoryPlan {
     //  0.6 MiB (... saved vs DDP)"
     std::string describe() const;
 };
-DpMemoryPlan dp_memory_plan(int64_t flat_numel, int64_t bucket_elems, int dp_size, ZeroStage zero);
+// `moments`: the optimizer keeps Adam's m and v (AdamW, LAMB; SGD none).
+DpMemoryPlan dp_memory_plan(int64_t flat_numel, int64_t bucket_elems, int dp_size, ZeroStage zero,
+                            bool moments = true);
 
 }  // namespace loom

@@ -134,7 +134,6 @@ double Trainer::train_step(int64_t step, TokenBatch* mb, double* grad_norm) {
     for (int64_t k = 0; k < n; ++k) local += mb[k].label_count;
     const double total = sync_->sum(double(local));
 
-    if (gpu_) return gpu_train_step(step, mb, n, total, grad_norm);
     // fp16: backward runs on loss x scale so small gradients survive fp16.
     const double loss_scale = scaler_ ? scaler_->scale() : 1.0;
     // 3. Forward/backward of the step's micro-batches, scaled by 1 / total

@@ -45,6 +45,7 @@
 #include "parallel/gpu_grad_sync_api.h"
 #include "train/evaluate.h"
 #include "train/hub_push.h"
+#include "parallel/device_step.h"
 #include "train/single_step.h"
 #include "train/train_state.h"
 
@@ -198,12 +199,12 @@ class Trainer {
     void build_model_and_optimizer();
     void load_or_init(Model& m);
     void note_memory_options();
-    void build_pipeline(const AdamWParams& hp, bool tensor);
+    void build_pipeline(bool tensor);
     PipelineShape pipeline_shape() const;
     std::vector<std::unique_ptr<Model>> build_stage_models(const PipelineShape& s,
                                                            bool tensor) const;
     void note_pipeline_layout(const PipelineShape& s, bool tensor);
-    void build_data_parallel(const AdamWParams& hp);
+    void build_data_parallel();
     void choose_engine();
     void plan_schedule();
     // trainer.cpp
@@ -276,7 +277,6 @@ class Trainer {
     // on the dp group under data parallelism: the replicas must agree.
     bool choose_gpu();
     void setup_gpu(const AdamWParams& hp);
-    double gpu_train_step(int64_t step, TokenBatch* mb, int64_t n, double total, double* grad_norm);
     ComputeDtype compute_dtype() const;
     // The model this rank trains: its stage's, or the whole one.
     Model& train_model();
@@ -300,10 +300,12 @@ class Trainer {
     // Data parallel on GPUs: reduces gpu_'s gradients (declared after gpu_:
     // destroyed first, it removes its hook from the executor).
     std::unique_ptr<GpuGradSync> gpu_sync_;
-    std::unique_ptr<Optimizer> optimizer_;      // AdamW or Lamb (hyperparameters.optim)
+    std::unique_ptr<Optimizer> optimizer_;      // hyperparameters.optim over the host buffers
     std::unique_ptr<SingleStep> single_;        // one process: model_ and optimizer_
+    // The GPU executor's (declared after gpu_, gpu_pipe_ and gpu_sync_: destroyed first).
+    std::unique_ptr<DeviceStep> device_step_;
     // The layout's step engine, chosen once in build_model_and_optimizer:
-    // pp_, dp_ or single_ (the GPU executor has a step of its own).
+    // device_step_ (on the GPU), pp_, dp_ or single_.
     StepEngine* engine_ = nullptr;
     std::unique_ptr<DynamicLossScale> scaler_;  // fp16 only
     std::unique_ptr<RemoteJob> remote_;         // checkpoint_uri / s3:// output_dir

@@ -9,8 +9,7 @@
 #include "io/safetensors.h"
 #include "models/stage_extras.h"
 #include "ops/gemm.h"
-#include "optim/lamb.h"
-#include "optim/sgd.h"
+#include "ops/device_ops.h"
 #include "parallel/dp_step.h"
 #include "parallel/pipeline_parallel.h"
 #include "train/trainer.h"
@@ -39,15 +38,15 @@ AdamWParams adamw_params(const TrainingArgs& t) {
     return hp;
 }
 
-// HF Trainer: no decay for biases and LayerNorm weights (ParamRow::decay);
-// LAMB also leaves them out of layer adaptation (optim/lamb.h).
-LambParams lamb_params(const TrainingArgs& t) {
-    LambParams lamb;
-    lamb.beta1 = t.adam_beta1;
-    lamb.beta2 = t.adam_beta2;
-    lamb.eps = t.adam_epsilon;
-    lamb.weight_decay = t.weight_decay;
-    return lamb;
+// The job's optimizer. HF Trainer: no decay for biases and LayerNorm
+// weights (ParamRow::decay); LAMB also leaves them out of layer adaptation
+// (optim/lamb.h).
+OptimizerConfig optimizer_config(const TrainingArgs& t) {
+    OptimizerConfig c;
+    c.kind = t.optim;
+    c.hp = adamw_params(t);
+    c.decay = DecayPolicy::table;
+    return c;
 }
 
 }  // namespace
@@ -92,7 +91,7 @@ void Trainer::build_model_and_optimizer() {
             "bf16: this CPU has no bf16 GEMM kernels in oneDNN (needs AVX-512); operands are "
             "rounded to bf16 and multiplied in fp32: same numerics, no speed gain");
     if (pipeline) {
-        build_pipeline(hp, tensor);
+        build_pipeline(tensor);
         // Tensor and pipeline parallel on GPUs: the stage's rows (its tp
         // slice) train on the device; pp_ keeps the layout (shared rows, norm
         // ranges, gathers, checkpoints).
@@ -100,13 +99,11 @@ void Trainer::build_model_and_optimizer() {
     } else if (gpu) {
         setup_gpu(hp);
     } else if (opts_.dp_comm && opts_.dp_comm->size() > 1) {
-        build_data_parallel(hp);
-    } else if (t.optim == OptimizerKind::lamb) {
-        optimizer_ = std::make_unique<Lamb>(model_->params(), lamb_params(t), DecayPolicy::table);
-    } else if (t.optim == OptimizerKind::sgd) {
-        optimizer_ = std::make_unique<Sgd>(model_->params(), t.weight_decay, DecayPolicy::table);
+        build_data_parallel();
     } else {
-        optimizer_ = std::make_unique<AdamW>(model_->params(), hp, DecayPolicy::table);
+        ParamTable& table = model_->params();
+        optimizer_ = std::make_unique<FlatOptimizer>(cpu_backend(), table, optimizer_config(t),
+                                                     host_target(table));
     }
     choose_engine();
     plan_schedule();
@@ -145,12 +142,12 @@ void Trainer::note_memory_options() {
 
 // Pipeline (and tensor) parallelism: this rank's stage models, their
 // weights, and the executor that owns their optimizer and dp reduction.
-void Trainer::build_pipeline(const AdamWParams& hp, bool tensor) {
+void Trainer::build_pipeline(bool tensor) {
     const PipelineShape s = pipeline_shape();
     std::vector<std::unique_ptr<Model>> models = build_stage_models(s, tensor);
     load_or_init(*models[0]);  // the stage's rows only; the other instances share them
     pp_ = std::make_unique<PipelineParallel>(std::move(models), *opts_.pp_comm, *opts_.dp_comm,
-                                             hp, DecayPolicy::table,
+                                             optimizer_config(job_.training),
                                              dp_options_for(job_.distribution), s.kind, s.V);
     pp_->data_parallel().broadcast_parameters();
     note_pipeline_layout(s, tensor);
@@ -161,10 +158,13 @@ Trainer::PipelineShape Trainer::pipeline_shape() const {
     LOOM_CHECK(opts_.dp_comm != nullptr && opts_.pp_comm != nullptr,
                "pipeline and tensor parallelism need the dp and pp groups");
     const DistributionArgs& d = job_.distribution;
-    LOOM_CHECK(t.optim == OptimizerKind::adamw,
-               "{}: hyperparameters.optim {} under pipeline or tensor parallelism: only "
-               "adamw is supported there so far",
-               job_.source, enum_name(t.optim));
+    // LAMB's trust ratio needs each tensor's whole norm; a tensor-parallel
+    // slice holds part of it. Pipeline stages hold whole tensors.
+    LOOM_CHECK(t.optim != OptimizerKind::lamb || !opts_.tp_comm || opts_.tp_comm->size() == 1,
+               "{}: hyperparameters.optim lamb under tensor parallelism: its per-tensor trust "
+               "ratios would need norms summed over the tensor-parallel slices, which Loom does "
+               "not do yet; use adamw or sgd with tensor_parallel_degree > 1",
+               job_.source);
     PipelineShape s;
     s.P = opts_.pp_comm->size();
     s.stage = opts_.pp_comm->rank();
@@ -259,23 +259,13 @@ void Trainer::note_pipeline_layout(const PipelineShape& s, bool tensor) {
 }
 
 // Data parallelism on the CPU: DataParallel owns the optimizer (sharded under ZeRO).
-void Trainer::build_data_parallel(const AdamWParams& hp) {
+void Trainer::build_data_parallel() {
     const TrainingArgs& t = job_.training;
     const DistributionArgs& d = job_.distribution;
     DpOptions o = dp_options_for(d);
     o.overlap = d.overlap_comm;
     o.sparse_embedding_grad = d.sparse_embedding_grads;
-    if (t.optim == OptimizerKind::lamb)
-        o.make_optimizer =
-            [lamb = lamb_params(t)](ParamTable& table) -> std::unique_ptr<Optimizer> {
-            return std::make_unique<Lamb>(table, lamb, DecayPolicy::table);
-        };
-    if (t.optim == OptimizerKind::sgd)
-        o.make_optimizer =
-            [wd = t.weight_decay](ParamTable& table) -> std::unique_ptr<Optimizer> {
-            return std::make_unique<Sgd>(table, wd, DecayPolicy::table);
-        };
-    dp_ = std::make_unique<DataParallel>(*model_, *opts_.dp_comm, hp, DecayPolicy::table, o);
+    dp_ = std::make_unique<DataParallel>(*model_, *opts_.dp_comm, optimizer_config(t), o);
     // Replicas start from rank 0's parameters whatever each loaded.
     dp_->broadcast_parameters();
     load_notes_.push_back("data parallel: " + dp_->memory_plan().describe());
@@ -286,10 +276,13 @@ void Trainer::build_data_parallel(const AdamWParams& hp) {
             "(distribution.sparse_embedding_grads: false reduces it densely)");
 }
 
-// The layout's step engine: pp_, dp_ or single_ (the GPU executor has a step
-// of its own and none of them).
+// The step engine: the GPU executor's (whatever the layout), else the
+// layout's: pp_, dp_ or single_.
 void Trainer::choose_engine() {
-    if (pp_) {
+    if (gpu_) {
+        device_step_ = std::make_unique<DeviceStep>(*gpu_, gpu_sync_.get(), gpu_pipe_.get(), pp_.get());
+        engine_ = device_step_.get();
+    } else if (pp_) {
         engine_ = pp_.get();
     } else if (dp_) {
         engine_ = dp_.get();

@@ -12,6 +12,7 @@
 #     nothing: activations already live in host memory; the GPU executor's
 #     offloading has its own tests in tests/cuda);
 #   - ALBERT (one shared layer on every stage), DistilBERT and RoBERTa at pp 2;
+#   - LAMB and SGD at dp 2 x pp 2 with ZeRO 1 (GPT-2);
 #   - a checkpoint saved at pp 2 resumed at 1 rank and at dp 2, and a 1-rank
 #     checkpoint resumed at dp 2 x pp 2: the uninterrupted run's losses.
 #   $1 = loom binary, $2 = tests/data directory
@@ -62,6 +63,16 @@ for f in albert distilbert roberta; do
   "$loom" train pp_$f.yaml --quiet --threads 1 --set hyperparameters.output_dir=${f}1
   train_on pp_$f.yaml ${f}_p2 2 --set distribution.pipeline_parallel_degree=2 --set distribution.microbatches=2
   compare ${f}1 ${f}_p2
+done
+
+echo "== LAMB and SGD: 1 rank, then dp 2 x pp 2 with ZeRO 1 (GPT-2's tied wte on two stages)"
+for o in lamb sgd; do
+  "$loom" train pp_clm.yaml --quiet --threads 1 --set hyperparameters.optim=$o \
+      --set hyperparameters.output_dir=clm_$o
+  train_on pp_clm.yaml clm_${o}_d2p2z1 4 --set distribution.pipeline_parallel_degree=2 \
+      --set distribution.microbatches=2 --set hyperparameters.per_device_train_batch_size=4 \
+      --set distribution.zero_stage=1 --set hyperparameters.optim=$o
+  compare clm_$o clm_${o}_d2p2z1
 done
 
 echo "== saved at pp 2, resumed at 1 rank and at dp 2; saved at 1 rank, resumed at dp 2 x pp 2"

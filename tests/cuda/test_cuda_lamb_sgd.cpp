@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cuda_test_util.h"
+#include "optimizer_test_table.h"
 #include "nn/param_table.h"
 #include "ops/cuda/lamb_cuda.h"
 #include "ops/cuda/sgd_cuda.h"
@@ -24,30 +25,7 @@ namespace {
 class CudaLamb : public CudaOpTest {};
 class CudaSgd : public CudaOpTest {};
 
-// Rows: weights that decay, a bias and a LayerNorm weight that do not, a
-// weight at zero, and a frozen row the optimizers must leave alone.
-std::unique_ptr<ParamTable> make_table() {
-    auto t = std::make_unique<ParamTable>();
-    auto add = [&](const char* name, Shape s, bool decay, bool trainable = true) {
-        ParamRow r;
-        r.name = name;
-        r.shape = s;
-        r.decay = decay;
-        r.trainable = trainable;
-        t->add(r);
-    };
-    add("dense.weight", Shape{300, 50}, true);
-    add("dense.bias", Shape{50}, false);
-    add("zero.weight", Shape{7, 3}, true);
-    add("LayerNorm.weight", Shape{50}, false);
-    add("frozen.weight", Shape{40}, true, false);
-    add("big.weight", Shape{9001}, true);
-    t->allocate();
-    auto p = random_vec(size_t(t->flat_numel()), 7, -0.5f, 0.5f);
-    std::memcpy(t->params_data(), p.data(), p.size() * sizeof(float));
-    std::memset(t->param(t->index("zero.weight")), 0, 21 * sizeof(float));
-    return t;
-}
+std::unique_ptr<ParamTable> make_table() { return make_optimizer_table(); }
 
 std::vector<float> flat_params(const ParamTable& t) {
     return {t.params_data(), t.params_data() + t.flat_numel()};

@@ -81,7 +81,7 @@ TEST(AdamW, RunsInOneRegionEqualOneCallPerRun) {
     // offsets (a ZeRO shard), enough elements for both threads; the threads'
     // slices cut through runs, which must not change a single bit.
     const std::vector<int64_t> sizes = {37, 20001, 5, 16, 40000, 3, 12345};
-    std::vector<AdamWRun> runs;
+    std::vector<UpdateRun> runs;
     int64_t p_off = 7, s_off = 0;
     for (size_t i = 0; i < sizes.size(); ++i) {
         runs.push_back({p_off, s_off, sizes[i], i % 2 == 0});
@@ -96,7 +96,7 @@ TEST(AdamW, RunsInOneRegionEqualOneCallPerRun) {
     std::vector<float> pb = p0, mb = ma, vb = va;
     for (int64_t t = 1; t <= 2; ++t) {
         adamw_update_runs(pa.data(), g.data(), ma.data(), va.data(), runs, hp, t);
-        for (const AdamWRun& r : runs) {
+        for (const UpdateRun& r : runs) {
             AdamWParams h = hp;
             if (!r.decay) h.weight_decay = 0.0;
             adamw_update(pb.data() + r.param_offset, g.data() + r.state_offset,

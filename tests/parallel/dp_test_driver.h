@@ -63,6 +63,7 @@ struct DpJob {
     double lr = 2e-3, max_grad_norm = 0.5, dropout = 0.1;
     uint64_t seed = 1234;
     bool gather_state = false;
+    OptimizerKind optim = OptimizerKind::adamw;  // HF's betas and eps, weight decay 0.01
     // Resume: parameters and optimizer state of an earlier run (any layout),
     // continuing at step `first_step` (null: from the fixture, step 0).
     const std::vector<float>* start_params = nullptr;
@@ -138,7 +139,9 @@ inline DpRun run_dp_job(const DpJob& job, const DpLayout& layout, Communicator& 
         std::memcpy(t.params_data(), job.start_params->data(),
                     job.start_params->size() * sizeof(float));
     }
-    DataParallel ddp(*model, dp, hp, DecayPolicy::table, o);
+    OptimizerConfig opt = adamw_config(hp);
+    opt.kind = job.optim;
+    DataParallel ddp(*model, dp, opt, o);
     ddp.broadcast_parameters();
     if (job.start_state) ddp.load_optimizer_state(*job.start_state, job.first_step);
 

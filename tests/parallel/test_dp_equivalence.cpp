@@ -80,6 +80,25 @@ TEST_P(DpEquivalence, DpSizesAndZeroStagesMatchOneProcess) {
     }
 }
 
+// The same for LAMB and SGD, replicated and sharded: LAMB's per-tensor
+// norms are summed over the shards before its trust ratios are taken.
+TEST_P(DpEquivalence, LambAndSgdUnderEveryZeroStageMatchOneProcess) {
+    for (OptimizerKind k : {OptimizerKind::lamb, OptimizerKind::sgd}) {
+        DpJob j = job();
+        j.optim = k;
+        j.steps = 8;
+        if (k == OptimizerKind::sgd) j.lr = 0.5;  // without moments it needs a larger step
+        const std::string name = GetParam() + (k == OptimizerKind::lamb ? " lamb " : " sgd ");
+        const DpRun ref = run_local(j, {1, 1, ZeroStage::none});
+        ASSERT_EQ(ref.losses.size(), size_t(j.steps));
+        EXPECT_LT(ref.losses.back(), ref.losses.front()) << name << "did not learn";
+        for (ZeroStage z : {ZeroStage::none, ZeroStage::optimizer, ZeroStage::gradients}) {
+            const DpLayout l{3, 1, z};
+            expect_same_training(run_local(j, l), ref, name + layout_name(l), j);
+        }
+    }
+}
+
 TEST_P(DpEquivalence, AccumulationEqualsLargerDp) {
     const DpJob j = job();
     for (ZeroStage z : {ZeroStage::none, ZeroStage::optimizer, ZeroStage::gradients}) {

@@ -193,8 +193,8 @@ std::unique_ptr<PipelineParallel> build_stage(const ModelConfig& c, ScheduleKind
         models.push_back(std::move(m));
     }
     models[0]->init(11);
-    return std::make_unique<PipelineParallel>(std::move(models), pp, dp, AdamWParams{},
-                                              DecayPolicy::table, DpOptions{}, kind, V);
+    return std::make_unique<PipelineParallel>(std::move(models), pp, dp,
+                                              adamw_config(AdamWParams{}), DpOptions{}, kind, V);
 }
 
 void check_schedule(ScheduleKind kind, int V, int n_micro) {

@@ -17,6 +17,7 @@
 #include "core/check.h"
 #include "optim/adamw.h"
 #include "optim/grad_clip.h"
+#include "ops/device_ops.h"
 #include "parallel/zero.h"
 
 namespace loom {
@@ -166,7 +167,7 @@ std::vector<ZeroRun> run_zero(int dp, int ga, ZeroStage z, int steps, double max
         o.zero = z;
         o.bucket_elems = k_bucket;
         GradSync sync(t->grads_data(), t->flat_numel(), world, o);
-        ZeroAdamW opt(*t, sync, hyper());
+        ZeroOptimizer opt(*t, sync, hyper());
         if (start_state) opt.load_state(*start_state, start_step);
         ZeroRun& run = out[size_t(r)];
         for (int s = start_step; s < start_step + steps; ++s) {
@@ -189,7 +190,7 @@ std::vector<ZeroRun> run_zero(int dp, int ga, ZeroStage z, int steps, double max
     return out;
 }
 
-TEST(ZeroAdamW, MatchesUnshardedAdamWBitwise) {
+TEST(ZeroOptimizer, MatchesUnshardedAdamWBitwise) {
     const int steps = 3;
     for (double max_norm : {1e9, 0.3}) {  // without and with clipping
         AdamW* ref_opt = nullptr;
@@ -222,7 +223,69 @@ TEST(ZeroAdamW, MatchesUnshardedAdamWBitwise) {
     }
 }
 
-TEST(ZeroAdamW, GlobalNormEqualsTheUnshardedNorm) {
+// LAMB and SGD run sharded too (optim/flat_optimizer.h): SGD is elementwise,
+// so bit for bit; LAMB sums each tensor's partial norms over dp, so its trust
+// ratios are the whole tensors' (to the last bits of their fp64 sums), and
+// every rank applies the same ones.
+TEST(ZeroOptimizer, LambAndSgdShardedMatchTheUnshardedRun) {
+    for (OptimizerKind kind : {OptimizerKind::sgd, OptimizerKind::lamb}) {
+        OptimizerConfig cfg = adamw_config(hyper());
+        cfg.kind = kind;
+        const int steps = 3;
+        auto ref_t = make_table();
+        FlatOptimizer ref(cpu_backend(), *ref_t, cfg, host_target(*ref_t));
+        for (int s = 0; s < steps; ++s) {
+            ref_t->zero_grad();
+            fill_grads(*ref_t, s, 0, 1);
+            ref.step(hyper().lr);
+        }
+        const std::vector<float> want(ref_t->params_data(),
+                                       ref_t->params_data() + ref_t->flat_numel());
+        for (int dp : {2, 3}) {
+            std::vector<std::vector<float>> got(static_cast<size_t>(dp));
+            std::vector<std::map<std::string, Tensor>> states(static_cast<size_t>(dp));
+            comm_local_run(dp, [&](Communicator& world) {
+                auto t = make_table();
+                GradSyncOptions o;
+                o.zero = ZeroStage::optimizer;
+                o.bucket_elems = k_bucket;
+                GradSync sync(t->grads_data(), t->flat_numel(), world, o);
+                ZeroOptimizer opt(*t, sync, cfg);
+                for (int s = 0; s < steps; ++s) {
+                    t->zero_grad();
+                    sync.begin_step();
+                    sync.begin_micro_batch(true);
+                    fill_grads(*t, s, world.rank(), dp);
+                    sync.grads_ready(0, t->flat_numel());
+                    sync.end_micro_batch();
+                    sync.finalize();
+                    opt.step(hyper().lr);
+                }
+                got[size_t(world.rank())].assign(t->params_data(),
+                                                 t->params_data() + t->flat_numel());
+                states[size_t(world.rank())] = opt.gather_state();
+            });
+            const std::string what =
+                std::string(kind == OptimizerKind::sgd ? "sgd" : "lamb") + " dp " + std::to_string(dp);
+            for (int r = 0; r < dp; ++r) {
+                ASSERT_TRUE(got[size_t(r)] == got[0]) << what << ": ranks disagree";
+                EXPECT_EQ(states[size_t(r)].size(), kind == OptimizerKind::sgd ? 0u : 12u) << what;
+            }
+            double worst = 0;
+            for (size_t i = 0; i < want.size(); ++i) {
+                if (kind == OptimizerKind::sgd) {
+                    ASSERT_EQ(got[0][i], want[i]) << what << " at " << i;
+                } else {
+                    const double d = std::fabs(double(got[0][i]) - double(want[i]));
+                    worst = std::max(worst, d / (1e-7 + std::fabs(double(want[i]))));
+                }
+            }
+            EXPECT_LT(worst, 1e-6) << what << ": largest relative difference " << worst;
+        }
+    }
+}
+
+TEST(ZeroOptimizer, GlobalNormEqualsTheUnshardedNorm) {
     auto t = make_table();
     fill_grads(*t, 0, 0, 1);
     const double want = std::sqrt(grad_norm_sq(*t));
@@ -234,7 +297,7 @@ TEST(ZeroAdamW, GlobalNormEqualsTheUnshardedNorm) {
     }
 }
 
-TEST(ZeroAdamW, StateSavedUnderOneLayoutResumesUnderAnother) {
+TEST(ZeroOptimizer, StateSavedUnderOneLayoutResumesUnderAnother) {
     const std::vector<float> ref = reference_params(5, 0.3);
     // 2 steps as ZeRO-1 on 2 ranks; the rest as ZeRO-2 on 3 ranks, or unsharded.
     const auto first = run_zero(2, 1, ZeroStage::optimizer, 2, 0.3);
@@ -258,13 +321,13 @@ TEST(ZeroAdamW, StateSavedUnderOneLayoutResumesUnderAnother) {
         << "unsharded AdamW resumed from a ZeRO state";
 }
 
-TEST(ZeroAdamW, LoadStateNamesTheBadTensor) {
+TEST(ZeroOptimizer, LoadStateNamesTheBadTensor) {
     auto world = comm_local_create(1);
     auto t = make_table();
     GradSyncOptions o;
     o.zero = ZeroStage::optimizer;
     GradSync sync(t->grads_data(), t->flat_numel(), *world[0], o);
-    ZeroAdamW opt(*t, sync, hyper());
+    ZeroOptimizer opt(*t, sync, hyper());
     auto state = opt.gather_state();
     EXPECT_EQ(state.count("exp_avg.frozen.weight"), 0u) << "frozen rows have no optimizer state";
     auto missing = state;
@@ -280,7 +343,7 @@ TEST(ZeroAdamW, LoadStateNamesTheBadTensor) {
     EXPECT_THROW(opt.load_state(wrong, 1), Error);
 
     GradSync plain(t->grads_data(), t->flat_numel(), *world[0], GradSyncOptions{});
-    EXPECT_THROW({ ZeroAdamW z(*t, plain, hyper()); }, Error);
+    EXPECT_THROW({ ZeroOptimizer z(*t, plain, hyper()); }, Error);
 }
 
 TEST(DpMemoryPlan, ShardingSavesOptimizerState) {

@@ -1,7 +1,7 @@
 // CudaExecutor<T>: the CudaModel implementation (cuda_model.h), activations
 // and compute copy in T (float or __nv_bfloat16). Split over files:
 // cuda_executor.cpp (buffers, inputs, host transfers, pipeline stages),
-// cuda_executor_optim.cpp (the optimizers, whole or ZeRO-sharded),
+// cuda_executor_optim.cpp (the optimizer's buffers and the norms),
 // cuda_executor_layers.cpp (embeddings and transformer blocks) and
 // cuda_executor_heads.cpp (task heads and losses).
 #pragma once
@@ -16,13 +16,14 @@
 #include <utility>
 #include <vector>
 
+#include "backend/backend.h"
 #include "backend/cuda/cuda_context.h"
 #include "comm/comm.h"
 #include "models/cuda/cuda_model.h"
 #include "models/cuda/device_arena.h"
 #include "models/stack_model.h"
 #include "models/stack_view.h"
-#include "ops/lamb_tiles.h"
+#include "optim/flat_optimizer.h"
 #include "ops/softmax_xent.h"
 #include "parallel/norm_ranges.h"
 #include "parallel/zero.h"
@@ -56,7 +57,7 @@ class CudaExecutor final : public CudaModel {
         const std::vector<std::pair<int64_t, int64_t>>& excluded) override;
     void step(double lr, double grad_scale) override;
     void zero_grad() override;
-    int64_t step_count() const override { return step_; }
+    int64_t step_count() const override;
     void upload_params() override;
     void download_params() override;
     void download_grads() override;
@@ -142,15 +143,9 @@ class CudaExecutor final : public CudaModel {
                             int64_t V, double scale);
 
     // ---- optimizer (cuda_executor_optim.cpp) ----
-    // The update plan over the whole buffer or the shard, and its state.
+    // FlatOptimizer on the CUDA backend over master_, grads_ and params_.
     void optim_setup();
     void optim_release();
-    // segments_ and the LAMB tiles for `segs` (offsets into state: shard).
-    void plan_update(std::vector<ShardSegment> segs);
-    // One update from gradients `g` (Grad: T for the whole buffer, float for
-    // a shard), writing the compute copy `copy` where non-null.
-    template <typename Grad>
-    void apply_update(const Grad* g, T* copy, double lr, float grad_scale);
     void check_shard_attached() const;
     template <typename U>
     double sum_squares_ranges(const U* base, const std::vector<IndexRange>& ranges);
@@ -197,24 +192,11 @@ class CudaExecutor final : public CudaModel {
     T* params_ = nullptr;      // compute copy (== master_ for fp32)
     T* grads_ = nullptr;
     double* norm_result_ = nullptr;
-    // Optimizer state over the state layout: the flat buffer, or this rank's
-    // ZeRO shard (set_shard). AdamW and LAMB keep m and v; SGD none.
-    float* m_ = nullptr;  // (state_n_)
-    float* v_ = nullptr;  // (state_n_)
-    int64_t state_n_ = 0;
-    // Runs of one decay flag: flat offset, state offset, length, row. Whole
-    // buffer: trainable rows merged across alignment gaps (zero params and
-    // grads stay zero); shard: zero.h's segments.
-    std::vector<ShardSegment> segments_;
-    // LAMB: tiles (device), per-row tile ranges, tile and row sums (fp64).
-    LambTile* lamb_tiles_ = nullptr;
-    int64_t* lamb_row_begin_ = nullptr;
-    double* lamb_tile_sums_ = nullptr;  // (n_tiles, 2)
-    double* lamb_row_sums_ = nullptr;   // (rows, 2)
-    int64_t lamb_n_tiles_ = 0;
+    // The optimizer and its backend (the owner's only; make_instance).
+    std::unique_ptr<Backend> backend_;
+    std::unique_ptr<FlatOptimizer> optim_;
     std::optional<CudaShard> shard_;  // ZeRO-1/2
     bool shard_detached_ = false;
-    int64_t step_ = 0;
 
     // Per-batch state.
     int64_t B_ = 0, T_ = 0, N_ = 0, C_ = 0, planned_B_ = -1, planned_T_ = -1;

@@ -55,7 +55,7 @@ int64_t CudaExecutor<T>::allocated_bytes() const {
     int64_t b = int64_t(acts_arena_.bytes() + ints_arena_.bytes());
     for (const auto& [key, buf] : messages_) b += buf.second;
     if (owner_) return b;                   // the parameters are the owner's
-    b += flat_ * (4 + per) + state_n_ * 8;  // master, grads, m and v
+    b += flat_ * (4 + per) + (optim_ ? optim_->state_bytes() : 0);  // master, grads, m and v
     if constexpr (!std::is_same_v<T, float>) b += flat_ * per;
     return b;
 }

@@ -99,26 +99,9 @@ class CudaModel : public DeviceStage {
     // "" when this machine can run create(); else why not ("no CUDA device").
     static std::string unavailable_reason();
 
-    // Runs the model on host inputs (copied to the device); returns the loss
-    // sum and count when the inputs carry labels (the call waits for them).
-    virtual LossSum forward(const ModelInputs& in, const DropoutPlan& dropout) = 0;
-    // Accumulates d(loss_scale * loss_sum) into the device gradients.
-    virtual void backward(double loss_scale) = 0;
-    // Sum of squared gradients over the trainable rows (fp64, deterministic).
-    virtual double grad_norm_sq() = 0;
-    // The same outside the flat ranges [begin, end) given (sorted, disjoint):
-    // under tensor parallelism the rows tp replicates count on one tp rank
-    // only (PipelineParallel::norm_excluded), as Megatron's norm does.
-    // Sharded (set_shard): this rank's shard outside those ranges, summed
-    // over dp (collective), as grad_norm_sq() is.
-    virtual double grad_norm_sq_excluding(const std::vector<std::pair<int64_t, int64_t>>& excluded);
-    // Gradients scaled by `grad_scale` (clipping), one update with `lr` (the
-    // options' optimizer; weight decay per row as the table says), the
-    // compute copy refreshed, gradients zeroed. Steps are counted from 1 as
-    // torch does. Sharded (set_shard): the shard's update, then the
-    // parameters gathered from every rank (collective over dp).
-    virtual void step(double lr, double grad_scale = 1.0) = 0;
-    virtual void zero_grad() = 0;
+    // forward, backward, the norms, step and zero_grad: DeviceStage's.
+    double grad_norm_sq_excluding(
+        const std::vector<std::pair<int64_t, int64_t>>& excluded) override;
     virtual int64_t step_count() const = 0;
 
     // Host <-> device: the CPU table's parameters (fp32) and gradients.

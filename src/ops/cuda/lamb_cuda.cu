@@ -107,23 +107,6 @@ __global__ void lamb_apply_kernel(float* master, T* copy, const float* m, const 
 
 }  // namespace
 
-LambStep lamb_step_constants(double beta1, double beta2, double eps, double weight_decay,
-                             bool bias_correction, int64_t step) {
-    LOOM_CUDA_REQUIRE(step >= 1, "lamb: step counts from 1, got " + std::to_string(step));
-    const double bc1 = bias_correction ? 1.0 - std::pow(beta1, double(step)) : 1.0;
-    const double bc2 = bias_correction ? 1.0 - std::pow(beta2, double(step)) : 1.0;
-    LambStep s;
-    s.beta1 = float(beta1);
-    s.one_minus_beta1 = float(1.0 - beta1);
-    s.beta2 = float(beta2);
-    s.one_minus_beta2 = float(1.0 - beta2);
-    s.inv_bc1 = float(1.0 / bc1);
-    s.inv_sqrt_bc2 = float(1.0 / std::sqrt(bc2));
-    s.eps = float(eps);
-    s.weight_decay = float(weight_decay);
-    return s;
-}
-
 template <typename G>
 void lamb_moments_cuda(const float* master, const G* grad, float* m, float* v,
                        const LambTile* tiles, int64_t n_tiles, const int64_t* row_begin,

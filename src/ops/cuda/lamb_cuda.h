@@ -1,5 +1,5 @@
-// CUDA LAMB over tiles of the flat buffers (optim/lamb.h's formula, rounding
-// and per-tensor trust ratio; tiles from ops/lamb_tiles.h).
+// CUDA LAMB over tiles of the flat buffers: ops/lamb.h's contract, per-step
+// constants and rounding (optim/lamb.h's formula; tiles from ops/lamb_tiles.h).
 //
 // Three launches, all deterministic (fixed-shape trees and fixed-order sums,
 // no atomics):
@@ -24,18 +24,9 @@
 #include <cstdint>
 
 #include "backend/cuda/cuda_context.h"
-#include "ops/lamb_tiles.h"
+#include "ops/lamb.h"
 
 namespace loom {
-
-// Per-step constants, formed in fp64 and rounded to float as the CPU's Lamb::step.
-struct LambStep {
-    float beta1 = 0, one_minus_beta1 = 0, beta2 = 0, one_minus_beta2 = 0;
-    float inv_bc1 = 1, inv_sqrt_bc2 = 1;  // 1 / (1 - b1^t), 1 / sqrt(1 - b2^t) (or 1, 1)
-    float eps = 0, weight_decay = 0;      // weight decay of adapting rows
-};
-LambStep lamb_step_constants(double beta1, double beta2, double eps, double weight_decay,
-                             bool bias_correction, int64_t step);
 
 // tiles (n_tiles) and row_begin (rows + 1) in device memory (LambTiles as
 // planned); tile_sums (n_tiles, 2) is scratch; row_sums (rows, 2) receives

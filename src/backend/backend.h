@@ -1,0 +1,55 @@
+// Backend: the device seam under the ops (ggml's backend interface). One
+// Backend is one device and one stream: it hands out memory, copies to and
+// from the host, and orders work; Backend::ops() is the table of kernels the
+// device-neutral code above the ops calls (ops/device_ops.h).
+//
+// Invariant: code above the ops never dereferences memory a Backend handed
+// out unless device() is Device::cpu; everything else crosses with
+// to_device/to_host, at the edges (load, checkpoint, export, metrics).
+// Implementations: cpu_backend() (ops/device_ops_cpu.cpp) and the CUDA one
+// (ops/cuda/device_ops_cuda.h), each binding its device's kernels.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "core/storage.h"
+
+namespace loom {
+
+struct DeviceOps;   // ops/device_ops.h
+class CudaContext;  // backend/cuda/cuda_context.h, CUDA builds only
+
+class Backend {
+  public:
+    virtual ~Backend() = default;
+    Backend(const Backend&) = delete;
+    Backend& operator=(const Backend&) = delete;
+
+    virtual Device device() const = 0;
+    virtual std::string name() const = 0;
+    // Zero-filled device memory (at least one byte), freed with the Storage.
+    virtual std::shared_ptr<Storage> alloc(size_t nbytes) = 0;
+    // Host -> device, ordered on the stream; `host` must stay valid until
+    // the next synchronize().
+    virtual void to_device(void* dst, const void* host, size_t nbytes) = 0;
+    // Device -> host, ordered on the stream; done when the call returns.
+    virtual void to_host(void* host, const void* src, size_t nbytes) = 0;
+    // Device -> device on the stream.
+    virtual void copy(void* dst, const void* src, size_t nbytes) = 0;
+    virtual void zero(void* p, size_t nbytes) = 0;
+    virtual void synchronize() = 0;
+    // The context CUDA kernels on this backend take (null off CUDA).
+    virtual CudaContext* cuda() { return nullptr; }
+
+    const DeviceOps& ops() const { return *ops_; }
+
+  protected:
+    explicit Backend(const DeviceOps& ops) : ops_(&ops) {}
+
+  private:
+    const DeviceOps* ops_;
+};
+
+}  // namespace loom

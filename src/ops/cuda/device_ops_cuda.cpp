@@ -1,0 +1,163 @@
+// The CUDA backend and its kernel table (device_ops_cuda.h).
+#include "ops/cuda/device_ops_cuda.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <string>
+#include <type_traits>
+
+#include "backend/cuda/backend_cuda.h"
+#include "backend/cuda/cuda_check.h"
+#include "core/check.h"
+#include "ops/cuda/adamw_cuda.h"
+#include "ops/cuda/lamb_cuda.h"
+#include "ops/cuda/sgd_cuda.h"
+#include "ops/device_ops.h"
+
+namespace loom {
+
+namespace {
+
+CudaContext& context(Backend& be) {
+    CudaContext* c = be.cuda();
+    LOOM_ASSERT(c != nullptr, "a CUDA kernel called with the {} backend", be.name());
+    return *c;
+}
+
+// Calls f(G{}, T{}) with G the gradient type and T the compute copy's type
+// (float when there is no copy and the gradients are fp32). A compute-type
+// gradient implies a copy of that type.
+template <typename F>
+void with_types(const UpdateBuffers& b, F&& f) {
+    const DType t = b.copy ? b.copy_dtype : b.grad_dtype;
+    LOOM_ASSERT(b.grad_dtype == DType::f32 || b.grad_dtype == t,
+                "an update with {} gradients and a {} compute copy",
+                dtype_safetensors_name(b.grad_dtype), dtype_safetensors_name(t));
+    switch (t) {
+        case DType::f32:
+            return f(float{}, float{});
+        case DType::bf16:
+            if (b.grad_dtype == DType::f32) return f(float{}, __nv_bfloat16{});
+            return f(__nv_bfloat16{}, __nv_bfloat16{});
+        case DType::f16:
+            if (b.grad_dtype == DType::f32) return f(float{}, __half{});
+            return f(__half{}, __half{});
+        default:
+            LOOM_ASSERT(false, "an update with a {} compute copy", dtype_safetensors_name(t));
+    }
+}
+
+void cuda_adamw(Backend& be, const UpdateBuffers& b, std::span<const UpdateRun> runs,
+                const AdamWParams& hp, int64_t step, float grad_scale) {
+    CudaContext& ctx = context(be);
+    with_types(b, [&](auto g0, auto t0) {
+        using G = decltype(g0);
+        using T = decltype(t0);
+        const G* g = static_cast<const G*>(b.grad);
+        T* copy = static_cast<T*>(b.copy);
+        for (const UpdateRun& r : runs) {
+            AdamWParams h = hp;
+            if (!r.decay) h.weight_decay = 0.0;
+            if constexpr (std::is_same_v<T, float>)
+                adamw_update_cuda(b.master + r.param_offset, g + r.state_offset,
+                                  b.m + r.state_offset, b.v + r.state_offset, r.n, h, step, ctx,
+                                  grad_scale);
+            else
+                adamw_update_mixed_cuda<G, T>(b.master + r.param_offset, g + r.state_offset,
+                                              b.m + r.state_offset, b.v + r.state_offset,
+                                              copy ? copy + r.param_offset : nullptr, r.n, h, step,
+                                              ctx, grad_scale);
+        }
+    });
+}
+
+void cuda_sgd(Backend& be, const UpdateBuffers& b, std::span<const UpdateRun> runs, double lr,
+              double weight_decay, float grad_scale) {
+    CudaContext& ctx = context(be);
+    with_types(b, [&](auto g0, auto t0) {
+        using G = decltype(g0);
+        using T = decltype(t0);
+        const G* g = static_cast<const G*>(b.grad);
+        T* copy = static_cast<T*>(b.copy);
+        for (const UpdateRun& r : runs)
+            sgd_update_cuda<G, T>(b.master + r.param_offset, g + r.state_offset,
+                                  copy ? copy + r.param_offset : nullptr, r.n, lr,
+                                  r.decay ? weight_decay : 0.0, ctx, grad_scale);
+    });
+}
+
+void cuda_lamb_moments(Backend& be, const UpdateBuffers& b, const LambPlanView& p,
+                       const LambStep& s, float grad_scale) {
+    CudaContext& ctx = context(be);
+    with_types(b, [&](auto g0, auto) {
+        using G = decltype(g0);
+        lamb_moments_cuda<G>(b.master, static_cast<const G*>(b.grad), b.m, b.v, p.tiles, p.n_tiles,
+                             p.row_begin, p.rows, p.tile_sums, p.row_sums, s, ctx, grad_scale);
+    });
+}
+
+void cuda_lamb_apply(Backend& be, const UpdateBuffers& b, const LambPlanView& p, const LambStep& s,
+                     double lr) {
+    CudaContext& ctx = context(be);
+    with_types(b, [&](auto, auto t0) {
+        using T = decltype(t0);
+        lamb_apply_cuda<T>(b.master, static_cast<T*>(b.copy), b.m, b.v, p.tiles, p.n_tiles,
+                           p.row_sums, s, lr, ctx);
+    });
+}
+
+constexpr DeviceOps k_cuda_ops{Device::cuda, cuda_adamw, cuda_sgd, cuda_lamb_moments,
+                               cuda_lamb_apply};
+
+class CudaBackend final : public Backend {
+  public:
+    explicit CudaBackend(CudaContext& ctx) : Backend(k_cuda_ops), ctx_(ctx) {}
+    Device device() const override { return Device::cuda; }
+    std::string name() const override {
+        return "cuda:" + std::to_string(ctx_.device()) + " (" +
+               cuda_device_info(ctx_.device()).name + ")";
+    }
+    std::shared_ptr<Storage> alloc(size_t nbytes) override {
+        nbytes = std::max<size_t>(nbytes, 1);
+        void* p = nullptr;
+        LOOM_CUDA_CHECK(cudaMalloc(&p, nbytes));
+        LOOM_CUDA_CHECK(cudaMemset(p, 0, nbytes));
+        return Storage::wrap(
+            p, nbytes, [p] { (void)cudaFree(p); }, Device::cuda);
+    }
+    void to_device(void* dst, const void* host, size_t nbytes) override {
+        if (nbytes)
+            LOOM_CUDA_CHECK(
+                cudaMemcpyAsync(dst, host, nbytes, cudaMemcpyHostToDevice, ctx_.stream()));
+    }
+    void to_host(void* host, const void* src, size_t nbytes) override {
+        if (nbytes)
+            LOOM_CUDA_CHECK(
+                cudaMemcpyAsync(host, src, nbytes, cudaMemcpyDeviceToHost, ctx_.stream()));
+        ctx_.synchronize();
+    }
+    void copy(void* dst, const void* src, size_t nbytes) override {
+        if (nbytes)
+            LOOM_CUDA_CHECK(
+                cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToDevice, ctx_.stream()));
+    }
+    void zero(void* p, size_t nbytes) override {
+        if (nbytes) LOOM_CUDA_CHECK(cudaMemsetAsync(p, 0, nbytes, ctx_.stream()));
+    }
+    void synchronize() override { ctx_.synchronize(); }
+    CudaContext* cuda() override { return &ctx_; }
+
+  private:
+    CudaContext& ctx_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cuda_backend(CudaContext& ctx) {
+    return std::make_unique<CudaBackend>(ctx);
+}
+
+}  // namespace loom

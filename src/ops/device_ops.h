@@ -1,0 +1,60 @@
+// DeviceOps: the kernels a device offers the device-neutral code above the
+// ops, one table of function pointers per device (ggml's backend interface),
+// reached through Backend::ops(). The CPU table is in device_ops_cpu.cpp,
+// the CUDA one in cuda/device_ops_cuda.cpp; tests/cuda/test_cuda_device_ops.cpp
+// checks every CUDA entry against the CPU one.
+//
+// Today the table holds the optimizer updates (optim/flat_optimizer.h); the
+// nn modules' ops join it as they move onto the backend. Every pointer an
+// entry takes is memory of the backend it is called with.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "backend/backend.h"
+#include "core/dtype.h"
+#include "ops/adamw.h"
+#include "ops/lamb.h"
+
+namespace loom {
+
+// What an optimizer update reads and writes. Weights and the compute copy
+// are indexed by flat offset, gradients and moments by state offset (the
+// same on the whole buffer; a ZeRO shard's own offsets otherwise).
+struct UpdateBuffers {
+    float* master = nullptr;  // fp32 weights
+    const void* grad = nullptr;
+    DType grad_dtype = DType::f32;
+    float* m = nullptr;  // Adam moments; null for SGD
+    float* v = nullptr;
+    void* copy = nullptr;  // the compute-type weights, refreshed by the update; null: none
+    DType copy_dtype = DType::f32;
+};
+
+// A LAMB tile plan in backend memory (ops/lamb_tiles.h).
+struct LambPlanView {
+    const LambTile* tiles = nullptr;
+    int64_t n_tiles = 0;
+    const int64_t* row_begin = nullptr;  // (rows + 1)
+    int32_t rows = 0;
+    double* tile_sums = nullptr;  // (n_tiles, 2) scratch
+    double* row_sums = nullptr;   // (rows, 2)
+};
+
+struct DeviceOps {
+    Device device = Device::cpu;
+    void (*adamw)(Backend&, const UpdateBuffers&, std::span<const UpdateRun>, const AdamWParams&,
+                  int64_t step, float grad_scale) = nullptr;
+    void (*sgd)(Backend&, const UpdateBuffers&, std::span<const UpdateRun>, double lr,
+                double weight_decay, float grad_scale) = nullptr;
+    void (*lamb_moments)(Backend&, const UpdateBuffers&, const LambPlanView&, const LambStep&,
+                         float grad_scale) = nullptr;
+    void (*lamb_apply)(Backend&, const UpdateBuffers&, const LambPlanView&, const LambStep&,
+                       double lr) = nullptr;
+};
+
+// The host: memory from Storage::alloc, kernels from ops/, no stream.
+Backend& cpu_backend();
+
+}  // namespace loom

@@ -1,0 +1,246 @@
+// The CUDA backend's kernel table (ops/device_ops.h) against the CPU one,
+// through the one optimizer both run (optim/flat_optimizer.h): AdamW, LAMB
+// and SGD over a table with decaying, non-decaying, zero and frozen rows,
+// with varying learning rates and gradient scales, fp32 gradients and the
+// bf16 compute copy, the whole buffer and a shard whose state offsets differ
+// from the flat ones, and the checkpoint form in both directions.
+//
+// AdamW and SGD round every operation as the CPU does: bit for bit. LAMB's
+// moments too; its parameters take the trust ratio from fp64 norms summed in
+// another order (tiles of threads vs sequential tiles), so they agree to the
+// last few bits.
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "cuda_test_util.h"
+#include "optimizer_test_table.h"
+#include "nn/param_table.h"
+#include "ops/cuda/device_ops_cuda.h"
+#include "ops/device_ops.h"
+#include "optim/adamw.h"
+#include "optim/flat_optimizer.h"
+
+namespace loom {
+namespace {
+
+using test::all_close;
+using test::bit_equal;
+using test::download;
+using test::random_vec;
+using test::upload;
+
+class CudaDeviceOps : public test::CudaOpTest {};
+
+std::unique_ptr<ParamTable> make_table() { return test::make_optimizer_table(); }
+
+OptimizerConfig config_for(OptimizerKind k) {
+    OptimizerConfig c;
+    c.kind = k;
+    c.hp.weight_decay = 0.05;
+    return c;
+}
+
+const char* kind_name(OptimizerKind k) {
+    return k == OptimizerKind::lamb ? "lamb" : k == OptimizerKind::sgd ? "sgd" : "adamw";
+}
+
+// Zero outside the table's trainable rows, as the trainer's gradients are.
+std::vector<float> grads_for(const ParamTable& t, uint32_t seed) {
+    std::vector<float> g = random_vec(size_t(t.flat_numel()), seed);
+    for (const ParamRow& r : t.rows())
+        if (!r.trainable) std::fill_n(g.begin() + r.offset, r.numel(), 0.0f);
+    return g;
+}
+
+std::vector<float> flat_of(const std::map<std::string, Tensor>& s, const ParamTable& t,
+                           const char* kind) {
+    std::vector<float> out(size_t(t.flat_numel()), 0.0f);
+    for (const ParamRow& r : t.rows()) {
+        auto it = s.find(kind + r.name);
+        if (it != s.end())
+            std::memcpy(out.data() + r.offset, it->second.raw(), size_t(r.numel()) * 4);
+    }
+    return out;
+}
+
+const double k_lrs[] = {1e-2, 5e-3, 2e-2, 1e-3};
+const float k_scales[] = {1.0f, 0.5f, 1.0f, 0.25f};
+
+void expect_same(OptimizerKind k, const std::string& tag, const std::vector<float>& gpu,
+                 const std::vector<float>& cpu) {
+    if (k == OptimizerKind::lamb)
+        EXPECT_TRUE(all_close(tag, gpu, cpu, {1e-7, 1e-6}));
+    else
+        EXPECT_TRUE(bit_equal(tag, gpu, cpu));
+}
+
+TEST_F(CudaDeviceOps, EveryOptimizerMatchesTheCpuOverSteps) {
+    for (OptimizerKind k : {OptimizerKind::adamw, OptimizerKind::lamb, OptimizerKind::sgd}) {
+        auto t = make_table();
+        const int64_t F = t->flat_numel();
+        auto master = upload<float>({t->params_data(), t->params_data() + F});
+        auto grads = std::make_unique<test::DeviceBuffer<float>>(size_t(F));
+        FlatOptimizer cpu(cpu_backend(), *t, config_for(k), host_target(*t));
+        auto be = make_cuda_backend(ctx());
+        UpdateBuffers target;
+        target.master = master->get();
+        target.grad = grads->get();
+        FlatOptimizer gpu(*be, *t, config_for(k), target);
+        for (int step = 0; step < 4; ++step) {
+            const std::vector<float> g = grads_for(*t, uint32_t(100 + step));
+            std::memcpy(t->grads_data(), g.data(), g.size() * sizeof(float));
+            be->to_device(grads->get(), g.data(), g.size() * sizeof(float));
+            cpu.step(k_lrs[step], k_scales[step]);
+            gpu.step(k_lrs[step], k_scales[step]);
+        }
+        const std::string tag = kind_name(k);
+        expect_same(k, tag + " params", download(*master),
+                    {t->params_data(), t->params_data() + F});
+        EXPECT_EQ(gpu.step_count(), 4);
+        const auto cs = cpu.state_tensors(), gs = gpu.state_tensors();
+        EXPECT_EQ(cs.size(), gs.size()) << tag;
+        if (k != OptimizerKind::sgd) {
+            EXPECT_TRUE(
+                bit_equal(tag + " m", flat_of(gs, *t, "exp_avg."), flat_of(cs, *t, "exp_avg.")));
+            EXPECT_TRUE(bit_equal(tag + " v", flat_of(gs, *t, "exp_avg_sq."),
+                                  flat_of(cs, *t, "exp_avg_sq.")));
+        }
+        const std::vector<float> p = download(*master);
+        const int64_t fr = t->row(t->index("frozen.weight")).offset;
+        for (int64_t i = fr; i < fr + 40; ++i)
+            ASSERT_EQ(p[size_t(i)], t->params_data()[i]) << tag << ": the frozen row moved";
+    }
+}
+
+// The state crosses devices: the CPU's state loaded on the GPU and the
+// GPU's back on the CPU continue as one run would.
+TEST_F(CudaDeviceOps, StateMovesBetweenDevices) {
+    for (OptimizerKind k : {OptimizerKind::adamw, OptimizerKind::lamb}) {
+        auto t = make_table();
+        const int64_t F = t->flat_numel();
+        FlatOptimizer cpu(cpu_backend(), *t, config_for(k), host_target(*t));
+        std::vector<float> g = grads_for(*t, 5);
+        std::memcpy(t->grads_data(), g.data(), g.size() * sizeof(float));
+        cpu.step(1e-2);
+        auto master = upload<float>({t->params_data(), t->params_data() + F});
+        auto grads = upload<float>(g);
+        auto be = make_cuda_backend(ctx());
+        UpdateBuffers target;
+        target.master = master->get();
+        target.grad = grads->get();
+        FlatOptimizer gpu(*be, *t, config_for(k), target);
+        gpu.load_state(cpu.state_tensors(), cpu.step_count());
+        cpu.step(2e-2);
+        gpu.step(2e-2);
+        expect_same(k, std::string(kind_name(k)) + " after the move", download(*master),
+                    {t->params_data(), t->params_data() + F});
+        auto back = make_table();
+        std::memcpy(back->params_data(), t->params_data(), size_t(F) * sizeof(float));
+        FlatOptimizer again(cpu_backend(), *back, config_for(k), host_target(*back));
+        again.load_state(gpu.state_tensors(), gpu.step_count());
+        EXPECT_EQ(again.step_count(), 2);
+        EXPECT_TRUE(bit_equal("m back on the CPU", flat_of(again.state_tensors(), *t, "exp_avg."),
+                              flat_of(cpu.state_tensors(), *t, "exp_avg.")));
+    }
+}
+
+// bf16 gradients and a bf16 compute copy, as the executor's bf16 run: the
+// master weights follow the CPU fed the same (rounded) gradients, and the
+// copy is the master rounded to bf16.
+TEST_F(CudaDeviceOps, Bf16GradientsRefreshTheCopy) {
+    for (OptimizerKind k : {OptimizerKind::adamw, OptimizerKind::lamb, OptimizerKind::sgd}) {
+        auto t = make_table();
+        const int64_t F = t->flat_numel();
+        std::vector<float> p0(t->params_data(), t->params_data() + F);
+        auto master = upload<float>(p0);
+        auto copy = upload<__nv_bfloat16>(p0);
+        FlatOptimizer cpu(cpu_backend(), *t, config_for(k), host_target(*t));
+        auto be = make_cuda_backend(ctx());
+        UpdateBuffers target;
+        target.master = master->get();
+        target.copy = copy->get();
+        target.copy_dtype = DType::bf16;
+        target.grad_dtype = DType::bf16;
+        for (int step = 0; step < 3; ++step) {
+            const std::vector<float> g =
+                test::round_all<__nv_bfloat16>(grads_for(*t, uint32_t(9 + step)));
+            auto dg = upload<__nv_bfloat16>(g);
+            target.grad = dg->get();
+            FlatOptimizer gpu(*be, *t, config_for(k), target);
+            if (step > 0) gpu.load_state(cpu.state_tensors(), cpu.step_count());
+            std::memcpy(t->grads_data(), g.data(), g.size() * sizeof(float));
+            cpu.step(k_lrs[step], k_scales[step]);
+            gpu.step(k_lrs[step], k_scales[step]);
+            const std::string tag =
+                std::string(kind_name(k)) + " bf16 step " + std::to_string(step);
+            const std::vector<float> m = download(*master);
+            expect_same(k, tag + " master", m, {t->params_data(), t->params_data() + F});
+            // The frozen row's copy keeps its initial rounding; every other
+            // element is its master's rounding.
+            EXPECT_TRUE(
+                bit_equal(tag + " copy", download(*copy), test::round_all<__nv_bfloat16>(m)));
+            // Later steps start from the CPU's weights, so LAMB's last-bit
+            // differences do not accumulate.
+            be->to_device(master->get(), t->params_data(), size_t(F) * sizeof(float));
+            be->synchronize();
+        }
+    }
+}
+
+// A one-rank "shard" holding every trainable element, packed without the
+// flat buffer's gaps: state offsets differ from flat ones, the gradients
+// come from the shard buffer, and gather_flat unpacks the state.
+TEST_F(CudaDeviceOps, ShardOffsetsGiveTheWholeUpdate) {
+    for (OptimizerKind k : {OptimizerKind::adamw, OptimizerKind::lamb, OptimizerKind::sgd}) {
+        auto t = make_table();
+        const int64_t F = t->flat_numel();
+        FlatOptimizer cpu(cpu_backend(), *t, config_for(k), host_target(*t));
+        auto master = upload<float>({t->params_data(), t->params_data() + F});
+        auto be = make_cuda_backend(ctx());
+        UpdateBuffers target;
+        target.master = master->get();
+        FlatOptimizer gpu(*be, *t, config_for(k), target);
+        OptimizerShard sh;
+        int64_t at = 0;
+        for (int i = 0; i < t->size(); ++i) {
+            const ParamRow& r = t->row(i);
+            if (!r.trainable) continue;
+            sh.segments.push_back({r.offset, at, r.numel(), r.decay, i});
+            at += r.numel();
+        }
+        sh.numel = at;
+        auto shard_grads = std::make_unique<test::DeviceBuffer<float>>(size_t(at));
+        sh.grads = shard_grads->get();
+        sh.all_reduce_sum = [](double*, int64_t) {};  // one rank
+        const std::vector<ShardSegment> segs = sh.segments;
+        Backend* b = be.get();
+        sh.gather_flat = [segs, b](const float* shard, float* flat) {
+            for (const ShardSegment& s : segs)
+                b->copy(flat + s.flat, shard + s.shard, size_t(s.n) * sizeof(float));
+        };
+        gpu.set_shard(std::move(sh));
+        EXPECT_TRUE(gpu.sharded());
+        for (int step = 0; step < 3; ++step) {
+            const std::vector<float> g = grads_for(*t, uint32_t(40 + step));
+            std::vector<float> packed;
+            for (const ShardSegment& s : segs)
+                packed.insert(packed.end(), g.begin() + s.flat, g.begin() + s.flat + s.n);
+            be->to_device(shard_grads->get(), packed.data(), packed.size() * sizeof(float));
+            std::memcpy(t->grads_data(), g.data(), g.size() * sizeof(float));
+            cpu.step(k_lrs[step], k_scales[step]);
+            gpu.step(k_lrs[step], k_scales[step]);
+            be->synchronize();
+        }
+        const std::string tag = std::string(kind_name(k)) + " shard";
+        expect_same(k, tag + " params", download(*master),
+                    {t->params_data(), t->params_data() + F});
+        if (k != OptimizerKind::sgd) {
+            EXPECT_TRUE(bit_equal(tag + " v", flat_of(gpu.state_tensors(), *t, "exp_avg_sq."),
+                                  flat_of(cpu.state_tensors(), *t, "exp_avg_sq.")));
+        }
+    }
+}
+
+}  // namespace
+}  // namespace loom
