@@ -97,6 +97,7 @@ TEST(TensorParallelModel, LossOutputsAndGradientsEqualTheWholeModel) {
         const ModelInputs in = f.inputs();
         const std::string weights = f.dir + "/model.safetensors";
         auto whole = build_model(c);
+        EXPECT_FALSE(whole->tp_slice().active());
         whole->load(SafetensorsFile::open(weights));
         const StepOut ref = run(*whole, in, nullptr);
 
@@ -106,6 +107,10 @@ TEST(TensorParallelModel, LossOutputsAndGradientsEqualTheWholeModel) {
             ModelPlacement place;
             place.tp = ModelTp{tp.rank(), tp.size(), &tp};
             auto m = build_model(c, place);
+            // The model keeps its placement: the CUDA executor reads it there.
+            EXPECT_EQ(m->tp_slice().rank, tp.rank());
+            EXPECT_EQ(m->placement().tp.comm, &tp);
+            EXPECT_TRUE(m->placement().part.whole());
             const LoadReport rep = m->load(SafetensorsFile::open(weights));
             EXPECT_TRUE(rep.unused.empty());
             // Some row must really be split, or this test proves nothing.
