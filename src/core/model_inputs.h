@@ -17,7 +17,7 @@ struct ModelInputs {
     const int64_t* labels = nullptr;           // (B, T) token tasks or (B) classification
     const int64_t* start_positions = nullptr;  // (B) question answering
     const int64_t* end_positions = nullptr;    // (B)
-    // Pipeline stages after the first (ModelConfig::part): the previous
+    // Pipeline stages after the first (ModelPlacement::part): the previous
     // stage's output, (B, T, C), copied in place of the embeddings.
     const float* stage_input = nullptr;
 };

@@ -17,7 +17,8 @@ namespace {
 
 class BertFamilyModel final : public StackModel {
 public:
-    explicit BertFamilyModel(const ModelConfig& cfg) : StackModel(cfg) {
+    BertFamilyModel(const ModelConfig& cfg, const ModelPlacement& placement)
+        : StackModel(cfg, placement) {
         const ModelConfig& c = config_;
         const EncoderNames names = encoder_hf_names(c);
         table_.set_base_prefix(names.base);
@@ -214,8 +215,9 @@ private:
 
 }  // namespace
 
-std::unique_ptr<Model> build_bert_family(const ModelConfig& config) {
-    return std::make_unique<BertFamilyModel>(config);
+std::unique_ptr<Model> build_bert_family(const ModelConfig& config,
+                                         const ModelPlacement& placement) {
+    return std::make_unique<BertFamilyModel>(config, placement);
 }
 
 }  // namespace loom

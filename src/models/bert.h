@@ -16,6 +16,7 @@
 
 namespace loom {
 
-std::unique_ptr<Model> build_bert_family(const ModelConfig& config);
+std::unique_ptr<Model> build_bert_family(const ModelConfig& config,
+                                         const ModelPlacement& placement);
 
 }  // namespace loom

@@ -15,7 +15,8 @@ namespace {
 
 class Gpt2Model final : public StackModel {
 public:
-    explicit Gpt2Model(const ModelConfig& cfg) : StackModel(cfg) {
+    Gpt2Model(const ModelConfig& cfg, const ModelPlacement& placement)
+        : StackModel(cfg, placement) {
         const ModelConfig& c = config_;
         LOOM_CHECK(c.scale_attn_weights, "{}: scale_attn_weights=false is not supported", c.source);
         LOOM_CHECK(!c.scale_attn_by_inverse_layer_idx,
@@ -124,8 +125,8 @@ private:
 
 }  // namespace
 
-std::unique_ptr<Model> build_gpt2(const ModelConfig& config) {
-    return std::make_unique<Gpt2Model>(config);
+std::unique_ptr<Model> build_gpt2(const ModelConfig& config, const ModelPlacement& placement) {
+    return std::make_unique<Gpt2Model>(config, placement);
 }
 
 }  // namespace loom

@@ -9,6 +9,6 @@
 
 namespace loom {
 
-std::unique_ptr<Model> build_gpt2(const ModelConfig& config);
+std::unique_ptr<Model> build_gpt2(const ModelConfig& config, const ModelPlacement& placement);
 
 }  // namespace loom

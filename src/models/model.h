@@ -2,6 +2,7 @@
 // whatever the family or head.
 //
 //   auto model = build_model(config);            // rows registered, buffers allocated
+//   (build_model(config, placement) builds one pipeline stage / tp slice)
 //   model->load(SafetensorsFile::open(...));      // by HF name
 //   LossSum l = model->forward(inputs, dropout);   // saves activations
 //   model->backward(1.0 / global_count);           // grads += d(scale * loss_sum)
@@ -26,6 +27,7 @@
 #include "core/model_inputs.h"
 #include "core/tensor.h"
 #include "models/model_config.h"
+#include "models/model_placement.h"
 #include "nn/embedding.h"
 #include "nn/module.h"
 #include "nn/param_table.h"
@@ -39,6 +41,8 @@ class TensorSource;
 class Model : public StageModel {
   public:
     const ModelConfig& config() const { return config_; }
+    // What this process built of the model (pipeline stage, tp slice).
+    const ModelPlacement& placement() const { return placement_; }
     ParamTable& params() final { return table_; }
     const ParamTable& params() const final { return table_; }
 
@@ -50,10 +54,10 @@ class Model : public StageModel {
     void zero_grad() final { table_.zero_grad(); }
 
     // forward, backward, the stage views and the data-parallel hooks are
-    // StageModel's (parallel/stage_model.h); the stage is ModelConfig::part.
+    // StageModel's (parallel/stage_model.h); the stage is placement().part.
 
     int64_t hidden_width() const final { return config_.hidden_size; }
-    const ModelTp& tp_slice() const final { return config_.tp; }
+    const ModelTp& tp_slice() const final { return placement_.tp; }
     // Transformer-layer applications of the whole model (ALBERT's shared
     // layer counts once per use): what pipeline stages divide.
     virtual int64_t num_layer_applications() const { return config_.num_hidden_layers; }
@@ -92,8 +96,9 @@ class Model : public StageModel {
     virtual Tensor hidden_state(int i) const = 0;
 
   protected:
-    explicit Model(ModelConfig c) : config_(std::move(c)) {}
+    Model(ModelConfig c, ModelPlacement p) : config_(std::move(c)), placement_(std::move(p)) {}
     ModelConfig config_;
+    ModelPlacement placement_;
     ParamTable table_;
     GradReadyHook grad_ready_hook_;
 };
@@ -103,7 +108,9 @@ class Model : public StageModel {
 int64_t model_layer_applications(const ModelConfig& config);
 
 // Builds the model the config names (family + task head), parameters
-// allocated but uninitialised: call load() or init().
-std::unique_ptr<Model> build_model(const ModelConfig& config);
+// allocated but uninitialised: call load() or init(). `placement` is what
+// this process builds of it; the default is the whole model.
+std::unique_ptr<Model> build_model(const ModelConfig& config,
+                                   const ModelPlacement& placement = {});
 
 }  // namespace loom

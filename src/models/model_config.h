@@ -1,9 +1,5 @@
 // Hugging Face config.json -> ModelConfig, for the five supported families.
 //
-// NOTE: `part` and `tp` are not HF math but what this process builds of the
-// model (a pipeline stage, a tensor-parallel slice); they ride along here
-// until build_model takes them as arguments of their own.
-//
 // ModelConfig holds every field that changes the math (sizes, activation, eps,
 // padding id, ALBERT's groups, dropout probabilities, the task head), under
 // one name per concept whatever the family calls it (hidden_size / dim /
@@ -13,8 +9,9 @@
 // fields Loom changed (config_to_json), as save_pretrained would.
 //
 // Deliberately not here: the activation enum (ops/activation.h; the model
-// builder converts `hidden_act` and reports unknown names) and anything about
-// tokenizers.
+// builder converts `hidden_act` and reports unknown names), anything about
+// tokenizers, and what this process builds of the model (a pipeline stage, a
+// tensor-parallel slice: models/model_placement.h).
 #pragma once
 
 #include <cstdint>
@@ -25,8 +22,6 @@
 #include <vector>
 
 #include "core/task.h"
-#include "nn/tp_slice.h"
-#include "parallel/model_part.h"
 
 namespace loom {
 
@@ -41,8 +36,6 @@ struct ModelConfig {
     std::string model_type;    // "bert", "roberta", "distilbert", "albert", "gpt2"
     ModelFamily family = ModelFamily::bert;
     Task task = Task::base;
-    ModelPart part;  // not from config.json: what this process builds
-    ModelTp tp;      // not from config.json: this process's tensor-parallel slice
 
     int64_t vocab_size = 0;               // V
     int64_t hidden_size = 0;              // C (hidden_size / dim / n_embd)

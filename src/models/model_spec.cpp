@@ -46,7 +46,7 @@ int64_t model_layer_applications(const ModelConfig& config) {
            (config.family == ModelFamily::albert ? std::max<int64_t>(config.inner_group_num, 1) : 1);
 }
 
-std::unique_ptr<Model> build_model(const ModelConfig& config) {
+std::unique_ptr<Model> build_model(const ModelConfig& config, const ModelPlacement& placement) {
     const ModelSpec& spec = model_spec(config.family);
     if (!supports_task(config.family, config.task)) {
         std::string tasks;
@@ -54,7 +54,7 @@ std::unique_ptr<Model> build_model(const ModelConfig& config) {
         LOOM_FAIL("{}: task '{}' is not supported for {} (supported: {})", config.source,
                   task_name(config.task), spec.name, tasks);
     }
-    return spec.build(config);
+    return spec.build(config, placement);
 }
 
 LoadReport Model::load(const TensorSource& file, uint64_t init_seed) {

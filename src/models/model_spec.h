@@ -15,7 +15,7 @@ namespace loom {
 struct ModelSpec {
     ModelFamily family;
     std::string_view name;
-    std::unique_ptr<Model> (*build)(const ModelConfig&);
+    std::unique_ptr<Model> (*build)(const ModelConfig&, const ModelPlacement&);
     std::vector<Task> tasks;  // supported heads (Task::base included)
 };
 

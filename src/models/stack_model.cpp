@@ -34,7 +34,7 @@ void mark(std::vector<bool>& keep, const LayerNorm* n) {
 }  // namespace
 
 void StackModel::apply_part() {
-    const ModelPart& p = config_.part;
+    const ModelPart& p = placement_.part;
     if (p.whole()) return;
     const int64_t A = int64_t(schedule_.size());
     LOOM_CHECK(p.app_begin >= 0 && app_end() <= A && p.app_begin < app_end(),
@@ -85,13 +85,13 @@ void StackModel::finish_build() {
     // Position/type tables, LayerNorms and classification heads stay whole,
     // replicated on tp: every tp rank computes them redundantly from
     // replicated inputs, so their gradients agree without a sum over tp.
-    if (config_.tp.active()) {
-        for (TransformerBlock& b : blocks_) b.shard(table_, config_.tp);
-        word_embeddings().shard(table_, config_.tp);
-        if (head_) head_->shard(table_, config_.tp);
+    if (placement_.tp.active()) {
+        for (TransformerBlock& b : blocks_) b.shard(table_, placement_.tp);
+        word_embeddings().shard(table_, placement_.tp);
+        if (head_) head_->shard(table_, placement_.tp);
     }
-    if (config_.part.share_with)
-        table_.share_buffers(*config_.part.share_with);
+    if (placement_.part.share_with)
+        table_.share_buffers(*placement_.part.share_with);
     else
         table_.allocate();
     bind_all();
@@ -129,8 +129,8 @@ bool StackModel::set_sparse_embedding_grad(bool on) {
     if (on) {
         // Whole tables of whole models only, and the table must lie below every
         // block so the top-down block reports never include it.
-        const bool whole =
-            config_.part.whole() && w.tp == nullptr && w.table.defined() && w.table.grad != nullptr;
+        const bool whole = placement_.part.whole() && w.tp == nullptr && w.table.defined() &&
+                           w.table.grad != nullptr;
         const int64_t end =
             whole ? table_.row(w.table.row).offset + table_.row(w.table.row).numel() : 0;
         on = whole && std::all_of(block_begin_.begin(), block_begin_.end(),
@@ -180,7 +180,7 @@ void StackModel::plan(int64_t B, int64_t T) {
     const int64_t A = int64_t(schedule_.size());
     acts_.resize(size_t(A));
     const int64_t a0 = app_begin(), a1 = app_end();
-    const bool with_head = config_.part.head;
+    const bool with_head = placement_.part.head;
     arena_.build([&](ActArena& a) {
         hidden_ = a.take((a1 - a0 + 1) * N * C);
         if (with_head && final_norm_.weight.defined()) {
@@ -202,7 +202,7 @@ void StackModel::plan(int64_t B, int64_t T) {
         if (!blocks_.empty()) scratch_.plan(a, B, T, blocks_[0]);
         dh_ = a.take(N * C);
         du_ = a.take(N * C);
-        if (config_.part.embeddings) plan_embeddings(a, B, T);
+        if (placement_.part.embeddings) plan_embeddings(a, B, T);
         if (head_ && with_head) head_->plan(a, B, T);
     });
     planned_B_ = B;
@@ -233,12 +233,12 @@ const float* StackModel::final_hidden() const {
 }
 
 const float* StackModel::stage_output() const {
-    LOOM_CHECK(!config_.part.head, "stage_output: this part ends with the head (it has a loss)");
+    LOOM_CHECK(!placement_.part.head, "stage_output: this part ends with the head (it has a loss)");
     return hidden_at(app_end());
 }
 
 const float* StackModel::stage_input_grad() const {
-    LOOM_CHECK(!config_.part.embeddings,
+    LOOM_CHECK(!placement_.part.embeddings,
                "stage_input_grad: this part starts with the embeddings (no input gradient)");
     return dh_;
 }
@@ -246,7 +246,7 @@ const float* StackModel::stage_input_grad() const {
 void StackModel::choose_last_rows() {
     last_rows_on_ = false;
     const int64_t N = B_ * T_;
-    if (scope_ != LogitsScope::labelled_positions || !head_ || !config_.part.head ||
+    if (scope_ != LogitsScope::labelled_positions || !head_ || !placement_.part.head ||
         app_end() != int64_t(schedule_.size()) || app_end() <= app_begin())
         return;
     if (!blocks_[size_t(schedule_[size_t(app_end() - 1)])].supports_rows()) return;
@@ -291,7 +291,7 @@ LossSum StackModel::forward(const ModelInputs& in, const DropoutPlan& dropout) {
 
     if (B_ != planned_B_ || T_ != planned_T_ || ckpt_every_ != planned_ckpt_every_) plan(B_, T_);
 
-    if (config_.part.embeddings) {
+    if (placement_.part.embeddings) {
         embed_forward(hidden_);
     } else {
         LOOM_CHECK(in.stage_input != nullptr,
@@ -303,7 +303,7 @@ LossSum StackModel::forward(const ModelInputs& in, const DropoutPlan& dropout) {
         forward_app(a);
         if (checkpointed(a)) ckpt_holds_ = a;
     }
-    const bool with_head = config_.part.head;
+    const bool with_head = placement_.part.head;
     if (with_head && final_norm_.weight.defined())
         final_norm_.forward(final_, final_acts_, hidden_at(app_end()), N);
 
@@ -326,7 +326,7 @@ LossSum StackModel::forward(const ModelInputs& in, const DropoutPlan& dropout) {
 void StackModel::backward(double loss_scale, const float* d_stage_output) {
     LOOM_CHECK(ready_for_backward_, "backward called without a forward");
     const int64_t N = B_ * T_, C = config_.hidden_size;
-    if (config_.part.head) {
+    if (placement_.part.head) {
         LOOM_CHECK(head_ != nullptr, "{} has no task head, so there is no loss to differentiate",
                    config_.architecture);
         LOOM_CHECK(has_labels_, "backward needs labels in the batch (task {})",
@@ -368,7 +368,7 @@ void StackModel::backward(double loss_scale, const float* d_stage_output) {
             blk.backward(dh_, acts_[size_t(a)], hidden_at(a), step_for(int(a)), scratch_);
         report_blocks_done(int(a), reported);
     }
-    if (config_.part.embeddings) embed_backward(dh_);
+    if (placement_.part.embeddings) embed_backward(dh_);
     report_rest(reported);
     ready_for_backward_ = false;  // saved activations were consumed with this loss scale
 }
@@ -385,7 +385,7 @@ StackView StackModel::view() const {
 }
 
 int StackModel::num_hidden_states() const {
-    if (!config_.part.whole()) return 0;  // a pipeline stage outputs no hidden states
+    if (!placement_.part.whole()) return 0;  // a pipeline stage outputs no hidden states
     return int(int64_t(schedule_.size()) / apps_per_layer_) + 1;
 }
 
@@ -407,7 +407,7 @@ Tensor StackModel::hidden_state(int i) const {
 
 std::map<std::string, Tensor> StackModel::outputs() const {
     std::map<std::string, Tensor> out;
-    if (head_ && config_.part.head) head_->outputs(arena_, out);
+    if (head_ && placement_.part.head) head_->outputs(arena_, out);
     // A last layer run at the head's rows only has no whole output to offer.
     const int n = num_hidden_states() - (last_rows_on_ && num_hidden_states() > 0 ? 1 : 0);
     for (int i = 0; i < n; ++i) out["hidden_states." + std::to_string(i)] = hidden_state(i);

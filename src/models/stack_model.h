@@ -52,7 +52,7 @@ class StackModel : public Model {
     StackView view() const;
 
   protected:
-    explicit StackModel(ModelConfig c) : Model(std::move(c)) {}
+    StackModel(ModelConfig c, ModelPlacement p) : Model(std::move(c), std::move(p)) {}
     // Call at the end of the subclass constructor: allocates the table and binds
     // every module to it.
     void finish_build();
@@ -84,11 +84,11 @@ class StackModel : public Model {
 
   private:
     void bind_all();
-    // Marks the rows of config_.part's other stages absent (before allocate).
+    // Marks the rows of placement_.part's other stages absent (before allocate).
     void apply_part();
-    int64_t app_begin() const { return config_.part.app_begin; }
+    int64_t app_begin() const { return placement_.part.app_begin; }
     int64_t app_end() const {
-        return config_.part.app_end < 0 ? int64_t(schedule_.size()) : config_.part.app_end;
+        return placement_.part.app_end < 0 ? int64_t(schedule_.size()) : placement_.part.app_end;
     }
     // Block output of application a - 1 (input of a), a in [app_begin, app_end].
     float* hidden_at(int64_t a) const {

@@ -5,7 +5,7 @@
 // stage, ALBERT's shared layer on every stage) on the pp group, then hands the
 // stage's flat gradient buffer to DataParallel (dp group: all-reduce or ZeRO).
 //
-// The stage's model is built from ModelConfig::part (models/stack_model.h): its
+// The stage's model is built for a ModelPart (models/model_placement.h): its
 // ParamTable lists every row of the model but holds memory only for the
 // stage's rows, so the optimizer, ZeRO and the buffers are the stage's own.
 // One model instance per micro-batch in flight (schedule_max_in_flight), all
@@ -24,7 +24,7 @@
 // instance hold all of the rank's rows), each with its own instances.
 //
 // Tensor parallelism: the stage models may be built for a tp slice
-// (ModelConfig::tp); the linears then run Megatron's regions on that tp group
+// (ModelPlacement::tp); the linears then run Megatron's regions on that tp group
 // themselves. Here: the grad norm sums sharded rows over tp and counts
 // replicated rows once (tp rank 0's), and the gathers assemble sharded rows
 // into global tensors (all_gather on tp), so checkpoints stay layout-free.

@@ -22,7 +22,9 @@ namespace loom {
 
 class GpuEvalModel final : public Model {
   public:
-    GpuEvalModel(CudaModel& gpu, const ModelConfig& config) : Model(config), gpu_(gpu) {}
+    // A whole model: the trainer uses this view only without pipeline or tp.
+    GpuEvalModel(CudaModel& gpu, const ModelConfig& config)
+        : Model(config, ModelPlacement{}), gpu_(gpu) {}
 
     LossSum forward(const ModelInputs& in, const DropoutPlan& dropout) override {
         const LossSum l = gpu_.forward(in, dropout);

@@ -7,6 +7,7 @@
 // data or touches output_dir.
 #include "core/check.h"
 #include "io/safetensors.h"
+#include "models/model_placement.h"
 #include "models/stage_extras.h"
 #include "ops/gemm.h"
 #include "ops/device_ops.h"
@@ -67,7 +68,7 @@ void Trainer::build_model_and_optimizer() {
     const TrainingArgs& t = job_.training;
     const bool tensor = opts_.tp_comm && opts_.tp_comm->size() > 1;
     // Tensor parallelism rides on the pipeline executor (a single stage when
-    // pp is 1): it already builds models from a ModelConfig, gathers rows into
+    // pp is 1): it already builds models for a placement, gathers rows into
     // global tensors for checkpoints and owns the global grad norm.
     const bool pipeline = (opts_.pp_comm && opts_.pp_comm->size() > 1) || tensor;
     // Pipeline stages build only their part (build_pipeline); the whole model
@@ -199,13 +200,13 @@ Trainer::PipelineShape Trainer::pipeline_shape() const {
 std::vector<std::unique_ptr<Model>> Trainer::build_stage_models(const PipelineShape& s,
                                                                 bool tensor) const {
     const DistributionArgs& dist = job_.distribution;
-    ModelConfig sc = config_;
-    if (tensor) sc.tp = ModelTp{opts_.tp_comm->rank(), opts_.tp_comm->size(), opts_.tp_comm};
+    ModelPlacement place;
+    if (tensor) place.tp = ModelTp{opts_.tp_comm->rank(), opts_.tp_comm->size(), opts_.tp_comm};
     std::vector<std::unique_ptr<Model>> models;
     for (int k = 0; k < s.slots * s.V; ++k) {
-        sc.part = pipeline_chunk_part(s.n_apps, s.P, s.V, s.stage, k / s.slots, s.partition);
-        if (k > 0) sc.part.share_with = &models[0]->params();
-        auto m = build_model(sc);
+        place.part = pipeline_chunk_part(s.n_apps, s.P, s.V, s.stage, k / s.slots, s.partition);
+        if (k > 0) place.part.share_with = &models[0]->params();
+        auto m = build_model(config_, place);
         m->set_compute_dtype(compute_dtype());
         if (dist.activation_checkpointing)
             m->set_activation_checkpointing(std::max<int64_t>(dist.checkpoint_every, 1));

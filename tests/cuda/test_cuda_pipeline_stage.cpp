@@ -70,11 +70,11 @@ TEST_P(CudaPipelineStage, TwoStagesTwoMicroBatchesInFlightEqualTheWholeModel) {
     CudaModelOptions o;
     o.dtype = ComputeDtype::fp32;
     for (int s = 0; s < 2; ++s) {
-        ModelConfig c = f.config;
-        c.part = pipeline_stage_part(n_apps, 2, s);
+        ModelPlacement place;
+        place.part = pipeline_stage_part(n_apps, 2, s);
         for (int k = 0; k < 2; ++k) {
-            if (k > 0) c.part.share_with = &cpu[s][0]->params();
-            cpu[s].push_back(build_model(c));
+            if (k > 0) place.part.share_with = &cpu[s][0]->params();
+            cpu[s].push_back(build_model(f.config, place));
         }
         cpu[s][0]->load(SafetensorsFile::open(weights));
         owner[s] = CudaModel::create(*cpu[s][0], o);

@@ -1,4 +1,4 @@
-// Whole models built for a tensor-parallel slice (ModelConfig::tp) against the
+// Whole models built for a tensor-parallel slice (ModelPlacement::tp) against the
 // same model built whole, on CommLocal threads (tp 2), for every HF fixture
 // (BERT, RoBERTa, DistilBERT, ALBERT, GPT-2; masked LM, classification, QA,
 // causal LM heads).
@@ -97,15 +97,20 @@ TEST(TensorParallelModel, LossOutputsAndGradientsEqualTheWholeModel) {
         const ModelInputs in = f.inputs();
         const std::string weights = f.dir + "/model.safetensors";
         auto whole = build_model(c);
+        EXPECT_FALSE(whole->tp_slice().active());
         whole->load(SafetensorsFile::open(weights));
         const StepOut ref = run(*whole, in, nullptr);
 
         std::vector<StepOut> got(k_tp);
         std::vector<std::map<std::string, std::vector<float>>> replicated(k_tp);
         comm_local_run(k_tp, [&](Communicator& tp) {
-            ModelConfig sc = c;
-            sc.tp = ModelTp{tp.rank(), tp.size(), &tp};
-            auto m = build_model(sc);
+            ModelPlacement place;
+            place.tp = ModelTp{tp.rank(), tp.size(), &tp};
+            auto m = build_model(c, place);
+            // The model keeps its placement: the CUDA executor reads it there.
+            EXPECT_EQ(m->tp_slice().rank, tp.rank());
+            EXPECT_EQ(m->placement().tp.comm, &tp);
+            EXPECT_TRUE(m->placement().part.whole());
             const LoadReport rep = m->load(SafetensorsFile::open(weights));
             EXPECT_TRUE(rep.unused.empty());
             // Some row must really be split, or this test proves nothing.
@@ -146,9 +151,9 @@ TEST(TensorParallelModel, InitDrawsTheWholeModelsValues) {
         whole->init(5);
         const std::map<std::string, Tensor> want = whole->params().param_tensors();
         comm_local_run(k_tp, [&](Communicator& tp) {
-            ModelConfig sc = f.config;
-            sc.tp = ModelTp{tp.rank(), tp.size(), &tp};
-            auto m = build_model(sc);
+            ModelPlacement place;
+            place.tp = ModelTp{tp.rank(), tp.size(), &tp};
+            auto m = build_model(f.config, place);
             m->init(5);
             const ParamTable& t = m->params();
             for (int i = 0; i < t.size(); ++i) {
@@ -164,11 +169,11 @@ TEST(TensorParallelModel, InitDrawsTheWholeModelsValues) {
 TEST(TensorParallelModel, HeadsThatDoNotDivideAreRefusedByName) {
     const Fixture f("bert-mlm");
     comm_local_run(3, [&](Communicator& tp) {
-        ModelConfig sc = f.config;
-        sc.tp = ModelTp{tp.rank(), tp.size(), &tp};
+        ModelPlacement place;
+        place.tp = ModelTp{tp.rank(), tp.size(), &tp};
         try {
-            build_model(sc);
-            ADD_FAILURE() << "tp 3 accepted for " << sc.num_attention_heads << " heads";
+            build_model(f.config, place);
+            ADD_FAILURE() << "tp 3 accepted for " << f.config.num_attention_heads << " heads";
         } catch (const Error& e) {
             EXPECT_NE(std::string(e.what()).find("tensor_parallel_degree 3"), std::string::npos)
                 << e.what();

@@ -184,11 +184,11 @@ std::unique_ptr<PipelineParallel> build_stage(const ModelConfig& c, ScheduleKind
     const int P = pp.size();
     const int slots = schedule_max_in_flight(kind, P, pp.rank(), M, V);
     std::vector<std::unique_ptr<Model>> models;
-    ModelConfig sc = c;
+    ModelPlacement place;
     for (int k = 0; k < slots * V; ++k) {
-        sc.part = pipeline_chunk_part(n_apps, P, V, pp.rank(), k / slots);
-        if (k > 0) sc.part.share_with = &models[0]->params();
-        auto m = build_model(sc);
+        place.part = pipeline_chunk_part(n_apps, P, V, pp.rank(), k / slots);
+        if (k > 0) place.part.share_with = &models[0]->params();
+        auto m = build_model(c, place);
         m->set_logits_scope(LogitsScope::labelled_positions);
         models.push_back(std::move(m));
     }

@@ -49,7 +49,7 @@ CudaExecutor<T>::CudaExecutor(Model& cpu, const CudaModelOptions& options, CudaE
       options_(options),
       owner_(owner),
       ctx_(options.device, owner ? owner->ctx_.stream() : nullptr) {
-    const ModelPart& part = config_.part;
+    const ModelPart& part = cpu.placement().part;
     const int64_t A = int64_t(view_.schedule->size());
     app_begin_ = part.app_begin;
     app_end_ = part.app_end < 0 ? A : part.app_end;

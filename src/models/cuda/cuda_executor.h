@@ -179,7 +179,7 @@ class CudaExecutor final : public CudaModel {
     CudaModelOptions options_;
     CudaExecutor* owner_ = nullptr;  // make_instance: the buffers' owner
     CudaContext ctx_;                // on the owner's stream for an instance
-    // The part this executor runs (ModelConfig::part): layer applications
+    // The part this executor runs (Model::placement().part): layer applications
     // [app_begin_, app_end_), the embeddings, the final norm and the head.
     int64_t app_begin_ = 0, app_end_ = 0;
     bool with_embeddings_ = true, with_head_ = true;

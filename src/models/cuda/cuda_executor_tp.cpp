@@ -35,7 +35,7 @@ namespace loom {
 
 template <typename T>
 void CudaExecutor<T>::tp_setup() {
-    const ModelTp& mt = config_.tp;
+    const ModelTp& mt = cpu_.placement().tp;
     if (!mt.active()) {
         LOOM_CHECK(options_.tp == nullptr || options_.tp->size() == 1,
                    "CUDA executor: a tp group of {} ranks for a model that is not sharded",

@@ -19,12 +19,12 @@
 // CPU's, so the same batch gives the CPU's loss and gradients within the
 // compute type's rounding (fp32: op rounding only). A model sharded for
 // tensor parallelism runs its slice, posting the Megatron collectives its
-// modules declare on CudaModelOptions::tp. A pipeline stage (ModelConfig::
-// part) runs its layer applications, with the embeddings only on the first
-// stage and the head only on the last; its hidden states cross stages on the
-// device (forward_stage, backward_stage), and make_instance gives it one set
-// of activations per micro-batch in flight (parallel/gpu_pipeline.h drives
-// them through the schedule).
+// modules declare on CudaModelOptions::tp. A pipeline stage
+// (Model::placement().part) runs its layer applications, with the embeddings
+// only on the first stage and the head only on the last; its hidden states
+// cross stages on the device (forward_stage, backward_stage), and
+// make_instance gives it one set of activations per micro-batch in flight
+// (parallel/gpu_pipeline.h drives them through the schedule).
 //
 // This header includes no CUDA header, so host code of any build may include
 // it; the implementation exists only in a CUDA build (LOOM_HAVE_CUDA), and
@@ -82,7 +82,7 @@ struct CudaModelOptions {
     // (B, NH, T, T) probabilities).
     bool fused_attention = true;
     // Tensor parallelism: the device twin (CommNccl, same ranks) of the tp
-    // group the model was sharded on (ModelConfig::tp). The executor posts
+    // group the model was sharded on (Model::placement().tp). The executor posts
     // the collectives its modules declare (Linear::tp_role, a vocab-parallel
     // Embedding, a vocab-parallel head) on it, ordered on its compute stream.
     // Must outlive the executor; null when the model is not sharded.
@@ -151,7 +151,7 @@ class CudaModel : public DeviceStage {
     virtual int64_t peak_device_bytes() = 0;
     virtual std::string device_name() const = 0;
 
-    // ---- pipeline stages (ModelConfig::part) ----
+    // ---- pipeline stages (Model::placement().part) ----
     // Hidden states cross stages on the device: (B, T, C) in grad_dtype()
     // (the compute type, so a stage boundary rounds nothing one device would
     // not), ordered on compute_stream().
