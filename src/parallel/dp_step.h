@@ -109,6 +109,8 @@ class DataParallel : public StepEngine {
     std::map<std::string, Tensor> optimizer_state() const;
     void load_optimizer_state(const std::map<std::string, Tensor>& state, int64_t step);
 
+    // False for SGD, whose checkpoint holds the step count only.
+    bool optimizer_has_state() const { return optimizer_kind_ != OptimizerKind::sgd; }
     DpMemoryPlan memory_plan() const;
     const GradSyncStats& stats() const { return sync_->stats(); }
     GradSync& grad_sync() { return *sync_; }

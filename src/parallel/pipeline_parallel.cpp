@@ -391,6 +391,8 @@ std::map<std::string, Tensor> PipelineParallel::gather_optimizer_state(
     const std::map<std::string, Tensor>& local, bool to_all) const {
     const ParamTable& t = models_[0]->params();
     if (!to_all && dp_->dp_rank() != 0) return {};
+    // SGD keeps no state (every rank runs the same optimizer).
+    if (!dp_->optimizer_has_state()) return {};
     std::vector<std::pair<std::string, int>> names;
     for (int i = 0; i < t.size(); ++i) {
         // Trainable where it is held (frozen rows have no optimizer state).

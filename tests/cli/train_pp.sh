@@ -66,12 +66,16 @@ for f in albert distilbert roberta; do
 done
 
 echo "== LAMB and SGD: 1 rank, then dp 2 x pp 2 with ZeRO 1 (GPT-2's tied wte on two stages)"
+# (SGD at learning rate 1: without moments a step of 1e-2 would barely move
+# the weights, and a stage that skipped its update would go unnoticed.)
 for o in lamb sgd; do
+  lr=1.0e-2; [[ $o == sgd ]] && lr=1.0
   "$loom" train pp_clm.yaml --quiet --threads 1 --set hyperparameters.optim=$o \
-      --set hyperparameters.output_dir=clm_$o
+      --set hyperparameters.learning_rate=$lr --set hyperparameters.output_dir=clm_$o
   train_on pp_clm.yaml clm_${o}_d2p2z1 4 --set distribution.pipeline_parallel_degree=2 \
       --set distribution.microbatches=2 --set hyperparameters.per_device_train_batch_size=4 \
-      --set distribution.zero_stage=1 --set hyperparameters.optim=$o
+      --set distribution.zero_stage=1 --set hyperparameters.optim=$o \
+      --set hyperparameters.learning_rate=$lr
   compare clm_$o clm_${o}_d2p2z1
 done
 
