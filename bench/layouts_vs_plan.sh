@@ -15,6 +15,7 @@
 #   bench/layouts_vs_plan.sh [loom binary] [layouts...]
 #   PLAN_CALIBRATION=file.yaml (from `loom plan --calibrate`) plans with this
 #   machine's measured figures instead of the defaults
+#   PLAN_ONLY=1 prints the plans and trains nothing (seconds, not half an hour)
 #   layouts: DPxTPxPP[:schedule] (default: 1x1x8:simple 2x1x4 4x1x2 2x2x2 1x8x1);
 #   each layout splits its replica's batch into 8 / dp micro-batches of 2 rows
 #
@@ -88,6 +89,7 @@ for spec in "${layouts[@]}"; do
   [[ ${#results[@]} -gt 0 ]] || head -2 "$plan"
   if ((pp > 1)); then key="dp$dp tp$tp pp$pp $sched"; else key="dp$dp tp$tp pp$pp"; fi
   grep -E "^$key " "$plan" | grep -v ckpt || true
+  [[ -n ${PLAN_ONLY:-} ]] && continue
   [[ $sched == interleaved ]] && set_args+=(--set distribution.virtual_stages=2)
   ((dp > 1)) && set_args+=(--set distribution.zero_stage=1)
   ok=1
@@ -106,6 +108,7 @@ for spec in "${layouts[@]}"; do
   ((ok)) && results+=("$dp $tp $pp $sched $work/run_${lay}_${sched}_2 $work/run_${lay}_${sched}_4 $plan")
 done
 
+[[ -n ${PLAN_ONLY:-} ]] && exit 0
 [[ ${#results[@]} -gt 0 ]] || { echo "no layout ran"; exit 1; }
 python3 - "${results[@]}" <<'PY'
 import json, re, sys

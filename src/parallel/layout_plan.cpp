@@ -248,8 +248,16 @@ MemoryPlan plan_memory(const PlanModel& m, const PlanWorkload& w, const LayoutCh
     const double chunk_share =
         l.schedule == ScheduleKind::interleaved ? 1.0 / l.virtual_stages : 1.0;
     r.activations_in_flight = r.activations_per_micro * in_flight * chunk_share;
-    r.workspace = k_f32 * workspace_floats(m, w, l, busiest_is_first || l.pp == 1,
-                                           !busiest_is_first || l.pp == 1);
+    // The trainer builds one model instance per micro-batch in flight and
+    // chunk, each with an arena of its own: its backward workspace and head
+    // buffers are there once per instance.
+    const double instances =
+        l.pp > 1 ? double(in_flight) *
+                       (l.schedule == ScheduleKind::interleaved ? l.virtual_stages : 1)
+                 : 1.0;
+    r.workspace = instances * k_f32 *
+                  workspace_floats(m, w, l, busiest_is_first || l.pp == 1,
+                                   !busiest_is_first || l.pp == 1);
     r.peak = r.params + r.grads + r.optimizer + r.activations_in_flight + r.workspace;
     return r;
 }

@@ -83,7 +83,7 @@ struct MemoryPlan {
     double params = 0, grads = 0, optimizer = 0;  // bytes on the most loaded rank
     double activations_per_micro = 0;             // saved for backward, one micro-batch
     double activations_in_flight = 0;             // x the schedule's live micro-batches
-    double workspace = 0;                         // backward scratch, logits, embeddings
+    double workspace = 0;  // backward scratch, logits, embeddings (per model instance in flight)
     double peak = 0;                              // sum of the above
     int in_flight = 1;                            // live micro-batches on that rank
 };
