@@ -130,6 +130,38 @@ TEST(LayoutPlan, ZeroShardsOptimizerStateAndCheckpointingKeepsBlockOutputs) {
     EXPECT_LT(half.activations_per_micro, full.activations_per_micro);
 }
 
+// The trainer builds one model instance per micro-batch in flight (and per
+// chunk when interleaved), each with an arena of its own, so a stage's
+// workspace counts once per instance; one process has one.
+TEST(LayoutPlan, PipelineWorkspaceIsCountedPerModelInstance) {
+    PlanModel m = plan_model_from_config(load_hf_config(fixture("bert-mlm")));
+    m.layers = m.distinct_blocks = 8;
+    PlanWorkload w;
+    w.micro_batch = 2;
+    w.seq = 32;
+    LayoutChoice l;
+    l.pp = 2;
+    l.schedule = ScheduleKind::simple;
+    w.microbatches = 1;
+    const MemoryPlan one = plan_memory(m, w, l);
+    w.microbatches = 4;
+    const MemoryPlan four = plan_memory(m, w, l);
+    ASSERT_EQ(one.in_flight, 1);
+    ASSERT_EQ(four.in_flight, 4);  // GPipe: every micro-batch in flight at once
+    EXPECT_NEAR(four.workspace, 4 * one.workspace, 1e-9 * four.workspace);
+    LayoutChoice il = l;
+    il.schedule = ScheduleKind::interleaved;
+    il.virtual_stages = 2;
+    const MemoryPlan chunks = plan_memory(m, w, il);
+    EXPECT_NEAR(chunks.workspace, double(chunks.in_flight) * 2 * one.workspace,
+                1e-9 * chunks.workspace);
+    const LayoutChoice whole;
+    PlanWorkload w1 = w;
+    w1.microbatches = 1;
+    EXPECT_EQ(plan_memory(m, w, whole).workspace, plan_memory(m, w1, whole).workspace)
+        << "one process: one arena whatever the micro-batch count";
+}
+
 TEST(LayoutPlan, PipelineBubbleIsTheSimulatedSchedules) {
     PlanModel m = plan_model_from_config(load_hf_config(fixture("bert-mlm")));
     m.layers = m.distinct_blocks = 8;
