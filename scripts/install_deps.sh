@@ -5,6 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config
+  ccache  # scripts/build.sh: the CUDA build reuses the CPU build's objects
   libdnnl-dev ocl-icd-opencl-dev libopenblas-dev
   nlohmann-json3-dev libyaml-cpp-dev libcli11-dev libfmt-dev
   libutf8proc-dev libpcre2-dev
