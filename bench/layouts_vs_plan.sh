@@ -83,8 +83,10 @@ for spec in "${layouts[@]}"; do
             --set "distribution.tensor_parallel_degree=$tp"
             --set "distribution.microbatches=$micro")
   plan=$work/plan_${lay}_${sched}.txt
+  # The plan prices the ZeRO stage the run uses (1 where dp > 1, below).
+  zero=0; ((dp > 1)) && zero=1
   "$loom" plan "$work/job.yaml" --world $world --all --set distribution.microbatches=$micro \
-      --set hyperparameters.per_device_train_batch_size=$global \
+      --set hyperparameters.per_device_train_batch_size=$global --set distribution.zero_stage=$zero \
       ${PLAN_CALIBRATION:+--calibration "$PLAN_CALIBRATION"} > "$plan"
   [[ ${#results[@]} -gt 0 ]] || head -2 "$plan"
   if ((pp > 1)); then key="dp$dp tp$tp pp$pp $sched"; else key="dp$dp tp$tp pp$pp"; fi

@@ -89,6 +89,7 @@ void run_plan(const PlanOptions& o) {
         mc.cores = cal.cores;
         mc.gflops_per_core = cal.gflops_per_core;
         mc.gemm_half_rows = cal.gemm_half_rows;
+        mc.step_efficiency = cal.step_efficiency;
         mc.allreduce_gbps = cal.allreduce_gbps;
         mc.p2p_gbps = cal.p2p_gbps;
     }
@@ -99,11 +100,14 @@ void run_plan(const PlanOptions& o) {
         config.architecture, config.source, double(m.total_params) / 1e6, m.layers, m.hidden,
         m.heads, q.global_batch, q.seq, q.microbatches);
     fmt::print(
-        "machine: {} cores at {:.0f} GFLOP/s each{}, all-reduce {:.1f} GB/s, p2p {:.1f} GB/s; "
+        "machine: {} cores at {:.0f} GFLOP/s each{}{}, all-reduce {:.1f} GB/s, p2p {:.1f} GB/s; "
         "world {}{}\n\n",
         mc.cores, mc.gflops_per_core,
         mc.gemm_half_rows > 0
             ? fmt::format(" x rows / (rows + {:.0f}) per micro-batch", mc.gemm_half_rows)
+            : std::string(),
+        mc.step_efficiency != 1.0
+            ? fmt::format(" x {:.2f} in a whole step", mc.step_efficiency)
             : std::string(),
         mc.allreduce_gbps, mc.p2p_gbps, world,
         o.calibration.empty() ? std::string() : fmt::format(" (calibrated: {})", o.calibration));
@@ -194,7 +198,8 @@ This machine's figures for the CPU planner (docs/cost-model.md):
                   "price flash-style fused attention (no s x s tensors)");
     sub->add_flag("--calibrate", o->calibrate,
                   "measure this machine for the CPU planner: GEMM rate by shape and threads, "
-                  "all-reduce and point-to-point bandwidth (no job needed)");
+                  "the share of it a training step keeps, all-reduce and point-to-point "
+                  "bandwidth (no job needed)");
     sub->add_option("--calibrate-out", o->calib.out, "YAML file --calibrate writes");
     sub->add_option("--calibrate-ranks", o->calib.ranks, "ranks for the bandwidths")
         ->capture_default_str();

@@ -20,7 +20,10 @@
 #include "comm/comm_local.h"
 #include "comm/comm_mpi.h"
 #include "core/check.h"
+#include "models/model_config.h"
+#include "models/model.h"
 #include "ops/gemm.h"
+#include "train/plan_model.h"
 
 namespace loom::cli {
 
@@ -135,6 +138,45 @@ double load_average() {
     return l;
 }
 
+// A training step's achieved rate: forward and backward of a 2-block BERT
+// classifier (hidden C, 4C intermediate, C/64 heads) on 2 x 128 tokens at one
+// thread, in the planner's FLOPs (forward_flops_per_token, x3).
+struct StepRate {
+    double rows = 0, gflops = 0;
+};
+StepRate block_step_rate(int64_t C, int reps) {
+    const int64_t B = 2, T = 128;
+    const ModelConfig c = parse_hf_config(
+        fmt::format(R"({{"architectures": ["BertForSequenceClassification"], "model_type": "bert",
+            "vocab_size": 512, "hidden_size": {}, "num_hidden_layers": 2,
+            "num_attention_heads": {}, "intermediate_size": {}, "max_position_embeddings": {},
+            "type_vocab_size": 2, "num_labels": 2}})",
+                    C, std::max<int64_t>(1, C / 64), 4 * C, T),
+        "calibration block");
+    auto model = build_model(c);
+    model->init(1);
+    std::vector<int64_t> ids(size_t(B * T)), labels = {0, 1};
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = int64_t(i * 37 % 512);
+    ModelInputs in;
+    in.B = B;
+    in.T = T;
+    in.input_ids = ids.data();
+    in.labels = labels.data();
+    omp_set_num_threads(1);
+    auto once = [&] {
+        model->zero_grad();
+        model->forward(in, DropoutPlan{});
+        model->backward(1.0);
+    };
+    once();  // plans the arena and touches its memory
+    const auto t0 = Clock::now();
+    for (int r = 0; r < reps; ++r) once();
+    const double s = seconds_since(t0) / reps;
+    const PlanModel pm = plan_model_from_config(c);
+    const double flops = 3.0 * forward_flops_per_token(pm, T) * double(B * T);
+    return {double(B * T), flops / s / 1e9};
+}
+
 void calibrate_into(const CalibrateOptions& o, int ranks, const char* how,
                     const std::function<std::pair<double, double>()>& bandwidths) {
     const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
@@ -172,6 +214,13 @@ void calibrate_into(const CalibrateOptions& o, int ranks, const char* how,
         fmt::print("gemm 2048 x {} x {}, {} thread(s): {:.1f} GFLOP/s\n", NK, NK, t, g);
     }
     y << YAML::EndSeq;
+    const StepRate step = block_step_rate(NK, o.quick ? 1 : 3);
+    const double at_rows = fit.peak * step.rows / (step.rows + fit.half_rows);
+    const double efficiency = step.gflops / at_rows;
+    fmt::print(
+        "training step of 2 BERT blocks (hidden {}, {} token rows), 1 thread: {:.1f} GFLOP/s, "
+        "{:.2f} of the GEMM rate at those rows\n",
+        NK, int64_t(step.rows), step.gflops, efficiency);
     omp_set_num_threads(cores);
     const auto [ar, p2p] = bandwidths();
     fmt::print("all-reduce bus bandwidth {:.2f} GB/s, point-to-point {:.2f} GB/s ({} {})\n", ar,
@@ -179,6 +228,7 @@ void calibrate_into(const CalibrateOptions& o, int ranks, const char* how,
     y << YAML::Key << "cores" << YAML::Value << cores;
     y << YAML::Key << "gflops_per_core" << YAML::Value << fit.peak;
     y << YAML::Key << "gemm_half_rows" << YAML::Value << std::round(fit.half_rows);
+    y << YAML::Key << "step_efficiency" << YAML::Value << efficiency;
     y << YAML::Key << "allreduce_gbps" << YAML::Value << ar;
     y << YAML::Key << "p2p_gbps" << YAML::Value << p2p;
     y << YAML::Key << "load_average" << YAML::Value << load;
@@ -256,6 +306,8 @@ MachineModel machine_from_calibration(const std::string& path) {
     m.cores = int(num("cores", true));
     m.gflops_per_core = num("gflops_per_core", true);
     m.gemm_half_rows = num("gemm_half_rows", false);
+    // Files written before the step measurement existed plan GEMMs only.
+    if (n["step_efficiency"].IsDefined()) m.step_efficiency = num("step_efficiency", true);
     m.allreduce_gbps = num("allreduce_gbps", true);
     m.p2p_gbps = num("p2p_gbps", true);
     return m;

@@ -1,7 +1,8 @@
 // `loom plan --calibrate`: measures this machine for the CPU planner (GEMM
-// rate by shape and by threads, all-reduce and point-to-point bandwidth
-// between ranks) and writes the figures as YAML; `loom plan --calibration
-// FILE` reads them into the MachineModel (parallel/layout_plan.h).
+// rate by shape and by threads, the share of it a training step achieves,
+// all-reduce and point-to-point bandwidth between ranks) and writes the
+// figures as YAML; `loom plan --calibration FILE` reads them into the
+// MachineModel (parallel/layout_plan.h).
 //
 // Ranks are threads of this process (comm/comm_local.h), so the
 // bandwidths are those of in-process copies, an upper bound for MPI's

@@ -282,7 +282,7 @@ TimePlan plan_time(const PlanModel& m, const PlanWorkload& w, const LayoutChoice
     // Each rank runs max(1, cores / ranks) threads.
     const double threads = std::max(1.0, double(mc.cores) / double(ranks_node));
     const double shape = mc.gemm_half_rows > 0 ? tokens / (tokens + mc.gemm_half_rows) : 1.0;
-    const double core_rate = mc.gflops_per_core * 1e9 * shape;
+    const double core_rate = mc.gflops_per_core * 1e9 * shape * mc.step_efficiency;
     const double rank_rate = core_rate * threads;
 
     // Pipeline: the simulated schedule's idle share stretches the busy time.

@@ -68,6 +68,11 @@ struct MachineModel {
     // R / (R + gemm_half_rows) of gflops_per_core (0 = one rate for every
     // shape). Measured by `loom plan --calibrate`.
     double gemm_half_rows = 0;
+    // The share of that GEMM rate a whole training step achieves: attention,
+    // LayerNorm, GELU, dropout and the residual stream run between the
+    // GEMMs. Measured by `loom plan --calibrate` on a transformer block's
+    // forward and backward; 1 = GEMMs only.
+    double step_efficiency = 1.0;
 };
 
 struct LayoutChoice {

@@ -27,6 +27,8 @@ assert [t["threads"] for t in c["gemm_threads"]] == list(range(1, c["cores"] + 1
 for k in ("gflops_per_core", "allreduce_gbps", "p2p_gbps"):
     assert c[k] > 0, k
 assert c["gemm_half_rows"] >= 0
+# A whole training step cannot beat its GEMMs by much, nor fall to nothing.
+assert 0.05 < c["step_efficiency"] < 1.5, c["step_efficiency"]
 PY
 
 cat > config.json <<'JSON'
@@ -55,6 +57,12 @@ compute() {  # the compute column of layout $2 under calibration $1
 a=$(compute flat.yaml "dp1 tp1 pp8 1f1b"); b=$(compute shaped.yaml "dp1 tp1 pp8 1f1b")
 python3 -c "import sys; r = $b / $a; sys.exit(0 if abs(r - 3) < 0.01 else 1)" ||
   fail "shape factor: flat $a s, shaped $b s"
+# A step that achieves half the GEMM rate takes twice as long to compute; a
+# file without the key (written before it was measured) plans GEMMs only.
+printf 'step_efficiency: 0.5\n' | cat flat.yaml - > half.yaml
+c=$(compute half.yaml "dp1 tp1 pp8 1f1b")
+python3 -c "import sys; r = $c / $a; sys.exit(0 if abs(r - 2) < 0.01 else 1)" ||
+  fail "step efficiency: flat $a s, at half efficiency $c s"
 
 printf 'cores: 2\ngflops_per_core: -1\n' > bad.yaml
 err=$("$loom" plan job.yaml --world 8 --calibration bad.yaml 2>&1 || true)
