@@ -330,45 +330,46 @@ std::map<std::string, Tensor> PipelineParallel::gather_rows(
     const std::map<std::string, Tensor>& local,
     const std::vector<std::pair<std::string, int>>& names_rows, bool to_all) const {
     const ParamTable& t = models_[0]->params();
+    // For one rank (to_all false), tp rank 0 of stage 0 alone receives: the
+    // other tp ranks join each row's tp assembly and drop it, so the whole
+    // model is never held by every rank at once.
+    const bool tp_lead = !tp_ || tp_->rank() == 0;
     std::map<std::string, Tensor> out;
     // Rows go one at a time, in the same order on every stage, so at most one
     // row is in flight beyond what the receiver keeps.
     for (const auto& [name, row] : names_rows) {
         const int h = holder(row);
-        const bool receive = to_all || stage() == 0;
-        if (!receive && h != stage()) continue;
-        // Tensor-parallel rows travel whole (assembled on tp before).
         const ParamRow& r = t.row(row);
-        Tensor x = Tensor::empty(DType::f32, r.shard.sharded() ? r.shard.global : r.shape, name);
+        const Shape shape = r.shard.sharded() ? r.shard.global : r.shape;
+        Tensor whole;
         if (h == stage()) {
             auto it = local.find(name);
             LOOM_ASSERT(it != local.end(), "pipeline gather: stage {} lacks '{}'", stage(), name);
-            std::memcpy(x.raw(), it->second.raw(), size_t(x.numel()) * sizeof(float));
+            // Tensor-parallel rows travel whole: assembled on tp (collective;
+            // every tp rank of the stage walks the same rows in this order).
+            whole = r.shard.sharded() && tp_ ? tp_assemble_row_tensor(r.shard, it->second, *tp_)
+                                             : it->second;
         }
-        if (to_all)
+        if (to_all) {
+            Tensor x = Tensor::empty(DType::f32, shape, name);
+            if (h == stage()) std::memcpy(x.raw(), whole.raw(), size_t(x.numel()) * sizeof(float));
             pp_.broadcast(x.raw(), x.numel(), DType::f32, h)->wait();
-        else if (h != 0 && h == stage())
-            pp_.send(x.raw(), x.numel(), DType::f32, 0, 0)->wait();
-        else if (h != 0 && stage() == 0)
-            pp_.recv(x.raw(), x.numel(), DType::f32, h, 0)->wait();
-        if (receive) out[name] = x;
+            out[name] = x;
+            continue;
+        }
+        if (!tp_lead) continue;
+        if (stage() == 0) {
+            Tensor x = Tensor::empty(DType::f32, shape, name);
+            if (h == 0)
+                std::memcpy(x.raw(), whole.raw(), size_t(x.numel()) * sizeof(float));
+            else
+                pp_.recv(x.raw(), x.numel(), DType::f32, h, 0)->wait();
+            out[name] = x;
+        } else if (h == stage()) {
+            pp_.send(whole.raw(), whole.numel(), DType::f32, 0, 0)->wait();
+        }
     }
     return out;
-}
-
-void PipelineParallel::assemble_tp(
-    std::map<std::string, Tensor>& tensors,
-    const std::vector<std::pair<std::string, int>>& names_rows) const {
-    if (!tp_) return;
-    const ParamTable& t = models_[0]->params();
-    // Every tp rank of this stage holds the same rows and walks them in the
-    // same order (same model, same stage), so the all_gathers on tp pair up.
-    for (const auto& [name, row] : names_rows) {
-        const ShardSpec& sh = t.row(row).shard;
-        auto it = tensors.find(name);
-        if (!sh.sharded() || it == tensors.end()) continue;
-        it->second = tp_assemble_row_tensor(sh, it->second, *tp_);
-    }
 }
 
 std::map<std::string, Tensor> PipelineParallel::gather_params(bool to_all) const {
@@ -377,10 +378,8 @@ std::map<std::string, Tensor> PipelineParallel::gather_params(bool to_all) const
     const ParamTable& t = models_[0]->params();
     std::vector<std::pair<std::string, int>> names;
     for (int i = 0; i < t.size(); ++i) names.emplace_back(t.row(i).name, i);
-    // Whole tensors on each stage first (tp), then across stages (pp).
-    std::map<std::string, Tensor> local = t.param_tensors();
-    assemble_tp(local, names);
-    return gather_rows(local, names, to_all);
+    // Whole tensors, assembled over tp and carried over pp row by row.
+    return gather_rows(t.param_tensors(), names, to_all);
 }
 
 std::map<std::string, Tensor> PipelineParallel::gather_optimizer_state(bool to_all) const {
@@ -404,9 +403,7 @@ std::map<std::string, Tensor> PipelineParallel::gather_optimizer_state(
         names.emplace_back("exp_avg." + t.row(i).name, i);
         names.emplace_back("exp_avg_sq." + t.row(i).name, i);
     }
-    std::map<std::string, Tensor> whole = local;
-    assemble_tp(whole, names);
-    return gather_rows(whole, names, to_all);
+    return gather_rows(local, names, to_all);
 }
 
 void PipelineParallel::load_optimizer_state(const std::map<std::string, Tensor>& state,

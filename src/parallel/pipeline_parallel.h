@@ -153,12 +153,10 @@ class PipelineParallel : public StepEngine {
         const std::map<std::string, Tensor>& state) const;
 
   private:
-    // Global tensors of the tp-sharded rows among names_rows (all_gather on tp).
-    void assemble_tp(std::map<std::string, Tensor>& tensors,
-                     const std::vector<std::pair<std::string, int>>& names_rows) const;
     // Lowest stage holding row i, or -1 (no stage: cannot happen for a built model).
     int holder(int row) const;
-    // Broadcasts each named tensor from the holder of its row over pp.
+    // Each named tensor, whole (tp slices assembled), from the holder of its
+    // row: to every rank (to_all), or to tp rank 0 of stage 0 only.
     std::map<std::string, Tensor> gather_rows(
         const std::map<std::string, Tensor>& local,
         const std::vector<std::pair<std::string, int>>& names_rows, bool to_all) const;
