@@ -3,13 +3,6 @@
 
 namespace loom {
 
-UpdateBuffers host_target(ParamTable& table) {
-    UpdateBuffers b;
-    b.master = table.params_data();
-    b.grad = table.grads_data();
-    return b;
-}
-
 OptimizerConfig adamw_config(const AdamWParams& hp, DecayPolicy decay) {
     OptimizerConfig c;
     c.kind = OptimizerKind::adamw;
@@ -19,6 +12,6 @@ OptimizerConfig adamw_config(const AdamWParams& hp, DecayPolicy decay) {
 }
 
 AdamW::AdamW(ParamTable& table, const AdamWParams& hp, DecayPolicy decay)
-    : FlatOptimizer(cpu_backend(), table, adamw_config(hp, decay), host_target(table)), hp_(hp) {}
+    : FlatOptimizer(table, adamw_config(hp, decay)), hp_(hp) {}
 
 }  // namespace loom

@@ -28,8 +28,6 @@ class AdamW : public FlatOptimizer {
     AdamWParams hp_;
 };
 
-// The table's host buffers as an update target (fp32, no compute copy).
-UpdateBuffers host_target(ParamTable& table);
 // AdamW with `hp` as an optimizer configuration.
 OptimizerConfig adamw_config(const AdamWParams& hp, DecayPolicy decay = DecayPolicy::table);
 

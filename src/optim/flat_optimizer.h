@@ -80,6 +80,9 @@ class FlatOptimizer : public Optimizer {
     // With `shard`, the state is the shard's from the start (set_shard).
     FlatOptimizer(Backend& backend, const ParamTable& table, const OptimizerConfig& config,
                   const UpdateBuffers& target, std::optional<OptimizerShard> shard = {});
+    // On the host: the table's own fp32 buffers, the CPU backend.
+    FlatOptimizer(ParamTable& table, const OptimizerConfig& config,
+                  std::optional<OptimizerShard> shard = {});
 
     void step(double lr) override { step(lr, 1.0f); }
     // grad_scale multiplies every gradient as it is read (clipping, loss scale).

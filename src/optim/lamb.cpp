@@ -20,7 +20,7 @@ OptimizerConfig lamb_config(const LambParams& hp, DecayPolicy decay) {
 }  // namespace
 
 Lamb::Lamb(ParamTable& table, const LambParams& hp, DecayPolicy decay)
-    : FlatOptimizer(cpu_backend(), table, lamb_config(hp, decay), host_target(table)), hp_(hp) {
+    : FlatOptimizer(table, lamb_config(hp, decay)), hp_(hp) {
     for (const ParamRow& r : table.rows()) adapt_.push_back(decay == DecayPolicy::all || r.decay);
     stats_.resize(table.rows().size());
 }

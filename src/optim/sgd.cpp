@@ -16,6 +16,6 @@ OptimizerConfig sgd_config(double weight_decay, DecayPolicy decay) {
 }  // namespace
 
 Sgd::Sgd(ParamTable& table, double weight_decay, DecayPolicy decay)
-    : FlatOptimizer(cpu_backend(), table, sgd_config(weight_decay, decay), host_target(table)) {}
+    : FlatOptimizer(table, sgd_config(weight_decay, decay)) {}
 
 }  // namespace loom

@@ -20,9 +20,8 @@ DataParallel::DataParallel(StageModel& model, Communicator& dp, const OptimizerC
     g.overlap = options.overlap;
     g.max_in_flight_at_end = options.max_in_flight_at_end;
     sync_ = std::make_unique<GradSync>(t.grads_data(), t.flat_numel(), dp, g);
-    optimizer_kind_ = optimizer.kind;
     if (options.zero == ZeroStage::none)
-        whole_ = std::make_unique<FlatOptimizer>(cpu_backend(), t, optimizer, host_target(t));
+        whole_ = std::make_unique<FlatOptimizer>(t, optimizer);
     else
         zero_ = std::make_unique<ZeroOptimizer>(t, *sync_, optimizer);
     GradSync* s = sync_.get();
@@ -154,7 +153,7 @@ void DataParallel::load_optimizer_state(const std::map<std::string, Tensor>& sta
 
 DpMemoryPlan DataParallel::memory_plan() const {
     return dp_memory_plan(model_.params().flat_numel(), bucket_elems_from_mb(opt_.bucket_size_mb),
-                          dp_.size(), opt_.zero, optimizer_kind_ != OptimizerKind::sgd);
+                          dp_.size(), opt_.zero, optimizer_has_state());
 }
 
 }  // namespace loom

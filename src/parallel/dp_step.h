@@ -110,7 +110,9 @@ class DataParallel : public StepEngine {
     void load_optimizer_state(const std::map<std::string, Tensor>& state, int64_t step);
 
     // False for SGD, whose checkpoint holds the step count only.
-    bool optimizer_has_state() const { return optimizer_kind_ != OptimizerKind::sgd; }
+    bool optimizer_has_state() const {
+        return (zero_ ? zero_->config() : whole_->config()).kind != OptimizerKind::sgd;
+    }
     DpMemoryPlan memory_plan() const;
     const GradSyncStats& stats() const { return sync_->stats(); }
     GradSync& grad_sync() { return *sync_; }
@@ -122,7 +124,6 @@ class DataParallel : public StepEngine {
     Communicator& dp_;
     DpOptions opt_;
     std::unique_ptr<GradSync> sync_;
-    OptimizerKind optimizer_kind_ = OptimizerKind::adamw;
     std::unique_ptr<FlatOptimizer> whole_;  // ZeRO none
     std::unique_ptr<ZeroOptimizer> zero_;   // ZeRO-1/2
     bool sparse_ = false;               // DpOptions::sparse_embedding_grad, if the model can

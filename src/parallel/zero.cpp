@@ -61,7 +61,7 @@ const GradSync& checked_sync(const ParamTable& table, const GradSync& sync) {
 ZeroOptimizer::ZeroOptimizer(ParamTable& table, GradSync& sync, const OptimizerConfig& config)
     : table_(table),
       sync_((checked_sync(table, sync), sync)),
-      opt_(cpu_backend(), table, config, host_target(table), optimizer_shard(config.decay)) {}
+      opt_(table, config, optimizer_shard(config.decay)) {}
 
 ZeroOptimizer::ZeroOptimizer(ParamTable& table, GradSync& sync, const AdamWParams& hp,
                              DecayPolicy decay)

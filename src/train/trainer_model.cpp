@@ -103,8 +103,7 @@ void Trainer::build_model_and_optimizer() {
         build_data_parallel();
     } else {
         ParamTable& table = model_->params();
-        optimizer_ = std::make_unique<FlatOptimizer>(cpu_backend(), table, optimizer_config(t),
-                                                     host_target(table));
+        optimizer_ = std::make_unique<FlatOptimizer>(table, optimizer_config(t));
     }
     choose_engine();
     plan_schedule();

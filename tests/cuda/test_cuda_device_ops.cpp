@@ -81,7 +81,7 @@ TEST_F(CudaDeviceOps, EveryOptimizerMatchesTheCpuOverSteps) {
         const int64_t F = t->flat_numel();
         auto master = upload<float>({t->params_data(), t->params_data() + F});
         auto grads = std::make_unique<test::DeviceBuffer<float>>(size_t(F));
-        FlatOptimizer cpu(cpu_backend(), *t, config_for(k), host_target(*t));
+        FlatOptimizer cpu(*t, config_for(k));
         auto be = make_cuda_backend(ctx());
         UpdateBuffers target;
         target.master = master->get();
@@ -119,7 +119,7 @@ TEST_F(CudaDeviceOps, StateMovesBetweenDevices) {
     for (OptimizerKind k : {OptimizerKind::adamw, OptimizerKind::lamb}) {
         auto t = make_table();
         const int64_t F = t->flat_numel();
-        FlatOptimizer cpu(cpu_backend(), *t, config_for(k), host_target(*t));
+        FlatOptimizer cpu(*t, config_for(k));
         std::vector<float> g = grads_for(*t, 5);
         std::memcpy(t->grads_data(), g.data(), g.size() * sizeof(float));
         cpu.step(1e-2);
@@ -137,7 +137,7 @@ TEST_F(CudaDeviceOps, StateMovesBetweenDevices) {
                     {t->params_data(), t->params_data() + F});
         auto back = make_table();
         std::memcpy(back->params_data(), t->params_data(), size_t(F) * sizeof(float));
-        FlatOptimizer again(cpu_backend(), *back, config_for(k), host_target(*back));
+        FlatOptimizer again(*back, config_for(k));
         again.load_state(gpu.state_tensors(), gpu.step_count());
         EXPECT_EQ(again.step_count(), 2);
         EXPECT_TRUE(bit_equal("m back on the CPU", flat_of(again.state_tensors(), *t, "exp_avg."),
@@ -155,7 +155,7 @@ TEST_F(CudaDeviceOps, Bf16GradientsRefreshTheCopy) {
         std::vector<float> p0(t->params_data(), t->params_data() + F);
         auto master = upload<float>(p0);
         auto copy = upload<__nv_bfloat16>(p0);
-        FlatOptimizer cpu(cpu_backend(), *t, config_for(k), host_target(*t));
+        FlatOptimizer cpu(*t, config_for(k));
         auto be = make_cuda_backend(ctx());
         UpdateBuffers target;
         target.master = master->get();
@@ -195,7 +195,7 @@ TEST_F(CudaDeviceOps, ShardOffsetsGiveTheWholeUpdate) {
     for (OptimizerKind k : {OptimizerKind::adamw, OptimizerKind::lamb, OptimizerKind::sgd}) {
         auto t = make_table();
         const int64_t F = t->flat_numel();
-        FlatOptimizer cpu(cpu_backend(), *t, config_for(k), host_target(*t));
+        FlatOptimizer cpu(*t, config_for(k));
         auto master = upload<float>({t->params_data(), t->params_data() + F});
         auto be = make_cuda_backend(ctx());
         UpdateBuffers target;

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "comm/comm_local.h"
+#include "host_stand_in.h"
 #include "models/cuda/cuda_model.h"
 #include "models/model.h"
 #include "models/model_config.h"
@@ -28,9 +29,9 @@ namespace {
 
 // A CudaModel over a CPU stage model; hidden states and gradients are fp32
 // host buffers where the executor's are device buffers.
-class HostStage final : public CudaModel {
+class HostStage final : public HostStandIn {
   public:
-    HostStage(Model& m, HostStage* owner) : m_(m), owner_(owner) {}
+    HostStage(Model& m, HostStage* owner) : HostStandIn(m), owner_(owner) {}
     LossSum forward(const ModelInputs& in, const DropoutPlan& d) override {
         return forward_stage(in, d, nullptr);
     }
@@ -82,27 +83,13 @@ class HostStage final : public CudaModel {
     void step(double, double) override {}
     void zero_grad() override { m_.zero_grad(); }
     int64_t step_count() const override { return 0; }
-    void upload_params() override {}
-    void download_params() override {}
-    void download_grads() override {}
     std::map<std::string, Tensor> optimizer_state() override { return {}; }
     void load_optimizer_state(const std::map<std::string, Tensor>&, int64_t) override {}
-    std::map<std::string, Tensor> outputs() override { return {}; }
-    void set_grad_ready_hook(GradReadyHook) override {}
-    void* grads_device() override { return m_.params().grads_data(); }
-    DType grad_dtype() const override { return DType::f32; }
-    int64_t flat_numel() const override { return m_.params().flat_numel(); }
-    void* compute_stream() override { return nullptr; }
-    void synchronize() override {}
-    int64_t allocated_bytes() const override { return 0; }
-    int64_t peak_device_bytes() override { return 0; }
-    std::string device_name() const override { return "host stand-in"; }
 
     int instances_made = 0;
     int groups_attached = 0;
 
   private:
-    Model& m_;
     HostStage* owner_;
     std::map<int64_t, std::vector<char>> buffers_;
 };

@@ -233,7 +233,7 @@ TEST(ZeroOptimizer, LambAndSgdShardedMatchTheUnshardedRun) {
         cfg.kind = kind;
         const int steps = 3;
         auto ref_t = make_table();
-        FlatOptimizer ref(cpu_backend(), *ref_t, cfg, host_target(*ref_t));
+        FlatOptimizer ref(*ref_t, cfg);
         for (int s = 0; s < steps; ++s) {
             ref_t->zero_grad();
             fill_grads(*ref_t, s, 0, 1);
