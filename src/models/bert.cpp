@@ -9,14 +9,14 @@
 #include "models/stack_model.h"
 #include "nn/embedding.h"
 #include "nn/linear.h"
-#include "ops/dropout.h"
+#include "ops/device_ops.h"
 
 namespace loom {
 
 namespace {
 
 class BertFamilyModel final : public StackModel {
-public:
+  public:
     BertFamilyModel(const ModelConfig& cfg, const ModelPlacement& placement)
         : StackModel(cfg, placement) {
         const ModelConfig& c = config_;
@@ -53,7 +53,8 @@ public:
         }
 
         switch (c.task) {
-            case Task::base: break;
+            case Task::base:
+                break;
             case Task::masked_lm: {
                 MlmHeadSpec s = encoder_mlm_head_spec(c);
                 s.word_embeddings_row = c.tie_word_embeddings ? word_.table.row : -1;
@@ -63,10 +64,12 @@ public:
             case Task::sequence_classification:
                 LOOM_CHECK(c.num_labels >= 2,
                            "{}: num_labels {} is not supported (regression needs num_labels >= 2 "
-                           "classes)", c.source, c.num_labels);
-                LOOM_CHECK(c.problem_type.empty() || c.problem_type == "single_label_classification",
-                           "{}: problem_type '{}' is not supported (only single_label_classification)",
-                           c.source, c.problem_type);
+                           "classes)",
+                           c.source, c.num_labels);
+                LOOM_CHECK(
+                    c.problem_type.empty() || c.problem_type == "single_label_classification",
+                    "{}: problem_type '{}' is not supported (only single_label_classification)",
+                    c.source, c.problem_type);
                 head_ = make_seq_cls_head(table_, encoder_cls_head_spec(c, names.base));
                 break;
             case Task::question_answering:
@@ -78,7 +81,7 @@ public:
         finish_build();
     }
 
-private:
+  private:
     TransformerBlock make_block(const EncoderBlockNames& n, Activation act) {
         const ModelConfig& c = config_;
         const int64_t C = c.hidden_size, I = c.intermediate_size;
@@ -182,7 +185,7 @@ private:
         float* out = albert_ ? emb_out_ : h0;
         emb_norm_.forward(out, norm_acts_, sum_, N);
         drop_emb_ = drop_.spec(config_.embedding_dropout, 0, DropoutPlan::embeddings);
-        if (drop_emb_.active()) dropout_forward(out, out, B_, T_ * E, drop_emb_);
+        if (drop_emb_.active()) ctx_.nn().dropout_forward(ctx_, out, out, B_, T_ * E, drop_emb_);
         if (albert_) mapping_in_.forward(h0, emb_out_, N);
     }
 
@@ -193,7 +196,7 @@ private:
             mapping_in_.backward(demb_out_, dh0, emb_out_, N);
             dout = demb_out_;
         }
-        if (drop_emb_.active()) dropout_backward(dout, dout, B_, T_ * E, drop_emb_);
+        if (drop_emb_.active()) ctx_.nn().dropout_backward(ctx_, dout, dout, B_, T_ * E, drop_emb_);
         emb_norm_.backward(dsum_, dout, sum_, norm_acts_, N);
         word_.backward(dsum_, ids_.data(), N);
         if (type_.table.defined()) type_.backward(dsum_, types_.data(), N);

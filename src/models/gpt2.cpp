@@ -7,14 +7,14 @@
 #include "models/hf_names.h"
 #include "models/stack_model.h"
 #include "nn/embedding.h"
-#include "ops/dropout.h"
+#include "ops/device_ops.h"
 
 namespace loom {
 
 namespace {
 
 class Gpt2Model final : public StackModel {
-public:
+  public:
     Gpt2Model(const ModelConfig& cfg, const ModelPlacement& placement)
         : StackModel(cfg, placement) {
         const ModelConfig& c = config_;
@@ -58,7 +58,8 @@ public:
         final_norm_ = LayerNorm::make(table_, names.ln_f, C, c.layer_norm_eps);
 
         switch (c.task) {
-            case Task::base: break;
+            case Task::base:
+                break;
             case Task::causal_lm: {
                 CausalLmHeadSpec s;
                 s.decoder = names.lm_head;
@@ -76,7 +77,7 @@ public:
         finish_build();
     }
 
-private:
+  private:
     void bind_embeddings(const ParamTable& t) override {
         wte_.bind(t);
         wpe_.bind(t);
@@ -108,12 +109,12 @@ private:
         wte_.forward(h0, ids_.data(), N);
         wpe_.forward(h0, pos_ids_.data(), N, /*accumulate=*/true);
         drop_emb_ = drop_.spec(config_.embedding_dropout, 0, DropoutPlan::embeddings);
-        if (drop_emb_.active()) dropout_forward(h0, h0, B_, T_ * C, drop_emb_);
+        if (drop_emb_.active()) ctx_.nn().dropout_forward(ctx_, h0, h0, B_, T_ * C, drop_emb_);
     }
 
     void embed_backward(float* dh0) override {
         const int64_t N = B_ * T_, C = config_.hidden_size;
-        if (drop_emb_.active()) dropout_backward(dh0, dh0, B_, T_ * C, drop_emb_);
+        if (drop_emb_.active()) ctx_.nn().dropout_backward(ctx_, dh0, dh0, B_, T_ * C, drop_emb_);
         wte_.backward(dh0, ids_.data(), N);
         wpe_.backward(dh0, pos_ids_.data(), N);
     }

@@ -9,6 +9,7 @@
 namespace loom {
 
 void StackModel::bind_all() {
+    ctx_ = table_.op_ctx();
     bind_embeddings(table_);
     for (auto& b : blocks_) b.bind(table_);
     final_norm_.bind(table_);

@@ -79,6 +79,7 @@ class StackModel : public Model {
     std::vector<int64_t> ids_, types_, mask_;  // (B, T); types_/mask_ empty when absent
     std::vector<int64_t> labels_, starts_, ends_;
     DropoutPlan drop_;
+    OpCtx ctx_;  // where the table's modules run (ParamTable::op_ctx)
 
     ActArena arena_;
 

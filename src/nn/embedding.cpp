@@ -5,7 +5,7 @@
 
 #include "comm/tp_vocab.h"
 #include "core/check.h"
-#include "ops/embedding.h"
+#include "ops/device_ops.h"
 
 namespace loom {
 
@@ -35,7 +35,7 @@ void Embedding::shard(ParamTable& t, const ModelTp& tp_ctx) {
 
 void Embedding::forward(float* out, const int64_t* ids, int64_t N, bool accumulate) const {
     if (!tp) {
-        embedding_forward(out, ids, table.data, N, V, C, accumulate);
+        ctx.nn().embedding_forward(ctx, out, ids, table.data, N, V, C, accumulate);
         return;
     }
     if (!accumulate) {
@@ -46,7 +46,7 @@ void Embedding::forward(float* out, const int64_t* ids, int64_t N, bool accumula
     thread_local std::vector<float> looked_up;
     looked_up.resize(size_t(N * C));
     vocab_parallel_embedding_forward(looked_up.data(), ids, table.data, N, V, C, *tp);
-    for (int64_t i = 0; i < N * C; ++i) out[i] += looked_up[size_t(i)];
+    ctx.nn().add_inplace(ctx, out, looked_up.data(), N * C);
 }
 
 void Embedding::backward(const float* dout, const int64_t* ids, int64_t N) const {
@@ -64,7 +64,7 @@ void Embedding::backward(const float* dout, const int64_t* ids, int64_t N) const
     if (tp)
         vocab_parallel_embedding_backward(table.grad, ids, dout, N, V, C, *tp, padding_idx);
     else
-        embedding_backward(table.grad, ids, dout, N, V, C, padding_idx);
+        ctx.nn().embedding_backward(ctx, table.grad, ids, dout, N, V, C, padding_idx);
 }
 
 }  // namespace loom

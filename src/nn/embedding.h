@@ -38,6 +38,7 @@ struct Embedding {
     int64_t V = 0, C = 0;  // V global even when the table is a vocab slice
     int64_t padding_idx = -1;
     ParamRef table;
+    OpCtx ctx;
     Communicator* tp = nullptr;  // the tp group once vocab-parallel; null: whole table
     // Set: backward records (ids, dout) here instead of adding into the
     // table's gradient (Model::set_sparse_embedding_grad). Whole tables only.
@@ -49,7 +50,10 @@ struct Embedding {
                           bool trainable = true);
     // Keeps this rank's vocabulary slice (before allocate); no-op for tp 1.
     void shard(ParamTable& t, const ModelTp& tp);
-    void bind(const ParamTable& t) { table.bind(t); }
+    void bind(const ParamTable& t) {
+        ctx = t.op_ctx();
+        table.bind(t);
+    }
     // out (N, C) = table[ids]; `accumulate` adds instead of overwriting.
     void forward(float* out, const int64_t* ids, int64_t N, bool accumulate = false) const;
     void backward(const float* dout, const int64_t* ids, int64_t N) const;

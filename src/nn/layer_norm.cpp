@@ -1,7 +1,7 @@
 // LayerNorm module: rows and op calls.
 #include "nn/layer_norm.h"
 
-#include "ops/layer_norm.h"
+#include "ops/device_ops.h"
 
 namespace loom {
 
@@ -25,13 +25,13 @@ LayerNorm LayerNorm::make(ParamTable& t, const std::string& prefix, int64_t C, d
 }
 
 void LayerNorm::forward(float* y, Acts& acts, const float* x, int64_t N) const {
-    layer_norm_forward(y, acts.mean, acts.rstd, x, weight.data, bias.data, N, C, eps);
+    ctx.nn().layer_norm_forward(ctx, y, acts.mean, acts.rstd, x, weight.data, bias.data, N, C, eps);
 }
 
 void LayerNorm::backward(float* dx, const float* dy, const float* x, const Acts& acts, int64_t N,
                          bool accumulate_dx) const {
-    layer_norm_backward(dx, weight.grad, bias.grad, dy, x, weight.data, acts.mean, acts.rstd, N, C,
-                        accumulate_dx);
+    ctx.nn().layer_norm_backward(ctx, dx, weight.grad, bias.grad, dy, x, weight.data, acts.mean,
+                                 acts.rstd, N, C, accumulate_dx);
 }
 
 }  // namespace loom

@@ -15,6 +15,7 @@ struct LayerNorm {
     int64_t C = 0;
     double eps = 1e-12;
     ParamRef weight, bias;
+    OpCtx ctx;
 
     struct Acts {
         float* mean = nullptr;  // (N)
@@ -29,6 +30,7 @@ struct LayerNorm {
     static LayerNorm make(ParamTable& t, const std::string& prefix, int64_t C, double eps,
                           bool head = false);
     void bind(const ParamTable& t) {
+        ctx = t.op_ctx();
         weight.bind(t);
         bias.bind(t);
     }

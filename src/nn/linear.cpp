@@ -6,6 +6,7 @@
 #include "comm/comm.h"
 #include "comm/tp_regions.h"
 #include "core/check.h"
+#include "ops/device_ops.h"
 #include "ops/gemm.h"
 
 namespace loom {
@@ -118,37 +119,35 @@ void Linear::shard(ParamTable& t, const ModelTp& tp) {
     this->tp = tp.comm;
 }
 
+// Operands narrower than the activations (the CPU's bf16) are rounded as
+// read; the weight's rounding is made once per forward and kept for backward
+// (parameters change only between a backward and the next forward).
+bool Linear::rounds_operands() const {
+    return compute == ComputeDtype::bf16 && ctx.act != DType::bf16;
+}
+
 void Linear::gemm_forward(float* y, const Input& x, const float* b, int64_t N) const {
-    LOOM_ASSERT(x.rounded == nullptr || compute == ComputeDtype::bf16,
-                "a bf16-rounded input to a linear that does not compute in bf16");
-    if (compute == ComputeDtype::bf16) {
+    LOOM_ASSERT(x.rounded == nullptr || rounds_operands(),
+                "a bf16-rounded input to a linear that does not round to bf16");
+    GemmRounded r;
+    if (rounds_operands()) {
         weight16_.resize(size_t(in * out));
         convert_f32_to_bf16(weight16_.data(), weight.data, in * out);
-        if (x.rounded != nullptr)
-            matmul_forward_bf16_rounded(y, x.rounded, weight.data, b, N, in, out, layout,
-                                        weight16_.data());
-        else
-            matmul_forward_bf16(y, x.x, weight.data, b, N, in, out, layout, weight16_.data(),
-                                x.keep16);
-    } else if (compute == ComputeDtype::fp16) {
-        matmul_forward_fp16(y, x.x, weight.data, b, N, in, out, layout);
-    } else {
-        matmul_forward(y, x.x, weight.data, b, N, in, out, layout);
+        r = GemmRounded{weight16_.data(), x.keep16, x.rounded};
     }
+    ctx.nn().matmul_forward(ctx, operand_dtype(compute), y, x.x, weight.data, b, N, in, out, layout,
+                            r);
 }
 
 void Linear::gemm_backward(float* dx, const float* dy, const float* x, int64_t N,
                            bool accumulate_dx, const uint16_t* x16) const {
     float* db = bias.defined() ? bias.grad : nullptr;
-    if (compute == ComputeDtype::bf16)
-        matmul_backward_bf16(
-            dx, weight.grad, db, dy, x, weight.data, N, in, out, layout, accumulate_dx,
-            int64_t(weight16_.size()) == in * out ? weight16_.data() : nullptr, x16);
-    else if (compute == ComputeDtype::fp16)
-        matmul_backward_fp16(dx, weight.grad, db, dy, x, weight.data, N, in, out, layout,
-                             accumulate_dx);
-    else
-        matmul_backward(dx, weight.grad, db, dy, x, weight.data, N, in, out, layout, accumulate_dx);
+    GemmRounded r;
+    if (rounds_operands())
+        r = GemmRounded{int64_t(weight16_.size()) == in * out ? weight16_.data() : nullptr, nullptr,
+                        x16};
+    ctx.nn().matmul_backward(ctx, operand_dtype(compute), dx, weight.grad, db, dy, x, weight.data,
+                             N, in, out, layout, accumulate_dx, r);
 }
 
 void Linear::forward(float* y, const float* x, int64_t N, uint16_t* keep_x16) const {
@@ -171,9 +170,7 @@ void Linear::forward_input(float* y, const Input& x, int64_t N) const {
     // on tp; the bias joins after the sum, or it would count tp times.
     gemm_forward(y, x, nullptr, N);
     reduce_from_tp_forward(y, y, N * out, *tp);
-    if (b)
-        for (int64_t n = 0; n < N; ++n)
-            for (int64_t o = 0; o < out; ++o) y[n * out + o] += b[o];
+    if (b) ctx.nn().add_bias(ctx, y, b, N, out);
 }
 
 void Linear::backward(float* dx, const float* dy, const float* x, int64_t N, bool accumulate_dx,
@@ -199,7 +196,7 @@ void Linear::backward(float* dx, const float* dy, const float* x, int64_t N, boo
     partial.resize(size_t(N * in));
     gemm_backward(partial.data(), dy, x, N, false, x16);
     copy_to_tp_backward(partial.data(), partial.data(), N * in, *tp);
-    for (int64_t i = 0; i < N * in; ++i) dx[i] += partial[size_t(i)];
+    ctx.nn().add_inplace(ctx, dx, partial.data(), N * in);
 }
 
 }  // namespace loom

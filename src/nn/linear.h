@@ -52,6 +52,7 @@ struct Linear {
     int tp_blocks = 1;           // see LinearInit
     int n_fused = 1;             // HF linears packed by make_fused (rows weight.row + k)
     Communicator* tp = nullptr;  // the tp group once sharded; null: whole layer, no collective
+    OpCtx ctx;
 
     // Rows "<prefix>.weight" (OC, C) or (C, OC) and "<prefix>.bias" (OC).
     static Linear make(ParamTable& t, const std::string& prefix, int64_t in, int64_t out,
@@ -69,6 +70,7 @@ struct Linear {
     void shard(ParamTable& t, const ModelTp& tp);
 
     void bind(const ParamTable& t) {
+        ctx = t.op_ctx();
         weight.bind(t);
         bias.bind(t);
     }
@@ -99,6 +101,7 @@ struct Linear {
         const uint16_t* rounded;
     };
     void forward_input(float* y, const Input& x, int64_t N) const;
+    bool rounds_operands() const;
     void gemm_forward(float* y, const Input& x, const float* b, int64_t N) const;
     void gemm_backward(float* dx, const float* dy, const float* x, int64_t N, bool accumulate_dx,
                        const uint16_t* x16) const;

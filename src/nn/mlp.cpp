@@ -1,23 +1,25 @@
 // Feed-forward forward/backward as op calls.
 #include "nn/mlp.h"
 
+#include "ops/device_ops.h"
+
 namespace loom {
 
 void Mlp::forward(float* y, Acts& acts, const float* x, int64_t N) const {
     fc.forward(acts.fc, x, N, acts.x16);
     if (acts.act16 != nullptr) {
-        activation_forward_bf16(acts.act16, acts.fc, N * fc.out, act);
+        ctx.nn().activation_forward(ctx, acts.act16, DType::bf16, acts.fc, N * fc.out, act);
         proj.forward_rounded(y, acts.act16, N);
         return;
     }
-    activation_forward(acts.act, acts.fc, N * fc.out, act);
+    ctx.nn().activation_forward(ctx, acts.act, ctx.act, acts.fc, N * fc.out, act);
     proj.forward(y, acts.act, N);
 }
 
 void Mlp::backward(float* dx, const float* dy, const Acts& acts, const float* x, int64_t N,
                    float* dI, bool accumulate_dx) const {
     proj.backward(dI, dy, acts.act, N, false, acts.act16);
-    activation_backward(dI, acts.fc, dI, N * fc.out, act);  // in place
+    ctx.nn().activation_backward(ctx, dI, acts.fc, dI, N * fc.out, act);  // in place
     fc.backward(dx, dI, x, N, accumulate_dx, acts.x16);
 }
 

@@ -12,6 +12,7 @@ struct Mlp {
     Linear fc;    // C -> I
     Linear proj;  // I -> C
     Activation act = Activation::gelu_erf;
+    OpCtx ctx;
 
     // Under bf16 compute the post-activation is only ever read by proj, as
     // bf16: it is stored rounded (act16), with no fp32 copy.
@@ -38,6 +39,7 @@ struct Mlp {
         proj.shard(t, tp);
     }
     void bind(const ParamTable& t) {
+        ctx = t.op_ctx();
         fc.bind(t);
         proj.bind(t);
     }

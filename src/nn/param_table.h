@@ -30,6 +30,7 @@
 #include "core/shape.h"
 #include "core/storage.h"
 #include "core/tensor.h"
+#include "ops/device_ops.h"
 
 namespace loom {
 
@@ -117,6 +118,10 @@ public:
     // Lays the local rows out (what allocate() does before allocating).
     void lay_out();
     bool allocated() const { return params_ != nullptr; }
+    // Where the buffers live and the modules bound to them run their ops
+    // (ops/nn_ops.h). The CPU for now: loading, initialising and checkpoints
+    // still write the buffers in place.
+    OpCtx op_ctx() const { return OpCtx{&cpu_backend(), DType::f32}; }
 
     const std::vector<ParamRow>& rows() const { return rows_; }
     int size() const { return int(rows_.size()); }

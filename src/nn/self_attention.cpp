@@ -2,7 +2,7 @@
 #include "nn/self_attention.h"
 
 #include "core/check.h"
-#include "ops/attention.h"
+#include "ops/device_ops.h"
 
 namespace loom {
 
@@ -24,10 +24,8 @@ void SelfAttention::forward(float* y, Acts& acts, const float* x, int64_t B, int
     qkv.forward(acts.qkv, x, N, acts.x16);
     const AttnShape shape{B, T, NH, C / NH, head_offset, NH_total};
     const AttnMask mask{key_padding, causal};
-    auto* const kernel =
-        compute == ComputeDtype::bf16 ? attention_forward_bf16 : attention_forward<float>;
-    kernel(acts.ctx, acts.att, acts.qkv, acts.qkv + C, acts.qkv + 2 * C, 3 * C, shape, mask,
-           drop_probs);
+    ctx.nn().attention_forward(ctx, operand_dtype(compute), acts.ctx, acts.att, acts.qkv,
+                               acts.qkv + C, acts.qkv + 2 * C, 3 * C, shape, mask, drop_probs);
     proj.forward(y, acts.ctx, N, acts.ctx16);
 }
 
@@ -39,10 +37,9 @@ void SelfAttention::backward(float* dx, const float* dy, const Acts& acts, const
     proj.backward(s.dctx, dy, acts.ctx, N, false, acts.ctx16);
     const AttnShape shape{B, T, NH, C / NH, head_offset, NH_total};
     const AttnMask mask{key_padding, causal};
-    auto* const kernel =
-        compute == ComputeDtype::bf16 ? attention_backward_bf16 : attention_backward<float>;
-    kernel(s.dqkv, s.dqkv + C, s.dqkv + 2 * C, s.datt, s.dctx, acts.att, acts.qkv, acts.qkv + C,
-           acts.qkv + 2 * C, 3 * C, shape, mask, drop_probs);
+    ctx.nn().attention_backward(ctx, operand_dtype(compute), s.dqkv, s.dqkv + C, s.dqkv + 2 * C,
+                                s.datt, s.dctx, acts.att, acts.qkv, acts.qkv + C, acts.qkv + 2 * C,
+                                3 * C, shape, mask, drop_probs);
     qkv.backward(dx, s.dqkv, x, N, accumulate_dx, acts.x16);
 }
 
@@ -52,8 +49,8 @@ void SelfAttention::forward_rows(float* y, Acts& acts, const float* x, int64_t B
     qkv.forward(acts.qkv, x, B * T, acts.x16);
     const AttnShape shape{B, T, NH, C / NH, head_offset, NH_total};
     const AttnMask mask{key_padding, causal};
-    attention_rows_forward(acts.ctx, acts.att, acts.qkv, acts.qkv + C, acts.qkv + 2 * C, 3 * C,
-                           shape, mask, drop_probs, rows);
+    ctx.nn().attention_rows_forward(ctx, acts.ctx, acts.att, acts.qkv, acts.qkv + C,
+                                    acts.qkv + 2 * C, 3 * C, shape, mask, drop_probs, rows);
     proj.forward(y, acts.ctx, rows.M, acts.ctx16);
 }
 
@@ -64,8 +61,9 @@ void SelfAttention::backward_rows(float* dx, const float* dy, const Acts& acts, 
     proj.backward(s.dctx, dy, acts.ctx, rows.M, false, acts.ctx16);
     const AttnShape shape{B, T, NH, C / NH, head_offset, NH_total};
     const AttnMask mask{key_padding, causal};
-    attention_rows_backward(s.dqkv, s.dqkv + C, s.dqkv + 2 * C, s.datt, s.dctx, acts.att, acts.qkv,
-                            acts.qkv + C, acts.qkv + 2 * C, 3 * C, shape, mask, drop_probs, rows);
+    ctx.nn().attention_rows_backward(ctx, s.dqkv, s.dqkv + C, s.dqkv + 2 * C, s.datt, s.dctx,
+                                     acts.att, acts.qkv, acts.qkv + C, acts.qkv + 2 * C, 3 * C,
+                                     shape, mask, drop_probs, rows);
     qkv.backward(dx, s.dqkv, x, B * T, /*accumulate_dx=*/false, acts.x16);
 }
 

@@ -30,6 +30,7 @@ struct SelfAttention {
     ComputeDtype compute = ComputeDtype::fp32;
     Linear qkv;   // C -> 3C
     Linear proj;  // C -> C
+    OpCtx ctx;
 
     struct Acts {
         float* qkv = nullptr;  // (B, T, 3C)
@@ -61,6 +62,7 @@ struct SelfAttention {
     // This rank's heads (before allocate); no-op for tp 1.
     void shard(ParamTable& t, const ModelTp& tp);
     void bind(const ParamTable& t) {
+        ctx = t.op_ctx();
         qkv.bind(t);
         proj.bind(t);
     }

@@ -10,8 +10,7 @@
 // Each accumulation happens after the last read of the buffer it overwrites.
 #include "nn/transformer_block.h"
 
-#include "ops/dropout.h"
-#include "ops/elementwise.h"
+#include "ops/device_ops.h"
 
 namespace loom {
 
@@ -34,47 +33,50 @@ void TransformerBlock::plan(Acts& acts, ActArena& a, int64_t B, int64_t T) const
 
 void TransformerBlock::forward(float* y, Acts& acts, const float* x, const Step& s) const {
     const int64_t N = s.B * s.T;
+    const NnOps& ops = ctx.nn();
     const int64_t per_sample = s.T * C;
     if (norm == NormPlacement::post) {
         attn.forward(acts.res1, acts.attn, x, s.B, s.T, s.key_padding, s.drop_probs);
         if (s.drop_attn_out.active())
-            dropout_forward(acts.res1, acts.res1, s.B, per_sample, s.drop_attn_out);
-        residual_forward(acts.res1, acts.res1, x, N * C);
+            ops.dropout_forward(ctx, acts.res1, acts.res1, s.B, per_sample, s.drop_attn_out);
+        ops.residual_forward(ctx, acts.res1, acts.res1, x, N * C);
         ln1.forward(acts.ln1_out, acts.ln1, acts.res1, N);
         mlp.forward(acts.res2, acts.mlp, acts.ln1_out, N);
         if (s.drop_ffn_out.active())
-            dropout_forward(acts.res2, acts.res2, s.B, per_sample, s.drop_ffn_out);
-        residual_forward(acts.res2, acts.res2, acts.ln1_out, N * C);
+            ops.dropout_forward(ctx, acts.res2, acts.res2, s.B, per_sample, s.drop_ffn_out);
+        ops.residual_forward(ctx, acts.res2, acts.res2, acts.ln1_out, N * C);
         ln2.forward(y, acts.ln2, acts.res2, N);
     } else {
         ln1.forward(acts.ln1_out, acts.ln1, x, N);
         attn.forward(acts.res1, acts.attn, acts.ln1_out, s.B, s.T, s.key_padding, s.drop_probs);
         if (s.drop_attn_out.active())
-            dropout_forward(acts.res1, acts.res1, s.B, per_sample, s.drop_attn_out);
-        residual_forward(acts.res1, acts.res1, x, N * C);
+            ops.dropout_forward(ctx, acts.res1, acts.res1, s.B, per_sample, s.drop_attn_out);
+        ops.residual_forward(ctx, acts.res1, acts.res1, x, N * C);
         ln2.forward(acts.ln2_out, acts.ln2, acts.res1, N);
         mlp.forward(y, acts.mlp, acts.ln2_out, N);
-        if (s.drop_ffn_out.active()) dropout_forward(y, y, s.B, per_sample, s.drop_ffn_out);
-        residual_forward(y, y, acts.res1, N * C);
+        if (s.drop_ffn_out.active())
+            ops.dropout_forward(ctx, y, y, s.B, per_sample, s.drop_ffn_out);
+        ops.residual_forward(ctx, y, y, acts.res1, N * C);
     }
 }
 
 void TransformerBlock::backward(float* dio, const Acts& acts, const float* x, const Step& s,
                                 const Scratch& sc) const {
     const int64_t N = s.B * s.T;
+    const NnOps& ops = ctx.nn();
     const int64_t per_sample = s.T * C;
     if (norm == NormPlacement::post) {
         ln2.backward(sc.t, dio, acts.res2, acts.ln2, N);
         const float* d_o = sc.t;
         if (s.drop_ffn_out.active()) {
-            dropout_backward(dio, sc.t, s.B, per_sample, s.drop_ffn_out);
+            ops.dropout_backward(ctx, dio, sc.t, s.B, per_sample, s.drop_ffn_out);
             d_o = dio;
         }
         mlp.backward(sc.t, d_o, acts.mlp, acts.ln1_out, N, sc.dI, /*accumulate_dx=*/true);
         ln1.backward(dio, sc.t, acts.res1, acts.ln1, N);
         const float* d_a = dio;
         if (s.drop_attn_out.active()) {
-            dropout_backward(sc.t, dio, s.B, per_sample, s.drop_attn_out);
+            ops.dropout_backward(ctx, sc.t, dio, s.B, per_sample, s.drop_attn_out);
             d_a = sc.t;
         }
         attn.backward(dio, d_a, acts.attn, x, s.B, s.T, s.key_padding, s.drop_probs, sc.attn,
@@ -83,14 +85,14 @@ void TransformerBlock::backward(float* dio, const Acts& acts, const float* x, co
         // dio = d y = d r1 (residual) and the MLP branch's gradient.
         const float* d_o = dio;
         if (s.drop_ffn_out.active()) {
-            dropout_backward(sc.t, dio, s.B, per_sample, s.drop_ffn_out);
+            ops.dropout_backward(ctx, sc.t, dio, s.B, per_sample, s.drop_ffn_out);
             d_o = sc.t;
         }
         mlp.backward(sc.u, d_o, acts.mlp, acts.ln2_out, N, sc.dI, /*accumulate_dx=*/false);
         ln2.backward(dio, sc.u, acts.res1, acts.ln2, N, /*accumulate_dx=*/true);
         const float* d_a = dio;
         if (s.drop_attn_out.active()) {
-            dropout_backward(sc.t, dio, s.B, per_sample, s.drop_attn_out);
+            ops.dropout_backward(ctx, sc.t, dio, s.B, per_sample, s.drop_attn_out);
             d_a = sc.t;
         }
         attn.backward(sc.u, d_a, acts.attn, acts.ln1_out, s.B, s.T, s.key_padding, s.drop_probs,

@@ -29,6 +29,7 @@ struct TransformerBlock {
     Mlp mlp;
     // post-LN: ln1 after attention, ln2 after the MLP. pre-LN: before each.
     LayerNorm ln1, ln2;
+    OpCtx ctx;
 
     struct Acts {
         SelfAttention::Acts attn;
@@ -73,6 +74,7 @@ struct TransformerBlock {
         I = mlp.fc.out;
     }
     void bind(const ParamTable& t) {
+        ctx = t.op_ctx();
         attn.bind(t);
         mlp.bind(t);
         ln1.bind(t);
@@ -89,7 +91,9 @@ struct TransformerBlock {
     // values still see every position, so y's rows equal forward()'s there;
     // y's other rows are zero. backward_rows reads dio at those rows only and
     // overwrites all of it with dx. The Acts hold (M, ...) rows meanwhile.
-    bool supports_rows() const { return norm == NormPlacement::post; }
+    bool supports_rows() const {
+        return norm == NormPlacement::post && ctx.nn().rows_supported();
+    }
     void forward_rows(float* y, Acts& acts, const float* x, const Step& s,
                       const AttnRows& rows) const;
     void backward_rows(float* dio, const Acts& acts, const float* x, const Step& s,

@@ -16,8 +16,7 @@
 
 #include "core/check.h"
 #include "nn/transformer_block.h"
-#include "ops/dropout.h"
-#include "ops/elementwise.h"
+#include "ops/device_ops.h"
 
 namespace loom {
 
@@ -25,27 +24,29 @@ void TransformerBlock::forward_rows(float* y, Acts& acts, const float* x, const 
                                     const AttnRows& r) const {
     LOOM_ASSERT(supports_rows(), "forward_rows: only post-LN blocks run on a subset of rows");
     const int64_t M = r.M;
+    const NnOps& ops = ctx.nn();
     attn.forward_rows(acts.res1, acts.attn, x, s.B, s.T, s.key_padding, s.drop_probs, r);
     if (s.drop_attn_out.active())
-        dropout_rows(acts.res1, acts.res1, r.rows, M, s.T, C, s.drop_attn_out);
-    for (int64_t i = 0; i < M; ++i) add_inplace(acts.res1 + i * C, x + r.rows[i] * C, C);
+        ops.dropout_rows(ctx, acts.res1, acts.res1, r.rows, M, s.T, C, s.drop_attn_out);
+    for (int64_t i = 0; i < M; ++i) ops.add_inplace(ctx, acts.res1 + i * C, x + r.rows[i] * C, C);
     ln1.forward(acts.ln1_out, acts.ln1, acts.res1, M);
     mlp.forward(acts.res2, acts.mlp, acts.ln1_out, M);
     if (s.drop_ffn_out.active())
-        dropout_rows(acts.res2, acts.res2, r.rows, M, s.T, C, s.drop_ffn_out);
-    residual_forward(acts.res2, acts.res2, acts.ln1_out, M * C);
+        ops.dropout_rows(ctx, acts.res2, acts.res2, r.rows, M, s.T, C, s.drop_ffn_out);
+    ops.residual_forward(ctx, acts.res2, acts.res2, acts.ln1_out, M * C);
     ln2.forward(y, acts.ln2, acts.res2, M);
     // Spread the M packed rows to their positions, last first: rows[i] >= i,
     // so no packed row is overwritten before it moves.
+    const size_t row_bytes = size_t(C) * sizeof(float);
     for (int64_t i = M; i-- > 0;)
-        if (r.rows[i] != i) std::copy_n(y + i * C, C, y + r.rows[i] * C);
+        if (r.rows[i] != i) ctx.be->copy(y + r.rows[i] * C, y + i * C, row_bytes);
     int64_t next = 0;  // zero the rows the head does not read
     for (int64_t n = 0; n < s.B * s.T; ++n) {
         if (next < M && r.rows[next] == n) {
             ++next;
             continue;
         }
-        std::fill_n(y + n * C, C, 0.0f);
+        ctx.be->zero(y + n * C, row_bytes);
     }
 }
 
@@ -53,22 +54,24 @@ void TransformerBlock::backward_rows(float* dio, const Acts& acts, const float* 
                                      const Scratch& sc, const AttnRows& r) const {
     LOOM_ASSERT(supports_rows(), "backward_rows: only post-LN blocks run on a subset of rows");
     const int64_t M = r.M;
-    for (int64_t i = 0; i < M; ++i) std::copy_n(dio + r.rows[i] * C, C, sc.u + i * C);
+    const NnOps& ops = ctx.nn();
+    const size_t row_bytes = size_t(C) * sizeof(float);
+    for (int64_t i = 0; i < M; ++i) ctx.be->copy(sc.u + i * C, dio + r.rows[i] * C, row_bytes);
     ln2.backward(sc.t, sc.u, acts.res2, acts.ln2, M);
     const float* d_o = sc.t;
     if (s.drop_ffn_out.active()) {
-        dropout_rows(sc.u, sc.t, r.rows, M, s.T, C, s.drop_ffn_out);
+        ops.dropout_rows(ctx, sc.u, sc.t, r.rows, M, s.T, C, s.drop_ffn_out);
         d_o = sc.u;
     }
     mlp.backward(sc.t, d_o, acts.mlp, acts.ln1_out, M, sc.dI, /*accumulate_dx=*/true);
     ln1.backward(sc.u, sc.t, acts.res1, acts.ln1, M);
     const float* d_a = sc.u;
     if (s.drop_attn_out.active()) {
-        dropout_rows(sc.t, sc.u, r.rows, M, s.T, C, s.drop_attn_out);
+        ops.dropout_rows(ctx, sc.t, sc.u, r.rows, M, s.T, C, s.drop_attn_out);
         d_a = sc.t;
     }
     attn.backward_rows(dio, d_a, acts.attn, x, s.B, s.T, s.key_padding, s.drop_probs, sc.attn, r);
-    for (int64_t i = 0; i < M; ++i) add_inplace(dio + r.rows[i] * C, sc.u + i * C, C);
+    for (int64_t i = 0; i < M; ++i) ops.add_inplace(ctx, dio + r.rows[i] * C, sc.u + i * C, C);
 }
 
 }  // namespace loom

@@ -4,8 +4,8 @@
 // the CUDA one in cuda/device_ops_cuda.cpp; tests/cuda/test_cuda_device_ops.cpp
 // checks every CUDA entry against the CPU one.
 //
-// Today the table holds the optimizer updates (optim/flat_optimizer.h); the
-// nn modules' ops join it as they move onto the backend. Every pointer an
+// The table holds the optimizer updates (optim/flat_optimizer.h) and, in
+// NnOps (ops/nn_ops.h), the kernels of the nn modules. Every pointer an
 // entry takes is memory of the backend it is called with.
 #pragma once
 
@@ -16,6 +16,7 @@
 #include "core/dtype.h"
 #include "ops/adamw.h"
 #include "ops/lamb.h"
+#include "ops/nn_ops.h"
 
 namespace loom {
 
@@ -52,7 +53,13 @@ struct DeviceOps {
                          float grad_scale) = nullptr;
     void (*lamb_apply)(Backend&, const UpdateBuffers&, const LambPlanView&, const LambStep&,
                        double lr) = nullptr;
+    // The nn modules' kernels; a constant of the device's table file.
+    const NnOps* nn = nullptr;
 };
+
+inline const NnOps& OpCtx::nn() const {
+    return *be->ops().nn;
+}
 
 // The host: memory from Storage::alloc, kernels from ops/, no stream.
 Backend& cpu_backend();

@@ -10,6 +10,8 @@
 
 namespace loom {
 
+extern constinit const NnOps k_cpu_nn_ops;  // nn_ops_cpu.cpp
+
 namespace {
 
 const float* host_grad(const UpdateBuffers& b, const char* op) {
@@ -42,7 +44,8 @@ void cpu_lamb_apply(Backend&, const UpdateBuffers& b, const LambPlanView& p, con
 }
 
 // Constant-initialised: safe to reach from any static constructor.
-constexpr DeviceOps k_cpu_ops{Device::cpu, cpu_adamw, cpu_sgd, cpu_lamb_moments, cpu_lamb_apply};
+constexpr DeviceOps k_cpu_ops{Device::cpu,      cpu_adamw,      cpu_sgd,
+                              cpu_lamb_moments, cpu_lamb_apply, &k_cpu_nn_ops};
 
 class CpuBackend final : public Backend {
   public:

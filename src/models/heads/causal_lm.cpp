@@ -9,14 +9,14 @@
 #include "comm/tp_vocab.h"
 #include "core/check.h"
 #include "models/heads/head.h"
-#include "ops/softmax_xent.h"
+#include "ops/device_ops.h"
 
 namespace loom {
 
 namespace {
 
 class CausalLmHead final : public Head {
-public:
+  public:
     CausalLmHead(ParamTable& t, const CausalLmHeadSpec& s) : spec_(s) {
         int weight_row = s.word_embeddings_row;
         if (weight_row >= 0) {
@@ -32,7 +32,10 @@ public:
         decoder_ = Linear::make_tied(weight_row, -1, s.C, s.V);
     }
 
-    void bind(const ParamTable& t) override { decoder_.bind(t); }
+    void bind(const ParamTable& t) override {
+        ctx_ = t.op_ctx();
+        decoder_.bind(t);
+    }
 
     void shard(ParamTable& t, const ModelTp& tp) override {
         if (!tp.active()) return;
@@ -68,11 +71,12 @@ public:
         if (!has_labels_) return l;
         for (int64_t b = 0; b < B_; ++b)
             for (int64_t t = 0; t < T_; ++t)
-                targets_[size_t(b * T_ + t)] = t + 1 < T_ ? hb.labels[b * T_ + t + 1] : k_ignore_index;
-        const XentSum x =
-            tp_ ? vocab_parallel_xent_forward<float>(nullptr, logits_, targets_.data(), N, spec_.V,
-                                                     *tp_)
-                : softmax_xent_forward<float>(nullptr, logits_, targets_.data(), N, spec_.V);
+                targets_[size_t(b * T_ + t)] =
+                    t + 1 < T_ ? hb.labels[b * T_ + t + 1] : k_ignore_index;
+        const XentSum x = tp_ ? vocab_parallel_xent_forward<float>(
+                                    nullptr, logits_, targets_.data(), N, spec_.V, *tp_)
+                              : ctx_.nn().softmax_xent_forward(ctx_, nullptr, logits_,
+                                                               targets_.data(), N, spec_.V);
         l.sum = x.loss_sum;
         l.count = x.count;
         return l;
@@ -82,9 +86,11 @@ public:
         LOOM_CHECK(has_labels_, "causal-LM backward needs 'labels' in the batch");
         const int64_t N = B_ * T_;
         if (tp_)
-            vocab_parallel_xent_backward(dlogits_, logits_, targets_.data(), N, spec_.V, scale, *tp_);
+            vocab_parallel_xent_backward(dlogits_, logits_, targets_.data(), N, spec_.V, scale,
+                                         *tp_);
         else
-            softmax_xent_backward(dlogits_, logits_, targets_.data(), N, spec_.V, scale);
+            ctx_.nn().softmax_xent_backward(ctx_, dlogits_, logits_, targets_.data(), N, spec_.V,
+                                            scale);
         decoder_.backward(dhidden, dlogits_, hidden, N);
     }
 
@@ -93,15 +99,16 @@ public:
         out["logits"] = a.view(logits_, Shape{B_, T_, spec_.V}, "logits");
     }
 
-private:
+  private:
+    OpCtx ctx_;  // where the table the head is bound to runs its ops
     CausalLmHeadSpec spec_;
     Linear decoder_;
     int64_t B_ = 0, T_ = 0;
     bool has_labels_ = false;
-    Communicator* tp_ = nullptr;     // vocab-parallel on this tp group; null: whole vocabulary
-    float* logits_ = nullptr;        // (B, T, V), or (B, T, Vp/tp) vocab-parallel
-    float* dlogits_ = nullptr;       // like logits_
-    std::vector<int64_t> targets_;   // (B, T) labels shifted left, -100 at the end
+    Communicator* tp_ = nullptr;    // vocab-parallel on this tp group; null: whole vocabulary
+    float* logits_ = nullptr;       // (B, T, V), or (B, T, Vp/tp) vocab-parallel
+    float* dlogits_ = nullptr;      // like logits_
+    std::vector<int64_t> targets_;  // (B, T) labels shifted left, -100 at the end
 };
 
 }  // namespace

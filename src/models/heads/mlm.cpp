@@ -18,7 +18,7 @@
 #include "comm/tp_vocab.h"
 #include "core/check.h"
 #include "models/heads/head.h"
-#include "ops/softmax_xent.h"
+#include "ops/device_ops.h"
 
 namespace loom {
 
@@ -53,6 +53,7 @@ class MlmHead final : public Head {
     }
 
     void bind(const ParamTable& t) override {
+        ctx_ = t.op_ctx();
         dense_.bind(t);
         norm_.bind(t);
         decoder_.bind(t);
@@ -131,14 +132,14 @@ class MlmHead final : public Head {
         LossSum l;
         if (M_ == 0) return l;
         dense_.forward(t1_, x_, M_);
-        activation_forward(t2_, t1_, M_ * spec_.E, spec_.act);
+        ctx_.nn().activation_forward(ctx_, t2_, ctx_.act, t1_, M_ * spec_.E, spec_.act);
         norm_.forward(t3_, norm_acts_, t2_, M_);
         decoder_.forward(logits_, t3_, M_);
         if (labels_) {
             const XentSum x =
                 tp_ ? vocab_parallel_xent_forward<float>(nullptr, logits_, targets, M_, spec_.V,
                                                          *tp_)
-                    : softmax_xent_forward<float>(nullptr, logits_, targets, M_, spec_.V);
+                    : ctx_.nn().softmax_xent_forward(ctx_, nullptr, logits_, targets, M_, spec_.V);
             l.sum = x.loss_sum;
             l.count = x.count;
         }
@@ -154,10 +155,11 @@ class MlmHead final : public Head {
             if (tp_)
                 vocab_parallel_xent_backward(dlogits_, logits_, targets, M_, spec_.V, scale, *tp_);
             else
-                softmax_xent_backward(dlogits_, logits_, targets, M_, spec_.V, scale);
+                ctx_.nn().softmax_xent_backward(ctx_, dlogits_, logits_, targets, M_, spec_.V,
+                                                scale);
             decoder_.backward(d3_, dlogits_, t3_, M_);
             norm_.backward(d2_, d3_, t2_, norm_acts_, M_);
-            activation_backward(d2_, t1_, d2_, M_ * spec_.E, spec_.act);
+            ctx_.nn().activation_backward(ctx_, d2_, t1_, d2_, M_ * spec_.E, spec_.act);
             dense_.backward(dx, d2_, x_, M_);
         }
         if (sparse_) {
@@ -177,6 +179,7 @@ class MlmHead final : public Head {
     }
 
   private:
+    OpCtx ctx_;  // where the table the head is bound to runs its ops
     MlmHeadSpec spec_;
     Linear dense_, decoder_;
     LayerNorm norm_;

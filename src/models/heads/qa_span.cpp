@@ -7,21 +7,23 @@
 
 #include "core/check.h"
 #include "models/heads/head.h"
-#include "ops/dropout.h"
-#include "ops/softmax_xent.h"
+#include "ops/device_ops.h"
 
 namespace loom {
 
 namespace {
 
 class QaHead final : public Head {
-public:
+  public:
     QaHead(ParamTable& t, const QaHeadSpec& s) : spec_(s) {
         const LinearInit init{s.init_std, /*head=*/true, TpRole::none};
         out_ = Linear::make(t, s.out, s.C, 2, WeightLayout::out_in, true, init);
     }
 
-    void bind(const ParamTable& t) override { out_.bind(t); }
+    void bind(const ParamTable& t) override {
+        ctx_ = t.op_ctx();
+        out_.bind(t);
+    }
 
     HeadView view() const override {
         HeadView v;
@@ -51,7 +53,7 @@ public:
         drop_ = drop.spec(spec_.p_drop, 0, DropoutPlan::head_a);
         x_ = hidden;
         if (drop_.active()) {
-            dropout_forward(xd_, hidden, B_, T_ * spec_.C, drop_);
+            ctx_.nn().dropout_forward(ctx_, xd_, hidden, B_, T_ * spec_.C, drop_);
             x_ = xd_;
         }
         out_.forward(out2_, x_, N);
@@ -66,8 +68,9 @@ public:
             starts_[size_t(b)] = clamp_position(hb.start_positions[b]);
             ends_[size_t(b)] = clamp_position(hb.end_positions[b]);
         }
-        const XentSum s = softmax_xent_forward<float>(nullptr, start_, starts_.data(), B_, T_);
-        const XentSum e = softmax_xent_forward<float>(nullptr, end_, ends_.data(), B_, T_);
+        const XentSum s =
+            ctx_.nn().softmax_xent_forward(ctx_, nullptr, start_, starts_.data(), B_, T_);
+        const XentSum e = ctx_.nn().softmax_xent_forward(ctx_, nullptr, end_, ends_.data(), B_, T_);
         l.sum = s.loss_sum + e.loss_sum;
         l.count = s.count + e.count;
         return l;
@@ -77,14 +80,15 @@ public:
         LOOM_CHECK(has_labels_,
                    "question-answering backward needs 'start_positions' and 'end_positions'");
         const int64_t N = B_ * T_;
-        softmax_xent_backward(dstart_, start_, starts_.data(), B_, T_, scale);
-        softmax_xent_backward(dend_, end_, ends_.data(), B_, T_, scale);
+        ctx_.nn().softmax_xent_backward(ctx_, dstart_, start_, starts_.data(), B_, T_, scale);
+        ctx_.nn().softmax_xent_backward(ctx_, dend_, end_, ends_.data(), B_, T_, scale);
         for (int64_t i = 0; i < N; ++i) {  // reuse out2 for d(out2): forward values are split out
             out2_[2 * i] = dstart_[i];
             out2_[2 * i + 1] = dend_[i];
         }
         out_.backward(dhidden, out2_, x_, N);
-        if (drop_.active()) dropout_backward(dhidden, dhidden, B_, T_ * spec_.C, drop_);
+        if (drop_.active())
+            ctx_.nn().dropout_backward(ctx_, dhidden, dhidden, B_, T_ * spec_.C, drop_);
     }
 
     void outputs(const ActArena& a, std::map<std::string, Tensor>& out) const override {
@@ -92,7 +96,8 @@ public:
         out["end_logits"] = a.view(end_, Shape{B_, T_}, "end_logits");
     }
 
-private:
+  private:
+    OpCtx ctx_;  // where the table the head is bound to runs its ops
     int64_t clamp_position(int64_t p) const {
         const int64_t c = std::clamp<int64_t>(p, 0, T_);
         return c == T_ ? k_ignore_index : c;
@@ -103,13 +108,13 @@ private:
     int64_t B_ = 0, T_ = 0;
     bool has_labels_ = false;
     DropoutSpec drop_;
-    const float* x_ = nullptr;  // qa_outputs' input: hidden or xd
-    float* xd_ = nullptr;       // (B, T, C) hidden after dropout
-    float* out2_ = nullptr;     // (B, T, 2) qa_outputs (then its gradient in backward)
-    float* start_ = nullptr;    // (B, T)
-    float* end_ = nullptr;      // (B, T)
-    float* dstart_ = nullptr;   // (B, T)
-    float* dend_ = nullptr;     // (B, T)
+    const float* x_ = nullptr;            // qa_outputs' input: hidden or xd
+    float* xd_ = nullptr;                 // (B, T, C) hidden after dropout
+    float* out2_ = nullptr;               // (B, T, 2) qa_outputs (then its gradient in backward)
+    float* start_ = nullptr;              // (B, T)
+    float* end_ = nullptr;                // (B, T)
+    float* dstart_ = nullptr;             // (B, T)
+    float* dend_ = nullptr;               // (B, T)
     std::vector<int64_t> starts_, ends_;  // (B) clamped targets
 };
 

@@ -8,8 +8,7 @@
 
 #include "core/check.h"
 #include "models/heads/head.h"
-#include "ops/dropout.h"
-#include "ops/softmax_xent.h"
+#include "ops/device_ops.h"
 
 namespace loom {
 
@@ -24,6 +23,7 @@ class SeqClsHead final : public Head {
     }
 
     void bind(const ParamTable& t) override {
+        ctx_ = t.op_ctx();
         dense_.bind(t);
         out_.bind(t);
     }
@@ -68,19 +68,19 @@ class SeqClsHead final : public Head {
         drop_b_ = drop.spec(spec_.p_drop_b, 0, DropoutPlan::head_b);
         const float* xa = x0_;
         if (drop_a_.active()) {
-            dropout_forward(xa_, x0_, B_, C, drop_a_);
+            ctx_.nn().dropout_forward(ctx_, xa_, x0_, B_, C, drop_a_);
             xa = xa_;
         }
         xa_used_ = xa;
         dense_.forward(pre_, xa, B_);
-        activation_forward(post_, pre_, B_ * C, spec_.act);
-        if (drop_b_.active()) dropout_forward(post_, post_, B_, C, drop_b_);
+        ctx_.nn().activation_forward(ctx_, post_, ctx_.act, pre_, B_ * C, spec_.act);
+        if (drop_b_.active()) ctx_.nn().dropout_forward(ctx_, post_, post_, B_, C, drop_b_);
         out_.forward(logits_, post_, B_);
         labels_ = hb.labels;
         LossSum l;
         if (labels_) {
-            const XentSum x =
-                softmax_xent_forward<float>(nullptr, logits_, labels_, B_, spec_.num_labels);
+            const XentSum x = ctx_.nn().softmax_xent_forward(ctx_, nullptr, logits_, labels_, B_,
+                                                             spec_.num_labels);
             l.sum = x.loss_sum;
             l.count = x.count;
         }
@@ -91,12 +91,13 @@ class SeqClsHead final : public Head {
         LOOM_CHECK(labels_ != nullptr,
                    "sequence-classification backward needs 'labels' in the batch");
         const int64_t C = spec_.C;
-        softmax_xent_backward(dlogits_, logits_, labels_, B_, spec_.num_labels, scale);
+        ctx_.nn().softmax_xent_backward(ctx_, dlogits_, logits_, labels_, B_, spec_.num_labels,
+                                        scale);
         out_.backward(dpost_, dlogits_, post_, B_);
-        if (drop_b_.active()) dropout_backward(dpost_, dpost_, B_, C, drop_b_);
-        activation_backward(dpost_, pre_, dpost_, B_ * C, spec_.act);
+        if (drop_b_.active()) ctx_.nn().dropout_backward(ctx_, dpost_, dpost_, B_, C, drop_b_);
+        ctx_.nn().activation_backward(ctx_, dpost_, pre_, dpost_, B_ * C, spec_.act);
         dense_.backward(dxa_, dpost_, xa_used_, B_);
-        if (drop_a_.active()) dropout_backward(dxa_, dxa_, B_, C, drop_a_);
+        if (drop_a_.active()) ctx_.nn().dropout_backward(ctx_, dxa_, dxa_, B_, C, drop_a_);
         std::memset(dhidden, 0, size_t(B_ * T_ * C) * sizeof(float));
         for (int64_t b = 0; b < B_; ++b)
             std::memcpy(dhidden + b * T_ * C, dxa_ + b * C, size_t(C) * sizeof(float));
@@ -107,6 +108,7 @@ class SeqClsHead final : public Head {
     }
 
   private:
+    OpCtx ctx_;  // where the table the head is bound to runs its ops
     ClsHeadSpec spec_;
     Linear dense_, out_;
     int64_t B_ = 0, T_ = 0;
