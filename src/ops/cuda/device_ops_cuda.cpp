@@ -19,6 +19,8 @@
 
 namespace loom {
 
+extern constinit const NnOps k_cuda_nn_ops;  // nn_ops_cuda.cpp
+
 namespace {
 
 CudaContext& context(Backend& be) {
@@ -109,8 +111,8 @@ void cuda_lamb_apply(Backend& be, const UpdateBuffers& b, const LambPlanView& p,
     });
 }
 
-constexpr DeviceOps k_cuda_ops{Device::cuda, cuda_adamw, cuda_sgd, cuda_lamb_moments,
-                               cuda_lamb_apply};
+constexpr DeviceOps k_cuda_ops{Device::cuda,      cuda_adamw,     cuda_sgd, cuda_lamb_moments,
+                               cuda_lamb_apply, &k_cuda_nn_ops};
 
 class CudaBackend final : public Backend {
   public:

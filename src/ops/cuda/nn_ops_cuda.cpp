@@ -1,0 +1,244 @@
+// The CUDA NnOps (ops/nn_ops.h): each entry dispatches on the activation
+// type (f32, bf16, f16) to the templated kernel of ops/cuda/. Activations,
+// the parameters' compute copy and gradients all share that type, so a GEMM's
+// and attention's operands are the activations themselves: `operands` must
+// equal OpCtx::act. The row-subset entries (dropout_rows, attention_rows_*)
+// have no kernels here and are null, so a block computes every row.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "core/check.h"
+#include "ops/cuda/activation_cuda.h"
+#include "ops/cuda/attention_cuda.h"
+#include "ops/cuda/dropout_cuda.h"
+#include "ops/cuda/elementwise_cuda.h"
+#include "ops/cuda/embedding_cuda.h"
+#include "ops/cuda/layer_norm_cuda.h"
+#include "ops/cuda/matmul_cuda.h"
+#include "ops/cuda/softmax_xent_cuda.h"
+#include "ops/cuda/tp_vocab_cuda.h"
+#include "ops/device_ops.h"
+
+namespace loom {
+
+namespace {
+
+CudaContext& context(const OpCtx& c) {
+    CudaContext* ctx = c.be->cuda();
+    LOOM_ASSERT(ctx != nullptr, "a CUDA kernel called with the {} backend", c.be->name());
+    return *ctx;
+}
+
+// Calls f(T{}) with T the activation type.
+template <typename F>
+auto with_act(const OpCtx& c, const char* op, F&& f) {
+    switch (c.act) {
+        case DType::f32:
+            return f(float{});
+        case DType::bf16:
+            return f(__nv_bfloat16{});
+        case DType::f16:
+            return f(__half{});
+        default:
+            break;
+    }
+    LOOM_ASSERT(false, "{} on CUDA with {} activations", op, dtype_name(c.act));
+    return f(float{});
+}
+
+void check_operands(const OpCtx& c, DType operands, const char* op) {
+    LOOM_ASSERT(operands == c.act,
+                "{} on CUDA with {} operands and {} activations: CUDA keeps activations in the "
+                "compute type",
+                op, dtype_name(operands), dtype_name(c.act));
+}
+
+template <typename T>
+T* P(void* p) {
+    return static_cast<T*>(p);
+}
+template <typename T>
+const T* P(const void* p) {
+    return static_cast<const T*>(p);
+}
+
+void matmul_fwd(const OpCtx& c, DType operands, void* y, const void* x, const void* w,
+                const void* b, int64_t N, int64_t C, int64_t OC, WeightLayout layout,
+                const GemmRounded& r) {
+    check_operands(c, operands, "matmul_forward");
+    LOOM_ASSERT(r.w16 == nullptr && r.keep_x16 == nullptr && r.x16 == nullptr,
+                "rounded GEMM operands given on CUDA");
+    with_act(c, "matmul_forward", [&](auto t) {
+        using T = decltype(t);
+        matmul_forward_cuda<T>(P<T>(y), P<T>(x), P<T>(w), P<T>(b), N, C, OC, layout, context(c));
+    });
+}
+
+void matmul_bwd(const OpCtx& c, DType operands, void* dx, void* dw, void* db, const void* dy,
+                const void* x, const void* w, int64_t N, int64_t C, int64_t OC, WeightLayout layout,
+                bool accumulate_dx, const GemmRounded& r) {
+    check_operands(c, operands, "matmul_backward");
+    LOOM_ASSERT(r.x16 == nullptr, "rounded GEMM operands given on CUDA");
+    with_act(c, "matmul_backward", [&](auto t) {
+        using T = decltype(t);
+        matmul_backward_cuda<T>(P<T>(dx), P<T>(dw), P<T>(db), P<T>(dy), P<T>(x), P<T>(w), N, C, OC,
+                                layout, accumulate_dx, context(c));
+    });
+}
+
+void layer_norm_fwd(const OpCtx& c, void* y, float* mean, float* rstd, const void* x, const void* w,
+                    const void* b, int64_t N, int64_t C, double eps) {
+    with_act(c, "layer_norm_forward", [&](auto t) {
+        using T = decltype(t);
+        layer_norm_forward_cuda<T>(P<T>(y), mean, rstd, P<T>(x), P<T>(w), P<T>(b), N, C, eps,
+                                   context(c));
+    });
+}
+
+void layer_norm_bwd(const OpCtx& c, void* dx, void* dw, void* db, const void* dy, const void* x,
+                    const void* w, const float* mean, const float* rstd, int64_t N, int64_t C,
+                    bool accumulate_dx) {
+    LOOM_ASSERT(dw != nullptr, "a frozen LayerNorm on CUDA: its kernel always writes dweight");
+    with_act(c, "layer_norm_backward", [&](auto t) {
+        using T = decltype(t);
+        layer_norm_backward_cuda<T>(P<T>(dx), P<T>(dw), P<T>(db), P<T>(dy), P<T>(x), P<T>(w), mean,
+                                    rstd, N, C, accumulate_dx, context(c));
+    });
+}
+
+void activation_fwd(const OpCtx& c, void* y, DType y_type, const void* x, int64_t n, Activation a) {
+    LOOM_ASSERT(y_type == c.act, "activation_forward to {} from {} activations on CUDA",
+                dtype_name(y_type), dtype_name(c.act));
+    with_act(c, "activation_forward", [&](auto t) {
+        using T = decltype(t);
+        activation_forward_cuda<T>(P<T>(y), P<T>(x), n, a, context(c));
+    });
+}
+
+void activation_bwd(const OpCtx& c, void* dx, const void* x, const void* dy, int64_t n,
+                    Activation a) {
+    with_act(c, "activation_backward", [&](auto t) {
+        using T = decltype(t);
+        activation_backward_cuda<T>(P<T>(dx), P<T>(x), P<T>(dy), n, a, context(c));
+    });
+}
+
+void dropout_fwd(const OpCtx& c, void* y, const void* x, int64_t B, int64_t per_sample,
+                 const DropoutSpec& d) {
+    with_act(c, "dropout_forward", [&](auto t) {
+        using T = decltype(t);
+        dropout_forward_cuda<T>(P<T>(y), P<T>(x), B, per_sample, d, context(c));
+    });
+}
+
+void dropout_bwd(const OpCtx& c, void* dx, const void* dy, int64_t B, int64_t per_sample,
+                 const DropoutSpec& d) {
+    with_act(c, "dropout_backward", [&](auto t) {
+        using T = decltype(t);
+        dropout_backward_cuda<T>(P<T>(dx), P<T>(dy), B, per_sample, d, context(c));
+    });
+}
+
+void residual_fwd(const OpCtx& c, void* y, const void* a, const void* b, int64_t n) {
+    with_act(c, "residual_forward", [&](auto t) {
+        using T = decltype(t);
+        residual_forward_cuda<T>(P<T>(y), P<T>(a), P<T>(b), n, context(c));
+    });
+}
+
+void add_inplace_fn(const OpCtx& c, void* y, const void* x, int64_t n) {
+    with_act(c, "add_inplace", [&](auto t) {
+        using T = decltype(t);
+        add_inplace_cuda<T>(P<T>(y), P<T>(x), n, context(c));
+    });
+}
+
+void add_bias_fn(const OpCtx& c, void* y, const void* b, int64_t N, int64_t OC) {
+    with_act(c, "add_bias", [&](auto t) {
+        using T = decltype(t);
+        add_bias_cuda<T>(P<T>(y), P<T>(b), N, OC, context(c));
+    });
+}
+
+void embedding_fwd(const OpCtx& c, void* y, const int64_t* ids, const void* table, int64_t N,
+                   int64_t V, int64_t C, bool accumulate) {
+    with_act(c, "embedding_forward", [&](auto t) {
+        using T = decltype(t);
+        embedding_forward_cuda<T>(P<T>(y), ids, P<T>(table), N, V, C, accumulate, context(c));
+    });
+}
+
+void embedding_bwd(const OpCtx& c, void* dtable, const int64_t* ids, const void* dy, int64_t N,
+                   int64_t V, int64_t C, int64_t padding_idx) {
+    with_act(c, "embedding_backward", [&](auto t) {
+        using T = decltype(t);
+        embedding_backward_cuda<T>(P<T>(dtable), ids, P<T>(dy), N, V, C, padding_idx, context(c));
+    });
+}
+
+void attention_fwd(const OpCtx& c, DType operands, void* y, void* att, const void* q, const void* k,
+                   const void* v, int64_t ld, const AttnShape& s, const AttnMask& m,
+                   const DropoutSpec& d) {
+    check_operands(c, operands, "attention_forward");
+    with_act(c, "attention_forward", [&](auto t) {
+        using T = decltype(t);
+        attention_forward_cuda<T>(P<T>(y), P<T>(att), P<T>(q), P<T>(k), P<T>(v), ld, s, m, d,
+                                  context(c));
+    });
+}
+
+void attention_bwd(const OpCtx& c, DType operands, void* dq, void* dk, void* dv, void* scratch,
+                   const void* dy, const void* att, const void* q, const void* k, const void* v,
+                   int64_t ld, const AttnShape& s, const AttnMask& m, const DropoutSpec& d) {
+    check_operands(c, operands, "attention_backward");
+    with_act(c, "attention_backward", [&](auto t) {
+        using T = decltype(t);
+        attention_backward_cuda<T>(P<T>(dq), P<T>(dk), P<T>(dv), P<T>(scratch), P<T>(dy), P<T>(att),
+                                   P<T>(q), P<T>(k), P<T>(v), ld, s, m, d, context(c));
+    });
+}
+
+XentSum xent_fwd(const OpCtx& c, void* losses, const void* logits, const int64_t* targets,
+                 int64_t N, int64_t V) {
+    return with_act(c, "softmax_xent_forward", [&](auto t) {
+        using T = decltype(t);
+        return softmax_xent_forward_cuda<T>(P<T>(losses), P<T>(logits), targets, N, V, context(c));
+    });
+}
+
+void xent_bwd(const OpCtx& c, void* dlogits, const void* logits, const int64_t* targets, int64_t N,
+              int64_t V, double scale) {
+    with_act(c, "softmax_xent_backward", [&](auto t) {
+        using T = decltype(t);
+        softmax_xent_backward_cuda<T>(P<T>(dlogits), P<T>(logits), targets, N, V, scale,
+                                      context(c));
+    });
+}
+
+}  // namespace
+
+extern constinit const NnOps k_cuda_nn_ops;
+constinit const NnOps k_cuda_nn_ops{
+    .matmul_forward = matmul_fwd,
+    .matmul_backward = matmul_bwd,
+    .layer_norm_forward = layer_norm_fwd,
+    .layer_norm_backward = layer_norm_bwd,
+    .activation_forward = activation_fwd,
+    .activation_backward = activation_bwd,
+    .dropout_forward = dropout_fwd,
+    .dropout_backward = dropout_bwd,
+    .dropout_rows = nullptr,
+    .residual_forward = residual_fwd,
+    .add_inplace = add_inplace_fn,
+    .add_bias = add_bias_fn,
+    .embedding_forward = embedding_fwd,
+    .embedding_backward = embedding_bwd,
+    .attention_forward = attention_fwd,
+    .attention_backward = attention_bwd,
+    .attention_rows_forward = nullptr,
+    .attention_rows_backward = nullptr,
+    .softmax_xent_forward = xent_fwd,
+    .softmax_xent_backward = xent_bwd,
+};
+
+}  // namespace loom

@@ -1,0 +1,243 @@
+// The CUDA NnOps table (ops/nn_ops.h) against the CPU one, entry by entry,
+// as the nn modules call them: the same inputs (rounded to the activation
+// type), each entry through `OpCtx::nn()` on both backends, the CUDA result
+// within the type's tolerance of the CPU's f32 one. What the one model stack
+// needs of a device is exactly this table, so a pass here is what lets the
+// CPU-proven modules run on the GPU. Also: the row-subset entries are absent
+// on CUDA, and operands other than the activation type are refused.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <memory>
+#include <vector>
+
+#include "cuda_test_util.h"
+#include "ops/cuda/device_ops_cuda.h"
+#include "ops/device_ops.h"
+
+namespace loom::test {
+namespace {
+
+template <typename T>
+DType act_type() {
+    if constexpr (std::is_same_v<T, float>) return DType::f32;
+    if constexpr (std::is_same_v<T, __half>) return DType::f16;
+    return DType::bf16;
+}
+
+template <typename T>
+class CudaNnOps : public CudaTypedOpTest<T> {
+  protected:
+    void SetUp() override {
+        CudaTypedOpTest<T>::SetUp();
+        if (this->IsSkipped()) return;
+        backend_ = make_cuda_backend(this->ctx());
+        gpu_ = OpCtx{backend_.get(), act_type<T>()};
+    }
+    // Inputs as the device sees them: rounded through T.
+    std::vector<float> in(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+        return round_all<T>(random_vec(n, seed, lo, hi));
+    }
+    DeviceBuffer<T>* up(const std::vector<float>& v) {
+        bufs_.push_back(upload<T>(v));
+        return bufs_.back().get();
+    }
+    const NnOps& cpu_ops() const { return cpu_.nn(); }
+    const NnOps& gpu_ops() const { return gpu_.nn(); }
+    Tol tol(double f32_abs = 2e-5, double f32_rel = 1e-4) const {
+        return tol_for<T>(f32_abs, f32_rel);
+    }
+
+    OpCtx cpu_{&cpu_backend(), DType::f32};
+    OpCtx gpu_;
+
+  private:
+    std::unique_ptr<Backend> backend_;
+    std::vector<std::unique_ptr<DeviceBuffer<T>>> bufs_;
+};
+TYPED_TEST_SUITE(CudaNnOps, DeviceTypes, TypeNames);
+
+TYPED_TEST(CudaNnOps, MatmulMatchesTheCpuEntry) {
+    const int64_t N = 33, C = 48, OC = 40;
+    const DType t = this->gpu_.act;
+    for (WeightLayout layout : {WeightLayout::out_in, WeightLayout::in_out}) {
+        auto x = this->in(size_t(N * C), 1), w = this->in(size_t(OC * C), 2),
+             b = this->in(size_t(OC), 3), dy = this->in(size_t(N * OC), 4);
+        auto dx0 = this->in(size_t(N * C), 5), dw0 = this->in(size_t(OC * C), 6);
+        std::vector<float> y(size_t(N * OC), 0.0f), dx = dx0, dw = dw0, db(size_t(OC), 0.0f);
+        this->cpu_ops().matmul_forward(this->cpu_, DType::f32, y.data(), x.data(), w.data(),
+                                       b.data(), N, C, OC, layout, {});
+        this->cpu_ops().matmul_backward(this->cpu_, DType::f32, dx.data(), dw.data(), db.data(),
+                                        dy.data(), x.data(), w.data(), N, C, OC, layout, true, {});
+        auto *gx = this->up(x), *gw = this->up(w), *gb = this->up(b), *gdy = this->up(dy);
+        auto *gdx = this->up(dx0), *gdw = this->up(dw0), *gdb = this->up(std::vector<float>(OC));
+        DeviceBuffer<TypeParam> gy{size_t(N * OC)};
+        this->gpu_ops().matmul_forward(this->gpu_, t, gy.get(), gx->get(), gw->get(), gb->get(), N,
+                                       C, OC, layout, {});
+        this->gpu_ops().matmul_backward(this->gpu_, t, gdx->get(), gdw->get(), gdb->get(),
+                                        gdy->get(), gx->get(), gw->get(), N, C, OC, layout, true,
+                                        {});
+        EXPECT_TRUE(all_close("y", download(gy), y, this->tol(1e-4, 1e-4)));
+        EXPECT_TRUE(all_close("dx (+=)", download(*gdx), dx, this->tol(1e-4, 1e-4)));
+        EXPECT_TRUE(all_close("dw (+=)", download(*gdw), dw, this->tol(1e-4, 1e-4)));
+        EXPECT_TRUE(all_close("db", download(*gdb), db, this->tol(1e-4, 1e-4)));
+    }
+}
+
+TYPED_TEST(CudaNnOps, LayerNormActivationAndElementwiseMatchTheCpuEntries) {
+    const int64_t N = 19, C = 64;
+    const size_t NC = size_t(N * C);
+    auto x = this->in(NC, 7, -2.0f, 2.0f), w = this->in(size_t(C), 8, 0.5f, 1.5f),
+         b = this->in(size_t(C), 9), dy = this->in(NC, 10);
+    std::vector<float> y(NC, 0.0f), mean(size_t(N), 0.0f), rstd(size_t(N), 0.0f), dx(NC, 0.0f),
+        dw(size_t(C), 0.0f), db(size_t(C), 0.0f);
+    this->cpu_ops().layer_norm_forward(this->cpu_, y.data(), mean.data(), rstd.data(), x.data(),
+                                       w.data(), b.data(), N, C, 1e-5);
+    this->cpu_ops().layer_norm_backward(this->cpu_, dx.data(), dw.data(), db.data(), dy.data(),
+                                        x.data(), w.data(), mean.data(), rstd.data(), N, C, false);
+    auto *gx = this->up(x), *gw = this->up(w), *gb = this->up(b), *gdy = this->up(dy);
+    DeviceBuffer<TypeParam> gy{NC}, gdx{NC}, gdw{size_t(C)}, gdb{size_t(C)};
+    DeviceBuffer<float> gmean{size_t(N)}, grstd{size_t(N)};
+    this->gpu_ops().layer_norm_forward(this->gpu_, gy.get(), gmean.get(), grstd.get(), gx->get(),
+                                       gw->get(), gb->get(), N, C, 1e-5);
+    this->gpu_ops().layer_norm_backward(this->gpu_, gdx.get(), gdw.get(), gdb.get(), gdy->get(),
+                                        gx->get(), gw->get(), gmean.get(), grstd.get(), N, C,
+                                        false);
+    EXPECT_TRUE(all_close("ln y", download(gy), y, this->tol()));
+    EXPECT_TRUE(all_close("ln rstd", download(grstd), rstd, Tol{1e-4, 1e-4}));
+    EXPECT_TRUE(all_close("ln dx", download(gdx), dx, this->tol(5e-5, 1e-4)));
+    EXPECT_TRUE(all_close("ln dw", download(gdw), dw, this->tol(1e-4, 1e-4)));
+
+    for (Activation a : {Activation::gelu_erf, Activation::gelu_tanh, Activation::tanh}) {
+        std::vector<float> ya(NC, 0.0f), da(NC, 0.0f);
+        this->cpu_ops().activation_forward(this->cpu_, ya.data(), DType::f32, x.data(), int64_t(NC),
+                                           a);
+        this->cpu_ops().activation_backward(this->cpu_, da.data(), x.data(), dy.data(), int64_t(NC),
+                                            a);
+        DeviceBuffer<TypeParam> gya{NC}, gda{NC};
+        this->gpu_ops().activation_forward(this->gpu_, gya.get(), this->gpu_.act, gx->get(),
+                                           int64_t(NC), a);
+        this->gpu_ops().activation_backward(this->gpu_, gda.get(), gx->get(), gdy->get(),
+                                            int64_t(NC), a);
+        const std::string name(activation_name(a));
+        EXPECT_TRUE(all_close(name, download(gya), ya, this->tol()));
+        EXPECT_TRUE(all_close(name + " backward", download(gda), da, this->tol()));
+    }
+
+    std::vector<float> r(NC, 0.0f);
+    this->cpu_ops().residual_forward(this->cpu_, r.data(), x.data(), dy.data(), int64_t(NC));
+    this->cpu_ops().add_inplace(this->cpu_, r.data(), x.data(), int64_t(NC));
+    this->cpu_ops().add_bias(this->cpu_, r.data(), b.data(), N, C);
+    DeviceBuffer<TypeParam> gr{NC};
+    this->gpu_ops().residual_forward(this->gpu_, gr.get(), gx->get(), gdy->get(), int64_t(NC));
+    this->gpu_ops().add_inplace(this->gpu_, gr.get(), gx->get(), int64_t(NC));
+    this->gpu_ops().add_bias(this->gpu_, gr.get(), gb->get(), N, C);
+    EXPECT_TRUE(all_close("residual + add_inplace + add_bias", download(gr), r, this->tol()));
+}
+
+TYPED_TEST(CudaNnOps, DropoutEmbeddingAndCrossEntropyMatchTheCpuEntries) {
+    const int64_t B = 3, T = 7, C = 16, V = 50;
+    const size_t n = size_t(B * T * C);
+    DropoutSpec d;
+    d.p = 0.25f;
+    d.stream = PhiloxStream(11, 3, 4);
+    d.sample_offset = 5;
+    auto x = this->in(n, 12);
+    std::vector<float> y(n, 0.0f), dx(n, 0.0f);
+    this->cpu_ops().dropout_forward(this->cpu_, y.data(), x.data(), B, T * C, d);
+    this->cpu_ops().dropout_backward(this->cpu_, dx.data(), x.data(), B, T * C, d);
+    auto* gx = this->up(x);
+    DeviceBuffer<TypeParam> gy{n}, gdx{n};
+    this->gpu_ops().dropout_forward(this->gpu_, gy.get(), gx->get(), B, T * C, d);
+    this->gpu_ops().dropout_backward(this->gpu_, gdx.get(), gx->get(), B, T * C, d);
+    // The same Philox keys drop the same elements; kept ones scale alike.
+    EXPECT_TRUE(all_close("dropout", download(gy), y, this->tol()));
+    EXPECT_TRUE(all_close("dropout backward", download(gdx), dx, this->tol()));
+
+    const std::vector<int64_t> ids = random_ids(size_t(B * T), V, 13);
+    auto table = this->in(size_t(V * C), 14);
+    std::vector<float> e(n, 0.0f), dt(size_t(V * C), 0.0f);
+    this->cpu_ops().embedding_forward(this->cpu_, e.data(), ids.data(), table.data(), B * T, V, C,
+                                      false);
+    this->cpu_ops().embedding_backward(this->cpu_, dt.data(), ids.data(), x.data(), B * T, V, C,
+                                       ids[0]);
+    auto gids = upload_raw(ids);
+    auto* gt = this->up(table);
+    DeviceBuffer<TypeParam> ge{n}, gdt{size_t(V * C)};
+    this->gpu_ops().embedding_forward(this->gpu_, ge.get(), gids->get(), gt->get(), B * T, V, C,
+                                      false);
+    this->gpu_ops().embedding_backward(this->gpu_, gdt.get(), gids->get(), gx->get(), B * T, V, C,
+                                       ids[0]);
+    EXPECT_TRUE(all_close("embedding", download(ge), e, this->tol()));
+    EXPECT_TRUE(all_close("embedding backward (padding row skipped)", download(gdt), dt,
+                          this->tol(1e-5, 1e-4)));
+
+    std::vector<int64_t> targets = random_ids(size_t(B * T), V, 15);
+    targets[2] = k_ignore_index;
+    auto logits = this->in(size_t(B * T * V), 16, -3.0f, 3.0f);
+    std::vector<float> dl(logits.size());
+    const XentSum s = this->cpu_ops().softmax_xent_forward(this->cpu_, nullptr, logits.data(),
+                                                           targets.data(), B * T, V);
+    this->cpu_ops().softmax_xent_backward(this->cpu_, dl.data(), logits.data(), targets.data(),
+                                          B * T, V, 0.5);
+    auto gtargets = upload_raw(targets);
+    auto* gl = this->up(logits);
+    DeviceBuffer<TypeParam> gdl(logits.size());
+    const XentSum gs = this->gpu_ops().softmax_xent_forward(this->gpu_, nullptr, gl->get(),
+                                                            gtargets->get(), B * T, V);
+    this->gpu_ops().softmax_xent_backward(this->gpu_, gdl.get(), gl->get(), gtargets->get(), B * T,
+                                          V, 0.5);
+    EXPECT_EQ(gs.count, s.count);
+    EXPECT_NEAR(gs.loss_sum, s.loss_sum, 1e-4 * double(s.count));
+    EXPECT_TRUE(all_close("dlogits", download(gdl), dl, this->tol()));
+}
+
+TYPED_TEST(CudaNnOps, AttentionMatchesTheCpuEntry) {
+    const AttnShape s{2, 9, 4, 8};
+    const int64_t C = s.NH * s.HS, ld = 3 * C, N = s.B * s.T;
+    const DType t = this->gpu_.act;
+    const std::vector<int64_t> pad = {1, 1, 1, 1, 1, 1, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+    DropoutSpec d;
+    d.p = 0.1f;
+    d.stream = PhiloxStream(5, 1, 2);
+    for (bool causal : {false, true}) {
+        const AttnMask cpu_mask{pad.data(), causal};
+        auto qkv = this->in(size_t(N * ld), 17), dy = this->in(size_t(N * C), 18);
+        const size_t n_att = size_t(s.B * s.NH * s.T * s.T);
+        std::vector<float> y(size_t(N * C), 0.0f), att(n_att, 0.0f), dqkv(qkv.size()),
+            scratch(n_att, 0.0f);
+        const float* q = qkv.data();
+        this->cpu_ops().attention_forward(this->cpu_, DType::f32, y.data(), att.data(), q, q + C,
+                                          q + 2 * C, ld, s, cpu_mask, d);
+        this->cpu_ops().attention_backward(this->cpu_, DType::f32, dqkv.data(), dqkv.data() + C,
+                                           dqkv.data() + 2 * C, scratch.data(), dy.data(),
+                                           att.data(), q, q + C, q + 2 * C, ld, s, cpu_mask, d);
+        auto gpad = upload_raw(pad);
+        const AttnMask gpu_mask{gpad->get(), causal};
+        auto *gqkv = this->up(qkv), *gdy = this->up(dy);
+        DeviceBuffer<TypeParam> gy{size_t(N * C)}, gatt{n_att}, gdqkv(qkv.size()), gs{n_att};
+        const TypeParam* gq = gqkv->get();
+        this->gpu_ops().attention_forward(this->gpu_, t, gy.get(), gatt.get(), gq, gq + C,
+                                          gq + 2 * C, ld, s, gpu_mask, d);
+        this->gpu_ops().attention_backward(this->gpu_, t, gdqkv.get(), gdqkv.get() + C,
+                                           gdqkv.get() + 2 * C, gs.get(), gdy->get(), gatt.get(),
+                                           gq, gq + C, gq + 2 * C, ld, s, gpu_mask, d);
+        const std::string tag = causal ? "causal " : "padded ";
+        EXPECT_TRUE(all_close(tag + "y", download(gy), y, this->tol(5e-5, 1e-4)));
+        EXPECT_TRUE(all_close(tag + "probabilities", download(gatt), att, this->tol()));
+        EXPECT_TRUE(all_close(tag + "dqkv", download(gdqkv), dqkv, this->tol(1e-4, 1e-3)));
+    }
+}
+
+TYPED_TEST(CudaNnOps, LacksTheRowEntriesAndRefusesOtherOperandTypes) {
+    EXPECT_FALSE(this->gpu_ops().rows_supported());
+    EXPECT_TRUE(this->cpu_ops().rows_supported());
+    const DType other = this->gpu_.act == DType::f32 ? DType::bf16 : DType::f32;
+    DeviceBuffer<TypeParam> y(16), x(16), w(16);
+    EXPECT_THROW(this->gpu_ops().matmul_forward(this->gpu_, other, y.get(), x.get(), w.get(),
+                                                nullptr, 4, 4, 4, WeightLayout::out_in, {}),
+                 Error);
+}
+
+}  // namespace
+}  // namespace loom::test
