@@ -33,13 +33,13 @@ void Embedding::shard(ParamTable& t, const ModelTp& tp_ctx) {
     tp = tp_ctx.comm;
 }
 
-void Embedding::forward(float* out, const int64_t* ids, int64_t N, bool accumulate) const {
+void Embedding::forward(ActPtr out, const int64_t* ids, int64_t N, bool accumulate) const {
     if (!tp) {
         ctx.nn().embedding_forward(ctx, out, ids, table.data, N, V, C, accumulate);
         return;
     }
     if (!accumulate) {
-        vocab_parallel_embedding_forward(out, ids, table.data, N, V, C, *tp);
+        vocab_parallel_embedding_forward(out.as<float>(), ids, table.data, N, V, C, *tp);
         return;
     }
     // The all-reduce must see only this table's lookups, not what `out` holds.
@@ -49,7 +49,7 @@ void Embedding::forward(float* out, const int64_t* ids, int64_t N, bool accumula
     ctx.nn().add_inplace(ctx, out, looked_up.data(), N * C);
 }
 
-void Embedding::backward(const float* dout, const int64_t* ids, int64_t N) const {
+void Embedding::backward(CActPtr dout, const int64_t* ids, int64_t N) const {
     if (table.grad == nullptr) return;  // frozen
     if (rows_out) {
         LOOM_ASSERT(tp == nullptr, "sparse rows of a vocab-parallel embedding");
@@ -57,12 +57,12 @@ void Embedding::backward(const float* dout, const int64_t* ids, int64_t N) const
         rows_out->width = C;
         rows_out->count = N;
         rows_out->ids = ids;
-        rows_out->rows = dout;
+        rows_out->rows = dout.as<const float>();
         rows_out->padding_idx = padding_idx;
         return;
     }
     if (tp)
-        vocab_parallel_embedding_backward(table.grad, ids, dout, N, V, C, *tp, padding_idx);
+        vocab_parallel_embedding_backward(table.grad, ids, dout.as<const float>(), N, V, C, *tp, padding_idx);
     else
         ctx.nn().embedding_backward(ctx, table.grad, ids, dout, N, V, C, padding_idx);
 }

@@ -55,8 +55,8 @@ struct Embedding {
         table.bind(t);
     }
     // out (N, C) = table[ids]; `accumulate` adds instead of overwriting.
-    void forward(float* out, const int64_t* ids, int64_t N, bool accumulate = false) const;
-    void backward(const float* dout, const int64_t* ids, int64_t N) const;
+    void forward(ActPtr out, const int64_t* ids, int64_t N, bool accumulate = false) const;
+    void backward(CActPtr dout, const int64_t* ids, int64_t N) const;
 };
 
 }  // namespace loom

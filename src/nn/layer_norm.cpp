@@ -24,11 +24,11 @@ LayerNorm LayerNorm::make(ParamTable& t, const std::string& prefix, int64_t C, d
     return ln;
 }
 
-void LayerNorm::forward(float* y, Acts& acts, const float* x, int64_t N) const {
+void LayerNorm::forward(ActPtr y, Acts& acts, CActPtr x, int64_t N) const {
     ctx.nn().layer_norm_forward(ctx, y, acts.mean, acts.rstd, x, weight.data, bias.data, N, C, eps);
 }
 
-void LayerNorm::backward(float* dx, const float* dy, const float* x, const Acts& acts, int64_t N,
+void LayerNorm::backward(ActPtr dx, CActPtr dy, CActPtr x, const Acts& acts, int64_t N,
                          bool accumulate_dx) const {
     ctx.nn().layer_norm_backward(ctx, dx, weight.grad, bias.grad, dy, x, weight.data, acts.mean,
                                  acts.rstd, N, C, accumulate_dx);

@@ -34,8 +34,8 @@ struct LayerNorm {
         weight.bind(t);
         bias.bind(t);
     }
-    void forward(float* y, Acts& acts, const float* x, int64_t N) const;
-    void backward(float* dx, const float* dy, const float* x, const Acts& acts, int64_t N,
+    void forward(ActPtr y, Acts& acts, CActPtr x, int64_t N) const;
+    void backward(ActPtr dx, CActPtr dy, CActPtr x, const Acts& acts, int64_t N,
                   bool accumulate_dx = false) const;
 };
 

@@ -126,7 +126,7 @@ bool Linear::rounds_operands() const {
     return compute == ComputeDtype::bf16 && ctx.act != DType::bf16;
 }
 
-void Linear::gemm_forward(float* y, const Input& x, const float* b, int64_t N) const {
+void Linear::gemm_forward(ActPtr y, const Input& x, const float* b, int64_t N) const {
     LOOM_ASSERT(x.rounded == nullptr || rounds_operands(),
                 "a bf16-rounded input to a linear that does not round to bf16");
     GemmRounded r;
@@ -139,8 +139,8 @@ void Linear::gemm_forward(float* y, const Input& x, const float* b, int64_t N) c
                             r);
 }
 
-void Linear::gemm_backward(float* dx, const float* dy, const float* x, int64_t N,
-                           bool accumulate_dx, const uint16_t* x16) const {
+void Linear::gemm_backward(ActPtr dx, CActPtr dy, CActPtr x, int64_t N, bool accumulate_dx,
+                           const uint16_t* x16) const {
     float* db = bias.defined() ? bias.grad : nullptr;
     GemmRounded r;
     if (rounds_operands())
@@ -150,15 +150,15 @@ void Linear::gemm_backward(float* dx, const float* dy, const float* x, int64_t N
                              N, in, out, layout, accumulate_dx, r);
 }
 
-void Linear::forward(float* y, const float* x, int64_t N, uint16_t* keep_x16) const {
+void Linear::forward(ActPtr y, CActPtr x, int64_t N, uint16_t* keep_x16) const {
     forward_input(y, Input{x, keep_x16, nullptr}, N);
 }
 
-void Linear::forward_rounded(float* y, const uint16_t* x16, int64_t N) const {
+void Linear::forward_rounded(ActPtr y, const uint16_t* x16, int64_t N) const {
     forward_input(y, Input{nullptr, nullptr, x16}, N);
 }
 
-void Linear::forward_input(float* y, const Input& x, int64_t N) const {
+void Linear::forward_input(ActPtr y, const Input& x, int64_t N) const {
     const bool row_parallel = tp != nullptr && tp_role == TpRole::row;
     const float* b = bias.defined() ? bias.data : nullptr;
     if (!row_parallel) {
@@ -169,11 +169,11 @@ void Linear::forward_input(float* y, const Input& x, int64_t N) const {
     // Megatron "g": the partial products of the input-feature slices summed
     // on tp; the bias joins after the sum, or it would count tp times.
     gemm_forward(y, x, nullptr, N);
-    reduce_from_tp_forward(y, y, N * out, *tp);
+    reduce_from_tp_forward(y.as<float>(), y.as<float>(), N * out, *tp);
     if (b) ctx.nn().add_bias(ctx, y, b, N, out);
 }
 
-void Linear::backward(float* dx, const float* dy, const float* x, int64_t N, bool accumulate_dx,
+void Linear::backward(ActPtr dx, CActPtr dy, CActPtr x, int64_t N, bool accumulate_dx,
                       const uint16_t* x16) const {
     // Row parallel: Megatron "g" bwd is the identity (dy is replicated, the
     // bias gradient is the same sum on every rank), so only the column role
@@ -184,7 +184,7 @@ void Linear::backward(float* dx, const float* dy, const float* x, int64_t N, boo
     }
     if (!accumulate_dx) {
         gemm_backward(dx, dy, x, N, false, x16);
-        copy_to_tp_backward(dx, dx, N * in, *tp);
+        copy_to_tp_backward(dx.as<float>(), dx.as<float>(), N * in, *tp);
         return;
     }
     // NOTE: dx already holds the residual stream's gradient, the same on

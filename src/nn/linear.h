@@ -69,6 +69,9 @@ struct Linear {
     // sizes: OC / tp (column) or C / tp (row). No-op for TpRole::none or tp 1.
     void shard(ParamTable& t, const ModelTp& tp);
 
+    // Its GEMM operands narrower than the activations (the CPU's bf16), so
+    // rounded as read, with roundings worth keeping (forward's keep_x16).
+    bool rounds_operands() const;
     void bind(const ParamTable& t) {
         ctx = t.op_ctx();
         weight.bind(t);
@@ -78,15 +81,15 @@ struct Linear {
     // forward writes x's bf16 rounding to keep_x16 (N, C) when given (an
     // activation the caller saves), and backward takes it as x16 instead of
     // rounding x again; both null: rounded into a workspace each time.
-    void forward(float* y,        // (N, OC)
-                 const float* x,  // (N, C)
+    void forward(ActPtr y,   // (N, OC)
+                 CActPtr x,  // (N, C)
                  int64_t N, uint16_t* keep_x16 = nullptr) const;
     // bf16 compute only: the input given already rounded (what keep_x16 holds;
     // an activation written straight to bf16).
-    void forward_rounded(float* y, const uint16_t* x16, int64_t N) const;
-    void backward(float* dx,        // (N, C) or null
-                  const float* dy,  // (N, OC)
-                  const float* x,   // (N, C)
+    void forward_rounded(ActPtr y, const uint16_t* x16, int64_t N) const;
+    void backward(ActPtr dx,   // (N, C) or null
+                  CActPtr dy,  // (N, OC)
+                  CActPtr x,   // (N, C)
                   int64_t N, bool accumulate_dx = false, const uint16_t* x16 = nullptr) const;
 
   private:
@@ -96,14 +99,13 @@ struct Linear {
     // The input of a forward: fp32 x (its rounding kept in keep16 when given),
     // or already rounded.
     struct Input {
-        const float* x;
+        CActPtr x;
         uint16_t* keep16;
         const uint16_t* rounded;
     };
-    void forward_input(float* y, const Input& x, int64_t N) const;
-    bool rounds_operands() const;
-    void gemm_forward(float* y, const Input& x, const float* b, int64_t N) const;
-    void gemm_backward(float* dx, const float* dy, const float* x, int64_t N, bool accumulate_dx,
+    void forward_input(ActPtr y, const Input& x, int64_t N) const;
+    void gemm_forward(ActPtr y, const Input& x, const float* b, int64_t N) const;
+    void gemm_backward(ActPtr dx, CActPtr dy, CActPtr x, int64_t N, bool accumulate_dx,
                        const uint16_t* x16) const;
 };
 

@@ -5,7 +5,7 @@
 
 namespace loom {
 
-void Mlp::forward(float* y, Acts& acts, const float* x, int64_t N) const {
+void Mlp::forward(ActPtr y, Acts& acts, CActPtr x, int64_t N) const {
     fc.forward(acts.fc, x, N, acts.x16);
     if (acts.act16 != nullptr) {
         ctx.nn().activation_forward(ctx, acts.act16, DType::bf16, acts.fc, N * fc.out, act);
@@ -16,8 +16,8 @@ void Mlp::forward(float* y, Acts& acts, const float* x, int64_t N) const {
     proj.forward(y, acts.act, N);
 }
 
-void Mlp::backward(float* dx, const float* dy, const Acts& acts, const float* x, int64_t N,
-                   float* dI, bool accumulate_dx) const {
+void Mlp::backward(ActPtr dx, CActPtr dy, const Acts& acts, CActPtr x, int64_t N, ActPtr dI,
+                   bool accumulate_dx) const {
     proj.backward(dI, dy, acts.act, N, false, acts.act16);
     ctx.nn().activation_backward(ctx, dI, acts.fc, dI, N * fc.out, act);  // in place
     fc.backward(dx, dI, x, N, accumulate_dx, acts.x16);

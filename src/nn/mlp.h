@@ -17,16 +17,15 @@ struct Mlp {
     // Under bf16 compute the post-activation is only ever read by proj, as
     // bf16: it is stored rounded (act16), with no fp32 copy.
     struct Acts {
-        float* fc = nullptr;   // (N, I) pre-activation
-        float* act = nullptr;  // (N, I) post-activation (proj's input); fp32/fp16 compute
+        ActPtr fc;   // (N, I) pre-activation
+        ActPtr act;  // (N, I) post-activation (proj's input); unless act16
         // bf16 compute only: the linears' inputs in bf16.
         uint16_t* x16 = nullptr;    // (N, C) as fc's forward rounded it
         uint16_t* act16 = nullptr;  // (N, I) post-activation
         void plan(ActArena& a, int64_t N, const Mlp& m) {
-            const bool bf16 =
-                m.fc.compute == ComputeDtype::bf16 && m.proj.compute == ComputeDtype::bf16;
-            fc = a.take(N * m.fc.out);
-            act = bf16 ? nullptr : a.take(N * m.fc.out);
+            const bool bf16 = m.fc.rounds_operands() && m.proj.rounds_operands();
+            fc = a.take_act(N * m.fc.out, m.ctx.act);
+            act = bf16 ? ActPtr() : a.take_act(N * m.fc.out, m.ctx.act);
             x16 = bf16 ? a.take16(N * m.fc.in) : nullptr;
             act16 = bf16 ? a.take16(N * m.proj.in) : nullptr;
         }
@@ -43,10 +42,10 @@ struct Mlp {
         fc.bind(t);
         proj.bind(t);
     }
-    void forward(float* y, Acts& acts, const float* x, int64_t N) const;
+    void forward(ActPtr y, Acts& acts, CActPtr x, int64_t N) const;
     // dI (N, I) is workspace; dx overwritten or accumulated (accumulate_dx).
-    void backward(float* dx, const float* dy, const Acts& acts, const float* x, int64_t N,
-                  float* dI, bool accumulate_dx) const;
+    void backward(ActPtr dx, CActPtr dy, const Acts& acts, CActPtr x, int64_t N, ActPtr dI,
+                  bool accumulate_dx) const;
 };
 
 }  // namespace loom

@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 
+#include "core/act_ptr.h"
 #include "core/storage.h"
 #include "core/tensor.h"
 #include "nn/param_table.h"
@@ -60,6 +61,11 @@ class ActArena {
     }
     // n bf16 values (raw bits), in float-sized slots.
     uint16_t* take16(int64_t n) { return reinterpret_cast<uint16_t*>(take((n + 1) / 2)); }
+    // n activations of type t (OpCtx::act), in float-sized slots.
+    ActPtr take_act(int64_t n, DType t) {
+        const int64_t bytes = n * int64_t(dtype_size(t));
+        return ActPtr(take((bytes + 3) / 4), t);
+    }
     int64_t capacity_elems() const { return capacity_; }
     // What the last build() laid out (<= capacity after a smaller plan).
     int64_t planned_elems() const { return used_; }

@@ -18,7 +18,7 @@ void SelfAttention::shard(ParamTable& t, const ModelTp& tp) {
     C /= tp.size;
 }
 
-void SelfAttention::forward(float* y, Acts& acts, const float* x, int64_t B, int64_t T,
+void SelfAttention::forward(ActPtr y, Acts& acts, CActPtr x, int64_t B, int64_t T,
                             const int64_t* key_padding, const DropoutSpec& drop_probs) const {
     const int64_t N = B * T;
     qkv.forward(acts.qkv, x, N, acts.x16);
@@ -29,7 +29,7 @@ void SelfAttention::forward(float* y, Acts& acts, const float* x, int64_t B, int
     proj.forward(y, acts.ctx, N, acts.ctx16);
 }
 
-void SelfAttention::backward(float* dx, const float* dy, const Acts& acts, const float* x,
+void SelfAttention::backward(ActPtr dx, CActPtr dy, const Acts& acts, CActPtr x,
                              int64_t B, int64_t T, const int64_t* key_padding,
                              const DropoutSpec& drop_probs, const Scratch& s,
                              bool accumulate_dx) const {
@@ -43,7 +43,7 @@ void SelfAttention::backward(float* dx, const float* dy, const Acts& acts, const
     qkv.backward(dx, s.dqkv, x, N, accumulate_dx, acts.x16);
 }
 
-void SelfAttention::forward_rows(float* y, Acts& acts, const float* x, int64_t B, int64_t T,
+void SelfAttention::forward_rows(ActPtr y, Acts& acts, CActPtr x, int64_t B, int64_t T,
                                  const int64_t* key_padding, const DropoutSpec& drop_probs,
                                  const AttnRows& rows) const {
     qkv.forward(acts.qkv, x, B * T, acts.x16);
@@ -54,7 +54,7 @@ void SelfAttention::forward_rows(float* y, Acts& acts, const float* x, int64_t B
     proj.forward(y, acts.ctx, rows.M, acts.ctx16);
 }
 
-void SelfAttention::backward_rows(float* dx, const float* dy, const Acts& acts, const float* x,
+void SelfAttention::backward_rows(ActPtr dx, CActPtr dy, const Acts& acts, CActPtr x,
                                   int64_t B, int64_t T, const int64_t* key_padding,
                                   const DropoutSpec& drop_probs, const Scratch& s,
                                   const AttnRows& rows) const {

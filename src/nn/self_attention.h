@@ -33,29 +33,30 @@ struct SelfAttention {
     OpCtx ctx;
 
     struct Acts {
-        float* qkv = nullptr;  // (B, T, 3C)
-        float* att = nullptr;  // (B, NH, T, T) softmax probabilities
-        float* ctx = nullptr;  // (B, T, C) attention output, before proj
+        ActPtr qkv;  // (B, T, 3C)
+        ActPtr att;  // (B, NH, T, T) softmax probabilities
+        ActPtr ctx;  // (B, T, C) attention output, before proj
         // bf16 compute only: the linears' inputs as forward rounded them.
         uint16_t* x16 = nullptr;    // (B, T, qkv.in)
         uint16_t* ctx16 = nullptr;  // (B, T, C)
         void plan(ActArena& a, int64_t B, int64_t T, const SelfAttention& m) {
-            qkv = a.take(B * T * 3 * m.C);
-            att = a.take(B * m.NH * T * T);
-            ctx = a.take(B * T * m.C);
-            x16 = m.qkv.compute == ComputeDtype::bf16 ? a.take16(B * T * m.qkv.in) : nullptr;
-            ctx16 = m.proj.compute == ComputeDtype::bf16 ? a.take16(B * T * m.proj.in) : nullptr;
+            const DType t = m.ctx.act;
+            qkv = a.take_act(B * T * 3 * m.C, t);
+            att = a.take_act(B * m.NH * T * T, t);
+            ctx = a.take_act(B * T * m.C, t);
+            x16 = m.qkv.rounds_operands() ? a.take16(B * T * m.qkv.in) : nullptr;
+            ctx16 = m.proj.rounds_operands() ? a.take16(B * T * m.proj.in) : nullptr;
         }
     };
     // Backward workspace, shared by every layer.
     struct Scratch {
-        float* dqkv = nullptr;  // (B, T, 3C)
-        float* datt = nullptr;  // (B, NH, T, T)
-        float* dctx = nullptr;  // (B, T, C)
-        void plan(ActArena& a, int64_t B, int64_t T, int64_t C, int64_t NH) {
-            dqkv = a.take(B * T * 3 * C);
-            datt = a.take(B * NH * T * T);
-            dctx = a.take(B * T * C);
+        ActPtr dqkv;  // (B, T, 3C)
+        ActPtr datt;  // (B, NH, T, T)
+        ActPtr dctx;  // (B, T, C)
+        void plan(ActArena& a, int64_t B, int64_t T, int64_t C, int64_t NH, DType t) {
+            dqkv = a.take_act(B * T * 3 * C, t);
+            datt = a.take_act(B * NH * T * T, t);
+            dctx = a.take_act(B * T * C, t);
         }
     };
 
@@ -67,10 +68,10 @@ struct SelfAttention {
         proj.bind(t);
     }
     // y (B, T, C) = proj(attention(qkv(x))).
-    void forward(float* y, Acts& acts, const float* x, int64_t B, int64_t T,
+    void forward(ActPtr y, Acts& acts, CActPtr x, int64_t B, int64_t T,
                  const int64_t* key_padding, const DropoutSpec& drop_probs) const;
     // dx (B, T, C): overwritten, or accumulated into when accumulate_dx.
-    void backward(float* dx, const float* dy, const Acts& acts, const float* x, int64_t B,
+    void backward(ActPtr dx, CActPtr dy, const Acts& acts, CActPtr x, int64_t B,
                   int64_t T, const int64_t* key_padding, const DropoutSpec& drop_probs,
                   const Scratch& s, bool accumulate_dx) const;
 
@@ -78,10 +79,10 @@ struct SelfAttention {
     // values from every position, y (M, C) at those rows; acts.ctx holds
     // (M, C) and acts.att (M, NH, T). Backward takes dy (M, C) and overwrites
     // dx (B, T, C) (the residual's part is the caller's).
-    void forward_rows(float* y, Acts& acts, const float* x, int64_t B, int64_t T,
+    void forward_rows(ActPtr y, Acts& acts, CActPtr x, int64_t B, int64_t T,
                       const int64_t* key_padding, const DropoutSpec& drop_probs,
                       const AttnRows& rows) const;
-    void backward_rows(float* dx, const float* dy, const Acts& acts, const float* x, int64_t B,
+    void backward_rows(ActPtr dx, CActPtr dy, const Acts& acts, CActPtr x, int64_t B,
                        int64_t T, const int64_t* key_padding, const DropoutSpec& drop_probs,
                        const Scratch& s, const AttnRows& rows) const;
 };

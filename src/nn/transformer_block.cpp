@@ -20,18 +20,18 @@ void TransformerBlock::plan(Acts& acts, ActArena& a, int64_t B, int64_t T) const
     acts.mlp.plan(a, N, mlp);
     acts.ln1.plan(a, N);
     acts.ln2.plan(a, N);
-    acts.ln1_out = a.take(N * C);
-    acts.res1 = a.take(N * C);
+    acts.ln1_out = a.take_act(N * C, ctx.act);
+    acts.res1 = a.take_act(N * C, ctx.act);
     if (norm == NormPlacement::pre) {
-        acts.ln2_out = a.take(N * C);
+        acts.ln2_out = a.take_act(N * C, ctx.act);
         acts.res2 = nullptr;
     } else {
         acts.ln2_out = nullptr;
-        acts.res2 = a.take(N * C);
+        acts.res2 = a.take_act(N * C, ctx.act);
     }
 }
 
-void TransformerBlock::forward(float* y, Acts& acts, const float* x, const Step& s) const {
+void TransformerBlock::forward(ActPtr y, Acts& acts, CActPtr x, const Step& s) const {
     const int64_t N = s.B * s.T;
     const NnOps& ops = ctx.nn();
     const int64_t per_sample = s.T * C;
@@ -60,21 +60,21 @@ void TransformerBlock::forward(float* y, Acts& acts, const float* x, const Step&
     }
 }
 
-void TransformerBlock::backward(float* dio, const Acts& acts, const float* x, const Step& s,
+void TransformerBlock::backward(ActPtr dio, const Acts& acts, CActPtr x, const Step& s,
                                 const Scratch& sc) const {
     const int64_t N = s.B * s.T;
     const NnOps& ops = ctx.nn();
     const int64_t per_sample = s.T * C;
     if (norm == NormPlacement::post) {
         ln2.backward(sc.t, dio, acts.res2, acts.ln2, N);
-        const float* d_o = sc.t;
+        CActPtr d_o = sc.t;
         if (s.drop_ffn_out.active()) {
             ops.dropout_backward(ctx, dio, sc.t, s.B, per_sample, s.drop_ffn_out);
             d_o = dio;
         }
         mlp.backward(sc.t, d_o, acts.mlp, acts.ln1_out, N, sc.dI, /*accumulate_dx=*/true);
         ln1.backward(dio, sc.t, acts.res1, acts.ln1, N);
-        const float* d_a = dio;
+        CActPtr d_a = dio;
         if (s.drop_attn_out.active()) {
             ops.dropout_backward(ctx, sc.t, dio, s.B, per_sample, s.drop_attn_out);
             d_a = sc.t;
@@ -83,14 +83,14 @@ void TransformerBlock::backward(float* dio, const Acts& acts, const float* x, co
                       /*accumulate_dx=*/true);
     } else {
         // dio = d y = d r1 (residual) and the MLP branch's gradient.
-        const float* d_o = dio;
+        CActPtr d_o = dio;
         if (s.drop_ffn_out.active()) {
             ops.dropout_backward(ctx, sc.t, dio, s.B, per_sample, s.drop_ffn_out);
             d_o = sc.t;
         }
         mlp.backward(sc.u, d_o, acts.mlp, acts.ln2_out, N, sc.dI, /*accumulate_dx=*/false);
         ln2.backward(dio, sc.u, acts.res1, acts.ln2, N, /*accumulate_dx=*/true);
-        const float* d_a = dio;
+        CActPtr d_a = dio;
         if (s.drop_attn_out.active()) {
             ops.dropout_backward(ctx, sc.t, dio, s.B, per_sample, s.drop_attn_out);
             d_a = sc.t;

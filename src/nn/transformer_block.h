@@ -35,25 +35,26 @@ struct TransformerBlock {
         SelfAttention::Acts attn;
         Mlp::Acts mlp;
         LayerNorm::Acts ln1, ln2;
-        float* ln1_out = nullptr;  // (B, T, C) post: MLP input; pre: attention input
-        float* res1 = nullptr;     // (B, T, C) x + attention branch
-        float* ln2_out = nullptr;  // (B, T, C) pre-LN only: MLP input
-        float* res2 = nullptr;     // (B, T, C) post-LN only: ln2's input
+        ActPtr ln1_out;  // (B, T, C) post: MLP input; pre: attention input
+        ActPtr res1;     // (B, T, C) x + attention branch
+        ActPtr ln2_out;  // (B, T, C) pre-LN only: MLP input
+        ActPtr res2;     // (B, T, C) post-LN only: ln2's input
     };
     // Backward workspace shared by all layers.
     struct Scratch {
         SelfAttention::Scratch attn;
-        float* dI = nullptr;  // (B, T, I)
-        float* t = nullptr;   // (B, T, C)
-        float* u = nullptr;   // (B, T, C)
+        ActPtr dI;  // (B, T, I)
+        ActPtr t;   // (B, T, C)
+        ActPtr u;   // (B, T, C)
         // C: the residual width; the attention and MLP parts take the block's
         // local sizes (tensor parallelism).
         void plan(ActArena& a, int64_t B, int64_t T, const TransformerBlock& blk) {
             const int64_t C = blk.C, I = blk.I;
-            attn.plan(a, B, T, blk.attn.C, blk.attn.NH);
-            dI = a.take(B * T * I);
-            t = a.take(B * T * C);
-            u = a.take(B * T * C);
+            const DType act = blk.ctx.act;
+            attn.plan(a, B, T, blk.attn.C, blk.attn.NH, act);
+            dI = a.take_act(B * T * I, act);
+            t = a.take_act(B * T * C, act);
+            u = a.take_act(B * T * C, act);
         }
     };
     // What changes per call: sizes, the mask and this application's dropout.
@@ -81,9 +82,9 @@ struct TransformerBlock {
         ln2.bind(t);
     }
     // y (B, T, C) from x (B, T, C); y must not alias x (x is saved for backward).
-    void forward(float* y, Acts& acts, const float* x, const Step& s) const;
+    void forward(ActPtr y, Acts& acts, CActPtr x, const Step& s) const;
     // dio (B, T, C): dy on entry, dx on return.
-    void backward(float* dio, const Acts& acts, const float* x, const Step& s,
+    void backward(ActPtr dio, const Acts& acts, CActPtr x, const Step& s,
                   const Scratch& sc) const;
 
     // Post-LN only (supports_rows): the layer computed at the positions `rows`
@@ -94,9 +95,9 @@ struct TransformerBlock {
     bool supports_rows() const {
         return norm == NormPlacement::post && ctx.nn().rows_supported();
     }
-    void forward_rows(float* y, Acts& acts, const float* x, const Step& s,
+    void forward_rows(ActPtr y, Acts& acts, CActPtr x, const Step& s,
                       const AttnRows& rows) const;
-    void backward_rows(float* dio, const Acts& acts, const float* x, const Step& s,
+    void backward_rows(ActPtr dio, const Acts& acts, CActPtr x, const Step& s,
                        const Scratch& sc, const AttnRows& rows) const;
 };
 

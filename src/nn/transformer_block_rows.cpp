@@ -20,7 +20,7 @@
 
 namespace loom {
 
-void TransformerBlock::forward_rows(float* y, Acts& acts, const float* x, const Step& s,
+void TransformerBlock::forward_rows(ActPtr y, Acts& acts, CActPtr x, const Step& s,
                                     const AttnRows& r) const {
     LOOM_ASSERT(supports_rows(), "forward_rows: only post-LN blocks run on a subset of rows");
     const int64_t M = r.M;
@@ -37,7 +37,7 @@ void TransformerBlock::forward_rows(float* y, Acts& acts, const float* x, const 
     ln2.forward(y, acts.ln2, acts.res2, M);
     // Spread the M packed rows to their positions, last first: rows[i] >= i,
     // so no packed row is overwritten before it moves.
-    const size_t row_bytes = size_t(C) * sizeof(float);
+    const size_t row_bytes = size_t(C) * dtype_size(ctx.act);
     for (int64_t i = M; i-- > 0;)
         if (r.rows[i] != i) ctx.be->copy(y + r.rows[i] * C, y + i * C, row_bytes);
     int64_t next = 0;  // zero the rows the head does not read
@@ -50,22 +50,22 @@ void TransformerBlock::forward_rows(float* y, Acts& acts, const float* x, const 
     }
 }
 
-void TransformerBlock::backward_rows(float* dio, const Acts& acts, const float* x, const Step& s,
+void TransformerBlock::backward_rows(ActPtr dio, const Acts& acts, CActPtr x, const Step& s,
                                      const Scratch& sc, const AttnRows& r) const {
     LOOM_ASSERT(supports_rows(), "backward_rows: only post-LN blocks run on a subset of rows");
     const int64_t M = r.M;
     const NnOps& ops = ctx.nn();
-    const size_t row_bytes = size_t(C) * sizeof(float);
+    const size_t row_bytes = size_t(C) * dtype_size(ctx.act);
     for (int64_t i = 0; i < M; ++i) ctx.be->copy(sc.u + i * C, dio + r.rows[i] * C, row_bytes);
     ln2.backward(sc.t, sc.u, acts.res2, acts.ln2, M);
-    const float* d_o = sc.t;
+    CActPtr d_o = sc.t;
     if (s.drop_ffn_out.active()) {
         ops.dropout_rows(ctx, sc.u, sc.t, r.rows, M, s.T, C, s.drop_ffn_out);
         d_o = sc.u;
     }
     mlp.backward(sc.t, d_o, acts.mlp, acts.ln1_out, M, sc.dI, /*accumulate_dx=*/true);
     ln1.backward(sc.u, sc.t, acts.res1, acts.ln1, M);
-    const float* d_a = sc.u;
+    CActPtr d_a = sc.u;
     if (s.drop_attn_out.active()) {
         ops.dropout_rows(ctx, sc.t, sc.u, r.rows, M, s.T, C, s.drop_attn_out);
         d_a = sc.t;
