@@ -46,7 +46,7 @@
 #include "train/evaluate.h"
 #include "train/hub_push.h"
 #include "parallel/device_step.h"
-#include "train/single_step.h"
+#include "parallel/single_step.h"
 #include "train/train_state.h"
 
 namespace loom {

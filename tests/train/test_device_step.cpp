@@ -20,7 +20,7 @@
 #include "ops/device_ops.h"
 #include "optim/adamw.h"
 #include "parallel/device_step.h"
-#include "train/single_step.h"
+#include "parallel/single_step.h"
 
 namespace loom::test {
 namespace {
