@@ -18,7 +18,8 @@ namespace loom {
 
 namespace {
 
-// The data-parallel reduction (a pipeline overlaps nothing: pipeline_parallel.h).
+// The data-parallel reduction's options (a pipeline turns overlap off for its
+// own reduction: pipeline_parallel.h).
 DpOptions dp_options_for(const DistributionArgs& d) {
     DpOptions o;
     o.zero = d.zero_stage == 0   ? ZeroStage::none
