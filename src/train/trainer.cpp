@@ -84,7 +84,7 @@ DropoutPlan Trainer::train_dropout(int64_t step, const TokenBatch& b) const {
 std::vector<MicroBatch> Trainer::step_micro_batches(int64_t step, TokenBatch* mb, int64_t n,
                                                     std::vector<TokenBatch>& pieces) const {
     std::vector<MicroBatch> micro;
-    if (!pp_) {
+    if (!pipeline()) {
         for (int64_t k = 0; k < n; ++k)
             micro.push_back({mb[k].inputs(), train_dropout(step, mb[k]), mb[k].label_count});
         return micro;
@@ -142,13 +142,14 @@ double Trainer::train_step(int64_t step, TokenBatch* mb, double* grad_norm) {
     //    collective of the step.
     std::vector<TokenBatch> pieces;
     const std::vector<MicroBatch> micro = step_micro_batches(step, mb, n, pieces);
-    engine_->begin_step();
-    double loss_sum = engine_->run(micro, loss_scale / total);
+    StepEngine& engine = engines_->engine();
+    engine.begin_step();
+    double loss_sum = engine.run(micro, loss_scale / total);
     for (int64_t k = 0; k < n; ++k) count_seen(mb[k]);
     // 4. Gradients reduced (finalize_grads, in the engine's documented
     //    order); the loss over the global batch.
     fault_point("allreduce");
-    engine_->finalize_grads();
+    engine.finalize_grads();
     loss_sum = sync_->sum(loss_sum);  // over replicas (a pipeline summed its stages already)
     const double loss = total > 0 ? loss_sum / total : 0.0;
     LOOM_CHECK(std::isfinite(loss),
@@ -158,7 +159,7 @@ double Trainer::train_step(int64_t step, TokenBatch* mb, double* grad_norm) {
     // 5. fp16: unscale (exact: the scale is a power of two). The global norm
     //    is inf/NaN exactly when some gradient is, on every rank alike, so
     //    it decides whether the step is skipped (GradScaler's rule).
-    if (scaler_) engine_->scale_grads(float(1.0 / loss_scale));
+    if (scaler_) engine.scale_grads(float(1.0 / loss_scale));
     // 6. Clip by the global norm, update. The schedule advances only on
     //    applied updates (HF skips lr_scheduler.step() with the optimizer).
     const double lr = schedule_->lr_at(step - state_.skipped_steps);
@@ -166,7 +167,7 @@ double Trainer::train_step(int64_t step, TokenBatch* mb, double* grad_norm) {
     if (max_norm <= 0 && !scaler_)
         *grad_norm = -1;  // HF neither computes nor logs it without clipping: a pass saved
     else
-        *grad_norm = engine_->clip_grad_norm(max_norm);
+        *grad_norm = engine.clip_grad_norm(max_norm);
     if (scaler_) {
         const bool finite = std::isfinite(*grad_norm);
         scaler_->update(finite);
@@ -175,9 +176,9 @@ double Trainer::train_step(int64_t step, TokenBatch* mb, double* grad_norm) {
         state_.skipped_steps = scaler_->skipped();
         if (!finite) return loss;
         // Clip now that the norm is known to be finite (the same norm again).
-        if (t.max_grad_norm > 0) engine_->clip_grad_norm(t.max_grad_norm);
+        if (t.max_grad_norm > 0) engine.clip_grad_norm(t.max_grad_norm);
     }
-    engine_->step(lr);
+    engine.step(lr);
     return loss;
 }
 
@@ -242,13 +243,15 @@ MemoryPlan Trainer::memory_plan(bool checkpointing) const {
     w.microbatches = job_.training.gradient_accumulation_steps;
     LayoutChoice l;
     l.dp = int(sync_->dp_size());
-    l.zero_stage = dp_ || pp_ ? int(d.zero_stage) : 0;
+    const EngineKind kind = engines_->kind();
+    l.zero_stage =
+        kind == EngineKind::data_parallel || kind == EngineKind::pipeline ? int(d.zero_stage) : 0;
     if (opts_.tp_comm) l.tp = opts_.tp_comm->size();
-    if (pp_) {
+    if (const PipelineParallel* pp = pipeline()) {
         // Each batch is split into `microbatches` pipeline micro-batches.
-        l.pp = pp_->n_stages();
+        l.pp = pp->n_stages();
         l.schedule = d.pipeline;
-        l.virtual_stages = pp_->n_virtual();
+        l.virtual_stages = pp->n_virtual();
         w.micro_batch = std::max<int64_t>(1, w.micro_batch / d.microbatches);
         w.microbatches *= d.microbatches;
     }
@@ -268,7 +271,7 @@ EvalOutput Trainer::evaluate(bool keep_outputs) {
     LoaderOptions lo = loader_options(job_.training.per_device_eval_batch_size, false);
     lo.dp_rank = 0;
     lo.dp_size = 1;
-    if (gpu_ && !pp_) {
+    if (gpu_ && !pipeline()) {
         // On the GPU, with the parameters it holds (load_best_model uploads);
         // a tensor-parallel slice evaluates as the whole model on the host.
         GpuEvalModel view(*gpu_, config_);

@@ -43,10 +43,9 @@
 #include "optim/loss_scale.h"
 #include "optim/lr_schedule.h"
 #include "parallel/gpu_grad_sync_api.h"
+#include "parallel/step_engines.h"
 #include "train/evaluate.h"
 #include "train/hub_push.h"
-#include "parallel/device_step.h"
-#include "train/single_step.h"
 #include "train/train_state.h"
 
 namespace loom {
@@ -80,9 +79,6 @@ class ReplicaSync {
 };
 
 class Communicator;
-class DataParallel;
-class GpuPipeline;
-class PipelineParallel;
 struct MicroBatch;
 
 struct TrainerOptions {
@@ -199,13 +195,13 @@ class Trainer {
     void build_model_and_optimizer();
     void load_or_init(Model& m);
     void note_memory_options();
-    void build_pipeline(bool tensor);
+    EngineSpec engine_spec() const;
+    void build_engines(EngineSpec spec, bool tensor, bool gpu);
     PipelineShape pipeline_shape() const;
     std::vector<std::unique_ptr<Model>> build_stage_models(const PipelineShape& s,
                                                            bool tensor) const;
     void note_pipeline_layout(const PipelineShape& s, bool tensor);
-    void build_data_parallel();
-    void choose_engine();
+    void note_data_parallel(const DataParallel& dp);
     void plan_schedule();
     // trainer.cpp
     double train_step(int64_t step, TokenBatch* scratch, double* grad_norm);
@@ -252,12 +248,6 @@ class Trainer {
     ReplicaSync local_sync_;
     std::unique_ptr<ReplicaSync> comm_sync_;
     ReplicaSync* sync_;
-    // Data parallelism (dp_comm with > 1 rank): owns the optimizer then.
-    std::unique_ptr<DataParallel> dp_;
-    // Pipeline parallelism (pp_comm with > 1 rank): this rank's stage, its
-    // optimizer and dp reduction. model_ is then the whole model, refreshed
-    // from the stages for evaluation, checkpoints and export.
-    std::unique_ptr<PipelineParallel> pp_;
     // Builds model_ (the whole model) if a pipeline stage has not yet.
     Model& ensure_full_model();
     // Collective on pp: the stages' rows into model_, on every rank or (for
@@ -276,7 +266,12 @@ class Trainer {
     // Whether this job trains on the GPU executor (notes why not). Collective
     // on the dp group under data parallelism: the replicas must agree.
     bool choose_gpu();
-    void setup_gpu(const AdamWParams& hp);
+    // Called by the engine factory with the model this rank trains and the
+    // pipeline layout (null without one); its notes go to `notes`.
+    DeviceParts setup_gpu(Model& trained, PipelineParallel* layout, const AdamWParams& hp,
+                          std::vector<std::string>& notes);
+    // The pipeline layout (pipeline or tensor parallel), null without one.
+    PipelineParallel* pipeline() const { return engines_ ? engines_->pipeline() : nullptr; }
     ComputeDtype compute_dtype() const;
     // The model this rank trains: its stage's, or the whole one.
     Model& train_model();
@@ -294,19 +289,17 @@ class Trainer {
     std::unique_ptr<Communicator> gpu_tp_;
     std::unique_ptr<Communicator> gpu_pp_;
     std::unique_ptr<CudaModel> gpu_;  // training on a GPU: parameters live there between steps
-    // Pipeline parallel on GPUs: pp_'s schedule on gpu_'s instances
-    // (declared after gpu_: destroyed first, its instances share gpu_'s buffers).
-    std::unique_ptr<GpuPipeline> gpu_pipe_;
     // Data parallel on GPUs: reduces gpu_'s gradients (declared after gpu_:
     // destroyed first, it removes its hook from the executor).
     std::unique_ptr<GpuGradSync> gpu_sync_;
-    std::unique_ptr<Optimizer> optimizer_;      // hyperparameters.optim over the host buffers
-    std::unique_ptr<SingleStep> single_;        // one process: model_ and optimizer_
-    // The GPU executor's (declared after gpu_, gpu_pipe_ and gpu_sync_: destroyed first).
-    std::unique_ptr<DeviceStep> device_step_;
-    // The layout's step engine, chosen once in build_model_and_optimizer:
-    // device_step_ (on the GPU), pp_, dp_ or single_.
-    StepEngine* engine_ = nullptr;
+    // The layout's step engine, built once in build_model_and_optimizer
+    // (parallel/step_engines.h), with the optimizer of the host engines.
+    // Pipeline parallelism: this rank's stage models live here; model_ is
+    // then the whole model, refreshed from the stages for evaluation,
+    // checkpoints and export. Declared after model_, gpu_ and gpu_sync_:
+    // destroyed first (the GPU pipeline's instances share gpu_'s buffers,
+    // DataParallel takes its hook back off model_).
+    std::unique_ptr<StepEngines> engines_;
     std::unique_ptr<DynamicLossScale> scaler_;  // fp16 only
     std::unique_ptr<RemoteJob> remote_;         // checkpoint_uri / s3:// output_dir
     std::unique_ptr<HubPusher> hub_;            // push_to_hub, main rank only

@@ -93,7 +93,7 @@ ComputeDtype Trainer::compute_dtype() const {
 
 Model& Trainer::train_model() {
     // The schedules hold StageModels; the trainer built each stage as a Model.
-    return pp_ ? dynamic_cast<Model&>(pp_->model()) : *model_;
+    return pipeline() ? dynamic_cast<Model&>(pipeline()->model()) : *model_;
 }
 
 Model& Trainer::ensure_full_model() {
@@ -106,9 +106,10 @@ Model& Trainer::ensure_full_model() {
 
 void Trainer::refresh_full_model(bool all_ranks) {
     if (gpu_) gpu_->download_params();
-    if (!pp_) return;
+    const PipelineParallel* pp = pipeline();
+    if (!pp) return;
     // Collective on pp (and dp under ZeRO).
-    const std::map<std::string, Tensor> rows = pp_->gather_params(all_ranks);
+    const std::map<std::string, Tensor> rows = pp->gather_params(all_ranks);
     if (!all_ranks && !sync_->is_main()) return;
     ParamTable& full = ensure_full_model().params();
     for (const auto& [name, t] : rows)
@@ -122,22 +123,21 @@ std::string Trainer::save_checkpoint() {
     // GPUs with ZeRO-0 every replica holds the main rank's state: only it
     // copies anything back; with ZeRO-1/2 the executor gathers the shards.
     const bool gpu_sharded = gpu_sync_ && job_.distribution.zero_stage > 0;
-    if (gpu_ && !pp_ && !gpu_sharded && !sync_->is_main()) {
+    const PipelineParallel* pp = pipeline();
+    if (gpu_ && !pp && !gpu_sharded && !sync_->is_main()) {
         update_best("checkpoint-" + std::to_string(state_.global_step));
         return "";
     }
     if (gpu_) gpu_->download_params();
-    // A tensor-parallel slice on the GPU: its moments gathered as pp_'s are.
+    // A tensor-parallel slice on the GPU: its moments gathered as the
+    // pipeline layout's are. The host engines: their optimizer's.
     const std::map<std::string, Tensor> opt_state =
-        gpu_ && pp_ ? pp_->gather_optimizer_state(gpu_->optimizer_state(), false)
-        : gpu_      ? gpu_->optimizer_state()
-        : pp_       ? pp_->gather_optimizer_state(false)
-                    : (dp_ ? dp_->optimizer_state() : optimizer_->state_tensors());
-    const int64_t opt_step = gpu_  ? gpu_->step_count()
-                             : pp_ ? pp_->step_count()
-                                   : (dp_ ? dp_->step_count() : optimizer_->step_count());
+        gpu_ && pp ? pp->gather_optimizer_state(gpu_->optimizer_state(), false)
+        : gpu_     ? gpu_->optimizer_state()
+                   : engines_->optimizer_state();
+    const int64_t opt_step = gpu_ ? gpu_->step_count() : engines_->step_count();
     const std::map<std::string, Tensor> params =
-        pp_ ? pp_->gather_params(false) : model_->params().param_tensors();
+        pp ? pp->gather_params(false) : model_->params().param_tensors();
     const int64_t step = state_.global_step;
     const std::string name = "checkpoint-" + std::to_string(step);
     if (!sync_->is_main()) {
@@ -215,14 +215,12 @@ void Trainer::resume(const std::string& dir) {
     LOOM_CHECK(it != opt.metadata().end(), "{}: metadata has no 'step'", opt_path);
     if (gpu_) {
         gpu_->upload_params();
-        gpu_->load_optimizer_state(pp_ ? pp_->local_optimizer_state(tensors) : tensors,
+        const PipelineParallel* pp = pipeline();
+        gpu_->load_optimizer_state(pp ? pp->local_optimizer_state(tensors) : tensors,
                                    std::stoll(it->second));
-    } else if (pp_)
-        pp_->load_optimizer_state(tensors, std::stoll(it->second));
-    else if (dp_)
-        dp_->load_optimizer_state(tensors, std::stoll(it->second));
-    else
-        optimizer_->load_state(tensors, std::stoll(it->second));
+    } else {
+        engines_->load_optimizer_state(tensors, std::stoll(it->second));
+    }
     if (scaler_) {
         // A checkpoint from an fp32/bf16 run starts fp16 at the initial scale.
         if (s.loss_scale > 0)
@@ -246,7 +244,7 @@ void Trainer::load_best_model() {
 void Trainer::export_model(const std::string& dir) const {
     // Pipeline stages: the rows gathered at the end, unless the best model
     // was loaded into the whole model since.
-    const bool gathered = pp_ && !gathered_params_.empty();
+    const bool gathered = pipeline() && !gathered_params_.empty();
     export_hf_folder(dir, config_, gathered ? gathered_params_ : model_->params().param_tensors(),
                      job_.model.tokenizer_path, parse_shard_size(job_.save.max_shard_size));
 }
@@ -292,7 +290,8 @@ void Trainer::finish_run(TrainResult& r, double runtime_s) {
 // throughput counts summed over replicas.
 void Trainer::gather_final_state(TrainResult& r) {
     if (gpu_) gpu_->download_params();
-    if (pp_) gathered_params_ = pp_->gather_params(/*to_all=*/false);
+    if (const PipelineParallel* pp = pipeline())
+        gathered_params_ = pp->gather_params(/*to_all=*/false);
     if (!sync_->is_main()) gathered_params_.clear();  // other replicas' stage 0
     r.samples = int64_t(sync_->sum(double(r.samples)));
     r.skipped_steps = state_.skipped_steps;

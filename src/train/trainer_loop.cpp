@@ -223,7 +223,7 @@ void Trainer::report_first_step(const MemoryPlan& mem) {
         "(predicted {:.1f} MiB + the runtime){}",
         mib(double(train_model().activation_bytes())),
         mib(mem.activations_per_micro + mem.workspace), mib(peak), mib(mem.peak),
-        sync_->dp_size() > 1 || pp_ ? ", the largest of all ranks" : "");
+        sync_->dp_size() > 1 || pipeline() ? ", the largest of all ranks" : "");
     // Whether the reduction overlapped backward (rank 0's view).
     if (gpu_sync_)
         m += fmt::format(

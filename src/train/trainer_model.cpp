@@ -11,21 +11,23 @@
 #include "models/stage_extras.h"
 #include "ops/gemm.h"
 #include "ops/device_ops.h"
-#include "parallel/dp_step.h"
-#include "parallel/pipeline_parallel.h"
+#include "parallel/step_engines.h"
 #include "train/trainer.h"
 
 namespace loom {
 
 namespace {
 
-// What the pipeline's and the plain data-parallel reduction share.
+// The data-parallel reduction's options (a pipeline turns overlap off for its
+// own reduction: pipeline_parallel.h).
 DpOptions dp_options_for(const DistributionArgs& d) {
     DpOptions o;
     o.zero = d.zero_stage == 0   ? ZeroStage::none
              : d.zero_stage == 1 ? ZeroStage::optimizer
                                  : ZeroStage::gradients;
     o.bucket_size_mb = d.bucket_size_mb;
+    o.overlap = d.overlap_comm;
+    o.sparse_embedding_grad = d.sparse_embedding_grads;
     return o;
 }
 
@@ -67,11 +69,12 @@ struct Trainer::PipelineShape {
 void Trainer::build_model_and_optimizer() {
     const TrainingArgs& t = job_.training;
     const bool tensor = opts_.tp_comm && opts_.tp_comm->size() > 1;
+    EngineSpec spec = engine_spec();
     // Tensor parallelism rides on the pipeline executor (a single stage when
     // pp is 1): it already builds models for a placement, gathers rows into
     // global tensors for checkpoints and owns the global grad norm.
-    const bool pipeline = (opts_.pp_comm && opts_.pp_comm->size() > 1) || tensor;
-    // Pipeline stages build only their part (build_pipeline); the whole model
+    const bool pipeline = spec.pipelined();
+    // Pipeline stages build only their part (build_engines); the whole model
     // is built when evaluation or export first needs it (ensure_full_model).
     if (!pipeline) {
         model_ = build_model(config_);
@@ -83,7 +86,6 @@ void Trainer::build_model_and_optimizer() {
         scaler_ = std::make_unique<DynamicLossScale>(opts_.loss_scale);
         state_.loss_scale = scaler_->scale();
     }
-    const AdamWParams hp = adamw_params(t);
     // Before any optimizer: on the GPU, AdamW's state lives on the device.
     const bool gpu = choose_gpu();
     // Without oneDNN bf16 kernels bf16 keeps its numerics but not its speed: say so once.
@@ -91,22 +93,48 @@ void Trainer::build_model_and_optimizer() {
         load_notes_.push_back(
             "bf16: this CPU has no bf16 GEMM kernels in oneDNN (needs AVX-512); operands are "
             "rounded to bf16 and multiplied in fp32: same numerics, no speed gain");
-    if (pipeline) {
-        build_pipeline(tensor);
-        // Tensor and pipeline parallel on GPUs: the stage's rows (its tp
-        // slice) train on the device; pp_ keeps the layout (shared rows, norm
-        // ranges, gathers, checkpoints).
-        if (gpu) setup_gpu(hp);
-    } else if (gpu) {
-        setup_gpu(hp);
-    } else if (opts_.dp_comm && opts_.dp_comm->size() > 1) {
-        build_data_parallel();
-    } else {
-        ParamTable& table = model_->params();
-        optimizer_ = std::make_unique<FlatOptimizer>(table, optimizer_config(t));
-    }
-    choose_engine();
+    build_engines(std::move(spec), tensor, gpu);
     plan_schedule();
+}
+
+// The layout's step engine, built once by parallel/step_engines.h, and the
+// notes on what this rank holds. The GPU's notes follow the layout's, as
+// the executor is built on the layout.
+void Trainer::build_engines(EngineSpec spec, bool tensor, bool gpu) {
+    const bool pipeline = spec.pipelined();
+    std::optional<PipelineShape> shape;
+    if (pipeline) {
+        shape = pipeline_shape();
+        spec.schedule = shape->kind;
+        spec.virtual_stages = shape->V;
+        std::vector<std::unique_ptr<Model>> models = build_stage_models(*shape, tensor);
+        load_or_init(*models[0]);  // the stage's rows only; the other instances share them
+        for (auto& m : models) spec.stage_models.push_back(std::move(m));
+    } else {
+        spec.model = model_.get();
+    }
+    std::vector<std::string> gpu_notes;
+    if (gpu)
+        spec.device = [this, &gpu_notes](StageModel& trained, PipelineParallel* layout) {
+            return setup_gpu(dynamic_cast<Model&>(trained), layout, adamw_params(job_.training),
+                             gpu_notes);
+        };
+    engines_ = build_step_engines(std::move(spec));
+    if (pipeline) note_pipeline_layout(*shape, tensor);
+    if (DataParallel* dp = engines_->data_parallel()) note_data_parallel(*dp);
+    load_notes_.insert(load_notes_.end(), gpu_notes.begin(), gpu_notes.end());
+}
+
+// The job's groups and options as the engine factory reads them (the
+// pipeline's schedule comes with its shape).
+EngineSpec Trainer::engine_spec() const {
+    EngineSpec spec;
+    spec.dp = opts_.dp_comm;
+    spec.pp = opts_.pp_comm;
+    spec.tp = opts_.tp_comm;
+    spec.dp_options = dp_options_for(job_.distribution);
+    spec.optimizer = optimizer_config(job_.training);
+    return spec;
 }
 
 // The job's weights, or a fresh initialisation for pretraining.
@@ -138,19 +166,6 @@ void Trainer::note_memory_options() {
         load_notes_.push_back(
             "offload_activations: on CPU the checkpointed inputs already live in host memory, so "
             "there is nothing to move");
-}
-
-// Pipeline (and tensor) parallelism: this rank's stage models, their
-// weights, and the executor that owns their optimizer and dp reduction.
-void Trainer::build_pipeline(bool tensor) {
-    const PipelineShape s = pipeline_shape();
-    std::vector<std::unique_ptr<Model>> models = build_stage_models(s, tensor);
-    load_or_init(*models[0]);  // the stage's rows only; the other instances share them
-    pp_ = std::make_unique<PipelineParallel>(std::move(models), *opts_.pp_comm, *opts_.dp_comm,
-                                             optimizer_config(job_.training),
-                                             dp_options_for(job_.distribution), s.kind, s.V);
-    pp_->data_parallel().broadcast_parameters();
-    note_pipeline_layout(s, tensor);
 }
 
 Trainer::PipelineShape Trainer::pipeline_shape() const {
@@ -218,6 +233,7 @@ std::vector<std::unique_ptr<Model>> Trainer::build_stage_models(const PipelineSh
 // What this rank holds under pipeline and tensor parallelism, for the log.
 void Trainer::note_pipeline_layout(const PipelineShape& s, bool tensor) {
     const DistributionArgs& d = job_.distribution;
+    PipelineParallel& pp = *engines_->pipeline();
     std::string layers;
     for (int c = 0; c < s.V; ++c) {
         const ModelPart p = pipeline_chunk_part(s.n_apps, s.P, s.V, s.stage, c, s.partition);
@@ -228,8 +244,8 @@ void Trainer::note_pipeline_layout(const PipelineShape& s, bool tensor) {
         "pipeline stage {} of {}: layer applications {}, {} of {} parameters, {} model "
         "instance(s) per chunk for the micro-batches in flight ({} schedule, {} "
         "micro-batches per step)",
-        s.stage, s.P, layers, pp_->model().params().num_local_parameters(),
-        pp_->model().params().num_parameters(), s.slots, schedule_kind_name(s.kind), s.n_micro));
+        s.stage, s.P, layers, pp.model().params().num_local_parameters(),
+        pp.model().params().num_parameters(), s.slots, schedule_kind_name(s.kind), s.n_micro));
     std::string sizes;
     for (int64_t n : s.partition) sizes += fmt::format("{}{}", sizes.empty() ? "" : ", ", n);
     load_notes_.push_back(
@@ -240,7 +256,7 @@ void Trainer::note_pipeline_layout(const PipelineShape& s, bool tensor) {
                           sizes, s.extras.first, s.extras.last)
             : fmt::format("layer applications per stage: [{}] (distribution.partition)", sizes));
     std::string per_stage;
-    for (int64_t n : pp_->params_per_stage())
+    for (int64_t n : pp.params_per_stage())
         per_stage += fmt::format("{}{:.1f}", per_stage.empty() ? "" : ", ",
                                  double(n) * 4.0 / double(1 << 20));
     load_notes_.push_back(fmt::format(
@@ -255,41 +271,17 @@ void Trainer::note_pipeline_layout(const PipelineShape& s, bool tensor) {
             "replicated",
             opts_.tp_comm->rank(), opts_.tp_comm->size()));
     if (opts_.dp_comm->size() > 1)
-        load_notes_.push_back("data parallel: " + pp_->data_parallel().memory_plan().describe());
+        load_notes_.push_back("data parallel: " + pp.data_parallel().memory_plan().describe());
 }
 
-// Data parallelism on the CPU: DataParallel owns the optimizer (sharded under ZeRO).
-void Trainer::build_data_parallel() {
-    const TrainingArgs& t = job_.training;
-    const DistributionArgs& d = job_.distribution;
-    DpOptions o = dp_options_for(d);
-    o.overlap = d.overlap_comm;
-    o.sparse_embedding_grad = d.sparse_embedding_grads;
-    dp_ = std::make_unique<DataParallel>(*model_, *opts_.dp_comm, optimizer_config(t), o);
-    // Replicas start from rank 0's parameters whatever each loaded.
-    dp_->broadcast_parameters();
-    load_notes_.push_back("data parallel: " + dp_->memory_plan().describe());
-    if (dp_->sparse_embedding_grad())
+// Data parallelism on the CPU: what DataParallel holds per rank.
+void Trainer::note_data_parallel(const DataParallel& dp) {
+    load_notes_.push_back("data parallel: " + dp.memory_plan().describe());
+    if (dp.sparse_embedding_grad())
         load_notes_.push_back(
             "data parallel: the word embeddings' lookup gradient is exchanged as rows after "
             "backward, so their table is reduced while backward runs "
             "(distribution.sparse_embedding_grads: false reduces it densely)");
-}
-
-// The step engine: the GPU executor's (whatever the layout), else the
-// layout's: pp_, dp_ or single_.
-void Trainer::choose_engine() {
-    if (gpu_) {
-        device_step_ = std::make_unique<DeviceStep>(*gpu_, gpu_sync_.get(), gpu_pipe_.get(), pp_.get());
-        engine_ = device_step_.get();
-    } else if (pp_) {
-        engine_ = pp_.get();
-    } else if (dp_) {
-        engine_ = dp_.get();
-    } else if (optimizer_) {
-        single_ = std::make_unique<SingleStep>(*model_, *optimizer_);
-        engine_ = single_.get();
-    }
 }
 
 // The loader, step plan and schedule (a job without train data has none).

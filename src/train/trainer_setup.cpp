@@ -94,9 +94,9 @@ Trainer::Trainer(Job job, TrainerOptions options)
 }
 
 Trainer::~Trainer() {
-    // DataParallel takes its hooks back off model_, which is declared (and so
-    // destroyed) after it.
-    dp_.reset();
+    // The engines first: DataParallel takes its hooks back off model_, the
+    // GPU pipeline's instances share gpu_'s buffers.
+    engines_.reset();
 }
 
 void Trainer::load_tokenizer_and_config() {
@@ -285,7 +285,7 @@ std::string Trainer::gpu_unsupported_reason() const {
 bool Trainer::choose_gpu() {
     const bool tensor = opts_.tp_comm && opts_.tp_comm->size() > 1;
     const bool pipeline = opts_.pp_comm && opts_.pp_comm->size() > 1;
-    // Pipeline stages and tensor-parallel slices are built through pp_ and
+    // Pipeline stages and tensor-parallel slices are built through the pipeline layout and
     // train their part on the GPU.
     if (job_.training.use_cpu) return false;
     std::string why;
@@ -334,16 +334,18 @@ bool Trainer::choose_gpu() {
     return gpu;
 }
 
-// Builds the executor (it uploads the host parameters) and, under data
-// parallelism, the NCCL gradient reduction over the dp group.
-void Trainer::setup_gpu(const AdamWParams& hp) {
+// Builds the executor for `trained` (it uploads the host parameters) and,
+// under data parallelism, the NCCL gradient reduction over the dp group;
+// under pipeline parallelism the schedule's executor instances on `layout`.
+DeviceParts Trainer::setup_gpu(Model& trained, PipelineParallel* layout, const AdamWParams& hp,
+                               std::vector<std::string>& notes) {
     const bool data = opts_.dp_comm && opts_.dp_comm->size() > 1;
     if (data) {
         // Replicas start from rank 0's parameters whatever each loaded, and
         // the host table, which checkpoints and evaluation read back into,
         // agrees with the device. (A resume then loads the same checkpoint
         // on every rank and uploads it.)
-        ParamTable& p = train_model().params();
+        ParamTable& p = trained.params();
         opts_.dp_comm->broadcast(p.params_data(), p.flat_numel(), DType::f32, 0)->wait();
     }
     CudaModelOptions o;
@@ -360,19 +362,21 @@ void Trainer::setup_gpu(const AdamWParams& hp) {
         gpu_tp_ = opts_.make_gpu_group(*opts_.tp_comm);
         o.tp = gpu_tp_.get();
     }
-    gpu_ = opts_.make_gpu_model(train_model(), o);
-    if (opts_.pp_comm && opts_.pp_comm->size() > 1) {
+    gpu_ = opts_.make_gpu_model(trained, o);
+    DeviceParts parts;
+    parts.stage = gpu_.get();
+    if (layout && layout->n_stages() > 1) {
         // Collective over pp: the stages' device twin, then the executor
-        // instances (one per micro-batch in flight, as pp_'s models).
+        // instances (one per micro-batch in flight, as the layout's models).
         gpu_pp_ = opts_.make_gpu_group(*opts_.pp_comm);
-        gpu_pipe_ = std::make_unique<GpuPipeline>(*gpu_, *pp_, *gpu_pp_, *opts_.pp_comm);
-        load_notes_.push_back(fmt::format(
+        parts.pipeline = std::make_unique<GpuPipeline>(*gpu_, *layout, *gpu_pp_, *opts_.pp_comm);
+        notes.push_back(fmt::format(
             "pipeline on GPUs: {} executor instance(s) (one set of activations per micro-batch "
             "in flight) on the stage's parameters; hidden states and their gradients go "
             "between stages over NCCL in the compute type",
-            gpu_pipe_->n_instances()));
+            parts.pipeline->n_instances()));
     }
-    load_notes_.push_back(
+    notes.push_back(
         fmt::format("training on {} ({}, fp32 master weights, {} on the device); evaluation and "
                     "checkpoints copy the parameters back to the host",
                     gpu_->device_name(),
@@ -381,16 +385,18 @@ void Trainer::setup_gpu(const AdamWParams& hp) {
                                          : "fp32",
                     optim == OptimizerKind::sgd ? "SGD (stateless)"
                                                 : fmt::format("{} state", enum_name(optim))));
-    if (!data) return;
+    if (!data) return parts;
     GpuGradSyncOptions g;
     g.bucket_size_mb = d.bucket_size_mb;
     g.overlap = d.overlap_comm;
     g.zero_stage = int(d.zero_stage);
     g.state_bytes_per_param = optim == OptimizerKind::sgd ? 0 : 8;
     gpu_sync_ = opts_.make_gpu_grad_sync(*gpu_, g);
-    load_notes_.push_back(std::string("data parallel on GPUs") +
-                          (d.zero_stage == 0 ? " (ZeRO-0, optimizer state replicated)" : "") +
-                          ": " + gpu_sync_->describe());
+    parts.sync = gpu_sync_.get();
+    notes.push_back(std::string("data parallel on GPUs") +
+                    (d.zero_stage == 0 ? " (ZeRO-0, optimizer state replicated)" : "") + ": " +
+                    gpu_sync_->describe());
+    return parts;
 }
 
 }  // namespace loom

@@ -13,65 +13,17 @@
 #include <string>
 #include <vector>
 
-#include "host_stand_in.h"
+#include "host_device.h"
 #include "models/cuda/cuda_model.h"
 #include "models/model.h"
 #include "models/model_config.h"
 #include "ops/device_ops.h"
 #include "optim/adamw.h"
 #include "parallel/device_step.h"
-#include "train/single_step.h"
+#include "parallel/single_step.h"
 
 namespace loom::test {
 namespace {
-
-class HostDevice final : public HostStandIn {
-  public:
-    explicit HostDevice(Model& m)
-        : HostStandIn(m),
-          opt_(m.params(), adamw_config(AdamWParams{})) {}
-    LossSum forward(const ModelInputs& in, const DropoutPlan& d) override {
-        return m_.forward(in, d);
-    }
-    void backward(double s) override { m_.backward(s); }
-    double grad_norm_sq() override {
-        const ParamTable& t = m_.params();
-        double sq = 0;
-        for (int64_t i = 0; i < t.flat_numel(); ++i)
-            sq += double(t.grads_data()[i]) * double(t.grads_data()[i]);
-        return sq;
-    }
-    void step(double lr, double grad_scale) override {
-        ++steps;
-        opt_.step(lr, float(grad_scale));
-        m_.zero_grad();
-    }
-    void zero_grad() override {
-        ++zeroed;
-        m_.zero_grad();
-    }
-    void set_logits_scope(LogitsScope s) override { scope = s; }
-
-    LossSum forward_stage(const ModelInputs& in, const DropoutPlan& d, const void*) override {
-        return forward(in, d);
-    }
-    void backward_stage(double s, const void*) override { backward(s); }
-    const void* stage_output() const override { return nullptr; }
-    const void* stage_input_grad() const override { return nullptr; }
-    void* message_buffer(int64_t, int64_t) override { return nullptr; }
-    void pack_grads(const std::vector<int>&, void*) override {}
-    void unpack_grads(const std::vector<int>&, const void*) override {}
-    void attach_group(Communicator&) override {}
-    int64_t step_count() const override { return opt_.step_count(); }
-    std::map<std::string, Tensor> optimizer_state() override { return opt_.state_tensors(); }
-    void load_optimizer_state(const std::map<std::string, Tensor>&, int64_t) override {}
-
-    int steps = 0, zeroed = 0;
-    LogitsScope scope = LogitsScope::all_positions;
-
-  private:
-    FlatOptimizer opt_;
-};
 
 ModelConfig tiny_gpt2() {
     return parse_hf_config(

@@ -1,5 +1,5 @@
 // SingleStep (single_step.h).
-#include "train/single_step.h"
+#include "parallel/single_step.h"
 
 #include <cmath>
 

@@ -1,12 +1,13 @@
 // SingleStep: the StepEngine of one process holding the whole model (no data,
 // tensor or pipeline parallelism): the micro-batches in order, no reduction,
-// the job's optimizer (AdamW, LAMB or SGD) over the flat buffers.
+// the job's optimizer (AdamW, LAMB or SGD) over the flat buffers. It sees the
+// model through StageModel (parallel/stage_model.h), as the other engines do.
 #pragma once
 
 #include <vector>
 
-#include "models/model.h"
 #include "optim/optimizer.h"
+#include "parallel/stage_model.h"
 #include "parallel/step_engine.h"
 
 namespace loom {
@@ -14,7 +15,7 @@ namespace loom {
 class SingleStep : public StepEngine {
   public:
     // model and optimizer must outlive this object.
-    SingleStep(Model& model, Optimizer& optimizer) : model_(model), optimizer_(optimizer) {}
+    SingleStep(StageModel& model, Optimizer& optimizer) : model_(model), optimizer_(optimizer) {}
 
     void begin_step() override { model_.zero_grad(); }
     double run(const std::vector<MicroBatch>& micro, double loss_scale) override;
@@ -25,7 +26,7 @@ class SingleStep : public StepEngine {
     void step(double lr) override { optimizer_.step(lr); }
 
   private:
-    Model& model_;
+    StageModel& model_;
     Optimizer& optimizer_;
 };
 

@@ -1,0 +1,66 @@
+// HostDevice: a stand-in GPU executor over one whole CPU model (its
+// "device" is the model's host buffers) whose update is FlatOptimizer with
+// AdamW's defaults and the gradient scale DeviceStep hands it, as the CUDA
+// executor's is. It counts steps and gradient zeroings, and runs no
+// pipeline stage (the stage calls forward to the whole model).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "host_stand_in.h"
+#include "models/model.h"
+#include "optim/adamw.h"
+#include "optim/flat_optimizer.h"
+
+namespace loom::test {
+
+class HostDevice final : public HostStandIn {
+  public:
+    explicit HostDevice(Model& m) : HostStandIn(m), opt_(m.params(), adamw_config(AdamWParams{})) {}
+    LossSum forward(const ModelInputs& in, const DropoutPlan& d) override {
+        return m_.forward(in, d);
+    }
+    void backward(double s) override { m_.backward(s); }
+    double grad_norm_sq() override {
+        const ParamTable& t = m_.params();
+        double sq = 0;
+        for (int64_t i = 0; i < t.flat_numel(); ++i)
+            sq += double(t.grads_data()[i]) * double(t.grads_data()[i]);
+        return sq;
+    }
+    void step(double lr, double grad_scale) override {
+        ++steps;
+        opt_.step(lr, float(grad_scale));
+        m_.zero_grad();
+    }
+    void zero_grad() override {
+        ++zeroed;
+        m_.zero_grad();
+    }
+    void set_logits_scope(LogitsScope s) override { scope = s; }
+
+    LossSum forward_stage(const ModelInputs& in, const DropoutPlan& d, const void*) override {
+        return forward(in, d);
+    }
+    void backward_stage(double s, const void*) override { backward(s); }
+    const void* stage_output() const override { return nullptr; }
+    const void* stage_input_grad() const override { return nullptr; }
+    void* message_buffer(int64_t, int64_t) override { return nullptr; }
+    void pack_grads(const std::vector<int>&, void*) override {}
+    void unpack_grads(const std::vector<int>&, const void*) override {}
+    void attach_group(Communicator&) override {}
+    int64_t step_count() const override { return opt_.step_count(); }
+    std::map<std::string, Tensor> optimizer_state() override { return opt_.state_tensors(); }
+    void load_optimizer_state(const std::map<std::string, Tensor>&, int64_t) override {}
+
+    int steps = 0, zeroed = 0;
+    LogitsScope scope = LogitsScope::all_positions;
+
+  private:
+    FlatOptimizer opt_;
+};
+
+}  // namespace loom::test
