@@ -117,7 +117,21 @@ CpuPeak measure_cpu_peak(bool bf16, double seconds) {
         if (dt >= 2e-3) break;
     }
     iters = std::max<int64_t>(iters, int64_t(seconds * r / (k_chains * k.flops * p.threads)));
-    for (int run = 0; run < 3; ++run) r = std::max(r, rate(iters));
+    // A timed run must last at least half of `seconds`: under contention the
+    // calibration can end on a run that timed a late thread wake-up, which
+    // makes `iters` tiny and every run after it as wrong. The work doubles
+    // until a run is long enough to count.
+    for (int run = 0, grown = 0; run < 3;) {
+        const double rr = rate(iters);
+        if (rr <= 0) return p;
+        if (dt < 0.5 * seconds && grown < 20) {
+            iters *= 2;
+            ++grown;
+            continue;
+        }
+        r = std::max(r, rr);
+        ++run;
+    }
     p.gflops = r / 1e9;
     return p;
 }
