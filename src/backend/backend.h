@@ -38,6 +38,11 @@ class Backend {
     virtual void to_host(void* host, const void* src, size_t nbytes) = 0;
     // Device -> device on the stream.
     virtual void copy(void* dst, const void* src, size_t nbytes) = 0;
+    // Device -> device, `rows` rows of `row_bytes`, the k-th from
+    // src + k * src_pitch to dst + k * dst_pitch (a strided view's copy: a
+    // column of logits, token 0 of every sample). Rows must not overlap.
+    virtual void copy_2d(void* dst, size_t dst_pitch, const void* src, size_t src_pitch,
+                         size_t row_bytes, size_t rows) = 0;
     virtual void zero(void* p, size_t nbytes) = 0;
     virtual void synchronize() = 0;
     // The context CUDA kernels on this backend take (null off CUDA).

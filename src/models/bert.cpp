@@ -134,14 +134,15 @@ class BertFamilyModel final : public StackModel {
 
     void plan_embeddings(ActArena& a, int64_t B, int64_t T) override {
         const int64_t N = B * T, E = config_.embedding_size;
-        sum_ = a.take(N * E);
-        dsum_ = a.take(N * E);
+        sum_ = a.take_act(N * E, ctx_.act);
+        dsum_ = a.take_act(N * E, ctx_.act);
         norm_acts_.plan(a, N);
         if (albert_) {
-            emb_out_ = a.take(N * E);
-            demb_out_ = a.take(N * E);
+            emb_out_ = a.take_act(N * E, ctx_.act);
+            demb_out_ = a.take_act(N * E, ctx_.act);
         }
         pos_ids_.resize(size_t(N));
+        pos_dev_ = a.take_i64(N);
     }
 
     void fill_position_ids() {
@@ -172,35 +173,39 @@ class BertFamilyModel final : public StackModel {
             for (int64_t t = 0; t < T_; ++t) pos_ids_[size_t(b * T_ + t)] = t;
     }
 
-    void embed_forward(float* h0) override {
+    void embed_forward(ActPtr h0) override {
         const int64_t N = B_ * T_, E = config_.embedding_size;
         fill_position_ids();
+        upload(pos_dev_, pos_ids_);
         // HF order: (word + token_type) + position.
-        word_.forward(sum_, ids_.data(), N);
+        word_.forward(sum_, ids_dev_, N);
         if (type_.table.defined()) {
-            if (types_.empty()) types_.assign(size_t(N), 0);  // HF: token type 0 everywhere
-            type_.forward(sum_, types_.data(), N, /*accumulate=*/true);
+            if (types_.empty()) {  // HF: token type 0 everywhere
+                types_.assign(size_t(N), 0);
+                upload(types_dev_, types_);
+            }
+            type_.forward(sum_, types_dev_, N, /*accumulate=*/true);
         }
-        pos_.forward(sum_, pos_ids_.data(), N, /*accumulate=*/true);
-        float* out = albert_ ? emb_out_ : h0;
+        pos_.forward(sum_, pos_dev_, N, /*accumulate=*/true);
+        ActPtr out = albert_ ? emb_out_ : h0;
         emb_norm_.forward(out, norm_acts_, sum_, N);
         drop_emb_ = drop_.spec(config_.embedding_dropout, 0, DropoutPlan::embeddings);
         if (drop_emb_.active()) ctx_.nn().dropout_forward(ctx_, out, out, B_, T_ * E, drop_emb_);
         if (albert_) mapping_in_.forward(h0, emb_out_, N);
     }
 
-    void embed_backward(float* dh0) override {
+    void embed_backward(ActPtr dh0) override {
         const int64_t N = B_ * T_, E = config_.embedding_size;
-        float* dout = dh0;
+        ActPtr dout = dh0;
         if (albert_) {
             mapping_in_.backward(demb_out_, dh0, emb_out_, N);
             dout = demb_out_;
         }
         if (drop_emb_.active()) ctx_.nn().dropout_backward(ctx_, dout, dout, B_, T_ * E, drop_emb_);
         emb_norm_.backward(dsum_, dout, sum_, norm_acts_, N);
-        word_.backward(dsum_, ids_.data(), N);
-        if (type_.table.defined()) type_.backward(dsum_, types_.data(), N);
-        pos_.backward(dsum_, pos_ids_.data(), N);
+        word_.backward(dsum_, ids_dev_, N);
+        if (type_.table.defined()) type_.backward(dsum_, types_dev_, N);
+        pos_.backward(dsum_, pos_dev_, N);
     }
 
     bool albert_ = false, roberta_ = false;
@@ -210,10 +215,11 @@ class BertFamilyModel final : public StackModel {
     LayerNorm::Acts norm_acts_;
     DropoutSpec drop_emb_;
     std::vector<int64_t> pos_ids_;  // (B, T)
-    float* sum_ = nullptr;          // (B, T, E) word + type + position
-    float* dsum_ = nullptr;         // (B, T, E)
-    float* emb_out_ = nullptr;      // (B, T, E) ALBERT: LayerNorm output (mapping input)
-    float* demb_out_ = nullptr;     // (B, T, E)
+    int64_t* pos_dev_ = nullptr;    // pos_ids_ in the backend's memory
+    ActPtr sum_;                    // (B, T, E) word + type + position
+    ActPtr dsum_;                   // (B, T, E)
+    ActPtr emb_out_;                // (B, T, E) ALBERT: LayerNorm output (mapping input)
+    ActPtr demb_out_;               // (B, T, E)
 };
 
 }  // namespace

@@ -95,33 +95,36 @@ class Gpt2Model final : public StackModel {
         return v;
     }
 
-    void plan_embeddings(ActArena&, int64_t B, int64_t T) override {
+    void plan_embeddings(ActArena& a, int64_t B, int64_t T) override {
         pos_ids_.resize(size_t(B * T));
+        pos_dev_ = a.take_i64(B * T);
     }
 
-    void embed_forward(float* h0) override {
+    void embed_forward(ActPtr h0) override {
         const int64_t N = B_ * T_, C = config_.hidden_size;
         LOOM_CHECK(T_ <= config_.max_position_embeddings,
                    "sequence length {} exceeds what the model accepts: {}", T_,
                    describe_max_positions(config_));
         for (int64_t b = 0; b < B_; ++b)
             for (int64_t t = 0; t < T_; ++t) pos_ids_[size_t(b * T_ + t)] = t;
-        wte_.forward(h0, ids_.data(), N);
-        wpe_.forward(h0, pos_ids_.data(), N, /*accumulate=*/true);
+        upload(pos_dev_, pos_ids_);
+        wte_.forward(h0, ids_dev_, N);
+        wpe_.forward(h0, pos_dev_, N, /*accumulate=*/true);
         drop_emb_ = drop_.spec(config_.embedding_dropout, 0, DropoutPlan::embeddings);
         if (drop_emb_.active()) ctx_.nn().dropout_forward(ctx_, h0, h0, B_, T_ * C, drop_emb_);
     }
 
-    void embed_backward(float* dh0) override {
+    void embed_backward(ActPtr dh0) override {
         const int64_t N = B_ * T_, C = config_.hidden_size;
         if (drop_emb_.active()) ctx_.nn().dropout_backward(ctx_, dh0, dh0, B_, T_ * C, drop_emb_);
-        wte_.backward(dh0, ids_.data(), N);
-        wpe_.backward(dh0, pos_ids_.data(), N);
+        wte_.backward(dh0, ids_dev_, N);
+        wpe_.backward(dh0, pos_dev_, N);
     }
 
     Embedding wte_, wpe_;
     DropoutSpec drop_emb_;
     std::vector<int64_t> pos_ids_;  // (B, T)
+    int64_t* pos_dev_ = nullptr;    // pos_ids_ in the backend's memory
 };
 
 }  // namespace

@@ -183,9 +183,13 @@ void StackModel::plan(int64_t B, int64_t T) {
     const int64_t a0 = app_begin(), a1 = app_end();
     const bool with_head = placement_.part.head;
     arena_.build([&](ActArena& a) {
-        hidden_ = a.take((a1 - a0 + 1) * N * C);
+        const DType act = ctx_.act;
+        hidden_ = a.take_act((a1 - a0 + 1) * N * C, act);
+        ids_dev_ = a.take_i64(N);
+        types_dev_ = a.take_i64(N);
+        mask_dev_ = a.take_i64(N);
         if (with_head && final_norm_.weight.defined()) {
-            final_ = a.take(N * C);
+            final_ = a.take_act(N * C, act);
             final_acts_.plan(a, N);
         }
         bool shared_planned = false;
@@ -201,8 +205,8 @@ void StackModel::plan(int64_t B, int64_t T) {
             acts_[size_t(i)] = ckpt_acts_;
         }
         if (!blocks_.empty()) scratch_.plan(a, B, T, blocks_[0]);
-        dh_ = a.take(N * C);
-        du_ = a.take(N * C);
+        dh_ = a.take_act(N * C, act);
+        du_ = a.take_act(N * C, act);
         if (placement_.part.embeddings) plan_embeddings(a, B, T);
         if (head_ && with_head) head_->plan(a, B, T);
     });
@@ -220,7 +224,7 @@ TransformerBlock::Step StackModel::step_for(int app) const {
     TransformerBlock::Step s;
     s.B = B_;
     s.T = T_;
-    s.key_padding = mask_.empty() ? nullptr : mask_.data();
+    s.key_padding = mask_.empty() ? nullptr : mask_dev_;
     const uint32_t layer = uint32_t(app + 1);
     s.drop_probs = drop_.spec(config_.attention_dropout, layer, DropoutPlan::attn_probs);
     s.drop_attn_out = drop_.spec(config_.hidden_dropout, layer, DropoutPlan::attn_out);
@@ -228,20 +232,25 @@ TransformerBlock::Step StackModel::step_for(int app) const {
     return s;
 }
 
-const float* StackModel::final_hidden() const {
+int64_t* StackModel::upload(int64_t* dst, const std::vector<int64_t>& v) const {
+    ctx_.be->to_device(dst, v.data(), v.size() * sizeof(int64_t));
+    return dst;
+}
+
+CActPtr StackModel::final_hidden() const {
     if (final_norm_.weight.defined()) return final_;
     return hidden_at(app_end());
 }
 
 const float* StackModel::stage_output() const {
     LOOM_CHECK(!placement_.part.head, "stage_output: this part ends with the head (it has a loss)");
-    return hidden_at(app_end());
+    return hidden_at(app_end()).as<const float>();
 }
 
 const float* StackModel::stage_input_grad() const {
     LOOM_CHECK(!placement_.part.embeddings,
                "stage_input_grad: this part starts with the embeddings (no input gradient)");
-    return dh_;
+    return dh_.as<const float>();
 }
 
 void StackModel::choose_last_rows() {
@@ -291,13 +300,17 @@ LossSum StackModel::forward(const ModelInputs& in, const DropoutPlan& dropout) {
     drop_ = dropout;
 
     if (B_ != planned_B_ || T_ != planned_T_ || ckpt_every_ != planned_ckpt_every_) plan(B_, T_);
+    upload(ids_dev_, ids_);
+    if (!types_.empty()) upload(types_dev_, types_);
+    if (!mask_.empty()) upload(mask_dev_, mask_);
 
     if (placement_.part.embeddings) {
         embed_forward(hidden_);
     } else {
         LOOM_CHECK(in.stage_input != nullptr,
                    "pipeline stage without embeddings: forward needs the previous stage's output");
-        std::memcpy(hidden_, in.stage_input, size_t(N * C) * sizeof(float));
+        // Stages exchange f32 activations on the host (comm/comm.h).
+        std::memcpy(hidden_.as<float>(), in.stage_input, size_t(N * C) * sizeof(float));
     }
     choose_last_rows();
     for (int64_t a = app_begin(); a < app_end(); ++a) {
@@ -341,7 +354,7 @@ void StackModel::backward(double loss_scale, const float* d_stage_output) {
     } else {
         LOOM_CHECK(d_stage_output != nullptr,
                    "pipeline stage without the head: backward needs the gradient of its output");
-        std::memcpy(dh_, d_stage_output, size_t(N * C) * sizeof(float));
+        std::memcpy(dh_.as<float>(), d_stage_output, size_t(N * C) * sizeof(float));
     }
     if (sparse_on_) {
         // Nothing but the head writes the word table's gradient now (the

@@ -60,9 +60,9 @@ class StackModel : public Model {
     virtual void bind_embeddings(const ParamTable& t) = 0;
     virtual void plan_embeddings(ActArena& a, int64_t B, int64_t T) = 0;
     // h0 (B, T, C) from the copied inputs (ids_, types_, mask_).
-    virtual void embed_forward(float* h0) = 0;
+    virtual void embed_forward(ActPtr h0) = 0;
     // dh0 (B, T, C) may be clobbered.
-    virtual void embed_backward(float* dh0) = 0;
+    virtual void embed_backward(ActPtr dh0) = 0;
     // The embedding modules and how they combine (StackView).
     virtual EmbeddingsView embeddings_view() const = 0;
     // The word table, which tensor parallelism splits by vocabulary.
@@ -77,6 +77,13 @@ class StackModel : public Model {
     // The last forward's inputs, copied so backward never reads caller memory.
     int64_t B_ = 0, T_ = 0;
     std::vector<int64_t> ids_, types_, mask_;  // (B, T); types_/mask_ empty when absent
+    // The same in the backend's memory, where the kernels read them (uploaded
+    // each forward); null when absent.
+    int64_t* ids_dev_ = nullptr;
+    int64_t* types_dev_ = nullptr;
+    int64_t* mask_dev_ = nullptr;
+    // Copies v into dst, a slot of the backend's memory, and returns it.
+    int64_t* upload(int64_t* dst, const std::vector<int64_t>& v) const;
     std::vector<int64_t> labels_, starts_, ends_;
     DropoutPlan drop_;
     OpCtx ctx_;  // where the table's modules run (ParamTable::op_ctx)
@@ -92,12 +99,12 @@ class StackModel : public Model {
         return placement_.part.app_end < 0 ? int64_t(schedule_.size()) : placement_.part.app_end;
     }
     // Block output of application a - 1 (input of a), a in [app_begin, app_end].
-    float* hidden_at(int64_t a) const {
+    ActPtr hidden_at(int64_t a) const {
         return hidden_ + (a - app_begin()) * B_ * T_ * config_.hidden_size;
     }
     void plan(int64_t B, int64_t T);
     TransformerBlock::Step step_for(int app) const;
-    const float* final_hidden() const;
+    CActPtr final_hidden() const;
 
     // Grad-ready hook bookkeeping (finish_build): where each distinct block's
     // rows start in the flat buffer, and its first application (the last one
@@ -133,8 +140,8 @@ class StackModel : public Model {
     bool has_labels_ = false;
     bool ready_for_backward_ = false;
     int64_t planned_B_ = -1, planned_T_ = -1, planned_ckpt_every_ = 0;
-    float* hidden_ = nullptr;  // (A + 1, B, T, C) block outputs, [0] = embeddings (A: this part's)
-    float* final_ = nullptr;   // (B, T, C) after final_norm_ (GPT-2)
+    ActPtr hidden_;  // (A + 1, B, T, C) block outputs, [0] = embeddings (A: this part's)
+    ActPtr final_;   // (B, T, C) after final_norm_ (GPT-2)
     LayerNorm::Acts final_acts_;
     std::vector<TransformerBlock::Acts> acts_;  // (A) one per application
     // Activation checkpointing: applications a with a % ckpt_every_ == 0 share
@@ -145,8 +152,8 @@ class StackModel : public Model {
     TransformerBlock::Acts ckpt_acts_;
     int64_t ckpt_holds_ = -1;  // the application whose activations ckpt_acts_ holds
     TransformerBlock::Scratch scratch_;
-    float* dh_ = nullptr;  // (B, T, C) gradient flowing down the stack
-    float* du_ = nullptr;  // (B, T, C) gradient into final_norm_
+    ActPtr dh_;  // (B, T, C) gradient flowing down the stack
+    ActPtr du_;  // (B, T, C) gradient into final_norm_
 };
 
 }  // namespace loom

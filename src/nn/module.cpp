@@ -11,11 +11,13 @@ void ActArena::grow(int64_t n) {
     capacity_ = n;
 }
 
-Tensor ActArena::view(const float* p, Shape shape, std::string name) const {
-    LOOM_ASSERT(storage_ && p >= base() && p + shape.numel() <= base() + capacity_,
+Tensor ActArena::view(CActPtr p, Shape shape, std::string name) const {
+    const auto* begin = reinterpret_cast<const std::byte*>(base());
+    const auto* at = static_cast<const std::byte*>(p.get());
+    const size_t nbytes = size_t(shape.numel()) * dtype_size(p.dtype());
+    LOOM_ASSERT(storage_ && at >= begin && at + nbytes <= begin + capacity_ * sizeof(float),
                 "view '{}' is outside the activation arena", name);
-    return Tensor::view_of(storage_, size_t(p - base()) * sizeof(float), DType::f32, shape,
-                           std::move(name));
+    return Tensor::view_of(storage_, size_t(at - begin), p.dtype(), shape, std::move(name));
 }
 
 }  // namespace loom

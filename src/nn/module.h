@@ -61,6 +61,8 @@ class ActArena {
     }
     // n bf16 values (raw bits), in float-sized slots.
     uint16_t* take16(int64_t n) { return reinterpret_cast<uint16_t*>(take((n + 1) / 2)); }
+    // n token ids (or other int64 inputs a kernel reads), in float-sized slots.
+    int64_t* take_i64(int64_t n) { return reinterpret_cast<int64_t*>(take(2 * n)); }
     // n activations of type t (OpCtx::act), in float-sized slots.
     ActPtr take_act(int64_t n, DType t) {
         const int64_t bytes = n * int64_t(dtype_size(t));
@@ -69,8 +71,9 @@ class ActArena {
     int64_t capacity_elems() const { return capacity_; }
     // What the last build() laid out (<= capacity after a smaller plan).
     int64_t planned_elems() const { return used_; }
-    // A named tensor view of memory inside the arena (outputs for callers).
-    Tensor view(const float* p, Shape shape, std::string name) const;
+    // A named tensor view of memory inside the arena (outputs for callers),
+    // in the activations' type.
+    Tensor view(CActPtr p, Shape shape, std::string name) const;
 
   private:
     // Zero-filled on growth, so pages are touched here, once.

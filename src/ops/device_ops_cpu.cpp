@@ -64,6 +64,12 @@ class CpuBackend final : public Backend {
     void copy(void* dst, const void* src, size_t nbytes) override {
         if (nbytes) std::memmove(dst, src, nbytes);
     }
+    void copy_2d(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t row_bytes,
+                 size_t rows) override {
+        for (size_t k = 0; k < rows; ++k)
+            std::memcpy(static_cast<char*>(dst) + k * dst_pitch,
+                        static_cast<const char*>(src) + k * src_pitch, row_bytes);
+    }
     void zero(void* p, size_t nbytes) override {
         if (nbytes) std::memset(p, 0, nbytes);
     }

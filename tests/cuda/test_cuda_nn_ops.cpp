@@ -229,6 +229,18 @@ TYPED_TEST(CudaNnOps, AttentionMatchesTheCpuEntry) {
     }
 }
 
+TYPED_TEST(CudaNnOps, Copy2dMatchesTheCpuBackend) {
+    const size_t e = sizeof(TypeParam);
+    auto src = this->in(40, 19);
+    std::vector<float> dst(20, 0.0f);
+    cpu_backend().copy_2d(dst.data(), 2 * sizeof(float), src.data() + 3, 4 * sizeof(float),
+                          sizeof(float), 10);
+    auto* gsrc = this->up(src);
+    DeviceBuffer<TypeParam> gdst{20};
+    this->gpu_.be->copy_2d(gdst.get(), 2 * e, gsrc->get() + 3, 4 * e, e, 10);
+    EXPECT_TRUE(all_close("copy_2d", download(gdst), dst, Tol{0, 0}));
+}
+
 TYPED_TEST(CudaNnOps, LacksTheRowEntriesAndRefusesOtherOperandTypes) {
     EXPECT_FALSE(this->gpu_ops().rows_supported());
     EXPECT_TRUE(this->cpu_ops().rows_supported());

@@ -234,6 +234,18 @@ TEST(NnOpsCpu, AttentionEntriesAreTheCpuKernelsForEachOperandType) {
     EXPECT_TRUE(ops().rows_supported());
 }
 
+// The strided copy the heads use for token 0 of every sample and for the
+// columns of (N, 2) logits.
+TEST(NnOpsCpu, BackendCopy2dMovesStridedRowsAndNothingElse) {
+    std::vector<float> src(24), dst(12, -1.0f);
+    for (size_t i = 0; i < src.size(); ++i) src[i] = float(i);
+    // Rows of 2 floats every 6 in src, packed every 3 in dst.
+    cpu_backend().copy_2d(dst.data(), 3 * sizeof(float), src.data() + 1, 6 * sizeof(float),
+                          2 * sizeof(float), 4);
+    const std::vector<float> want = {1, 2, -1, 7, 8, -1, 13, 14, -1, 19, 20, -1};
+    EXPECT_EQ(dst, want);
+}
+
 TEST(NnOpsCpu, RefusesActivationsTheCpuDoesNotKeep) {
     const OpCtx bf16_acts{&cpu_backend(), DType::bf16};
     std::vector<float> x(8, 1.0f), y(8);

@@ -58,12 +58,13 @@ class CausalLmHead final : public Head {
     void plan(ActArena& a, int64_t B, int64_t T) override {
         B_ = B;
         T_ = T;
-        logits_ = a.take(B * T * decoder_.out);
-        dlogits_ = a.take(B * T * decoder_.out);
+        logits_ = a.take_act(B * T * decoder_.out, ctx_.act);
+        dlogits_ = a.take_act(B * T * decoder_.out, ctx_.act);
         targets_.resize(size_t(B * T));
+        targets_dev_ = a.take_i64(B * T);
     }
 
-    LossSum forward(const float* hidden, const HeadBatch& hb, const DropoutPlan&) override {
+    LossSum forward(CActPtr hidden, const HeadBatch& hb, const DropoutPlan&) override {
         const int64_t N = B_ * T_;
         decoder_.forward(logits_, hidden, N);
         has_labels_ = hb.labels != nullptr;
@@ -73,23 +74,25 @@ class CausalLmHead final : public Head {
             for (int64_t t = 0; t < T_; ++t)
                 targets_[size_t(b * T_ + t)] =
                     t + 1 < T_ ? hb.labels[b * T_ + t + 1] : k_ignore_index;
+        ctx_.be->to_device(targets_dev_, targets_.data(), size_t(N) * sizeof(int64_t));
+        // The vocab-parallel cross-entropy (comm/tp_vocab.h) runs on host f32.
         const XentSum x = tp_ ? vocab_parallel_xent_forward<float>(
-                                    nullptr, logits_, targets_.data(), N, spec_.V, *tp_)
+                                    nullptr, logits_.as<float>(), targets_dev_, N, spec_.V, *tp_)
                               : ctx_.nn().softmax_xent_forward(ctx_, nullptr, logits_,
-                                                               targets_.data(), N, spec_.V);
+                                                               targets_dev_, N, spec_.V);
         l.sum = x.loss_sum;
         l.count = x.count;
         return l;
     }
 
-    void backward(float* dhidden, const float* hidden, double scale) override {
+    void backward(ActPtr dhidden, CActPtr hidden, double scale) override {
         LOOM_CHECK(has_labels_, "causal-LM backward needs 'labels' in the batch");
         const int64_t N = B_ * T_;
         if (tp_)
-            vocab_parallel_xent_backward(dlogits_, logits_, targets_.data(), N, spec_.V, scale,
-                                         *tp_);
+            vocab_parallel_xent_backward(dlogits_.as<float>(), logits_.as<float>(), targets_dev_, N,
+                                         spec_.V, scale, *tp_);
         else
-            ctx_.nn().softmax_xent_backward(ctx_, dlogits_, logits_, targets_.data(), N, spec_.V,
+            ctx_.nn().softmax_xent_backward(ctx_, dlogits_, logits_, targets_dev_, N, spec_.V,
                                             scale);
         decoder_.backward(dhidden, dlogits_, hidden, N);
     }
@@ -106,9 +109,10 @@ class CausalLmHead final : public Head {
     int64_t B_ = 0, T_ = 0;
     bool has_labels_ = false;
     Communicator* tp_ = nullptr;    // vocab-parallel on this tp group; null: whole vocabulary
-    float* logits_ = nullptr;       // (B, T, V), or (B, T, Vp/tp) vocab-parallel
-    float* dlogits_ = nullptr;      // like logits_
+    ActPtr logits_;                 // (B, T, V), or (B, T, Vp/tp) vocab-parallel
+    ActPtr dlogits_;                // like logits_
     std::vector<int64_t> targets_;  // (B, T) labels shifted left, -100 at the end
+    int64_t* targets_dev_ = nullptr;  // the same in the backend's memory
 };
 
 }  // namespace

@@ -36,8 +36,11 @@ class Head {
     virtual ~Head() = default;
     virtual void bind(const ParamTable& t) = 0;
     virtual void plan(ActArena& a, int64_t B, int64_t T) = 0;
-    virtual LossSum forward(const float* hidden, const HeadBatch& hb, const DropoutPlan& drop) = 0;
-    virtual void backward(float* dhidden, const float* hidden, double loss_scale) = 0;
+    // hidden (B, T, C) and dhidden in the activations' type and the backend's
+    // memory; the HeadBatch's labels are host memory (a head reads them to
+    // pick rows and uploads what its kernels read).
+    virtual LossSum forward(CActPtr hidden, const HeadBatch& hb, const DropoutPlan& drop) = 0;
+    virtual void backward(ActPtr dhidden, CActPtr hidden, double loss_scale) = 0;
     virtual void outputs(const ActArena& a, std::map<std::string, Tensor>& out) const = 0;
     virtual void set_logits_scope(LogitsScope) {}
     // The positions b * T + t (increasing) whose final hidden state forward

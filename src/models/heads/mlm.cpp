@@ -96,39 +96,43 @@ class MlmHead final : public Head {
         B_ = B;
         T_ = T;
         const int64_t N = B * T, E = spec_.E;
-        xg_ = a.take(N * spec_.C);
-        dxg_ = a.take(N * spec_.C);
-        t1_ = a.take(N * E);
-        t2_ = a.take(N * E);
-        t3_ = a.take(N * E);
+        const DType t = ctx_.act;
+        xg_ = a.take_act(N * spec_.C, t);
+        dxg_ = a.take_act(N * spec_.C, t);
+        t1_ = a.take_act(N * E, t);
+        t2_ = a.take_act(N * E, t);
+        t3_ = a.take_act(N * E, t);
         norm_acts_.plan(a, N);
-        logits_ = a.take(N * decoder_.out);
-        dlogits_ = a.take(N * decoder_.out);
-        d3_ = a.take(N * E);
-        d2_ = a.take(N * E);
+        logits_ = a.take_act(N * decoder_.out, t);
+        dlogits_ = a.take_act(N * decoder_.out, t);
+        d3_ = a.take_act(N * E, t);
+        d2_ = a.take_act(N * E, t);
         rows_.resize(size_t(N));
         targets_.resize(size_t(N));
+        targets_dev_ = a.take_i64(N);
     }
 
-    LossSum forward(const float* hidden, const HeadBatch& hb, const DropoutPlan&) override {
+    LossSum forward(CActPtr hidden, const HeadBatch& hb, const DropoutPlan&) override {
         const int64_t N = B_ * T_, C = spec_.C;
+        const size_t row = size_t(C) * dtype_size(ctx_.act);
         labels_ = hb.labels;
         sparse_ = scope_ == LogitsScope::labelled_positions && labels_ != nullptr;
         x_ = hidden;
         M_ = N;
-        const int64_t* targets = labels_;
+        const int64_t* targets = labels_;  // host memory until uploaded
         if (sparse_) {
             M_ = 0;
             for (int64_t i = 0; i < N; ++i) {
                 if (labels_[i] == k_ignore_index) continue;
                 rows_[size_t(M_)] = i;
                 targets_[size_t(M_)] = labels_[i];
-                std::memcpy(xg_ + M_ * C, hidden + i * C, size_t(C) * sizeof(float));
+                ctx_.be->copy(xg_ + M_ * C, hidden + i * C, row);
                 ++M_;
             }
             x_ = xg_;
             targets = targets_.data();
         }
+        if (targets) targets = upload_targets(targets);
         LossSum l;
         if (M_ == 0) return l;
         dense_.forward(t1_, x_, M_);
@@ -137,8 +141,8 @@ class MlmHead final : public Head {
         decoder_.forward(logits_, t3_, M_);
         if (labels_) {
             const XentSum x =
-                tp_ ? vocab_parallel_xent_forward<float>(nullptr, logits_, targets, M_, spec_.V,
-                                                         *tp_)
+                tp_ ? vocab_parallel_xent_forward<float>(nullptr, logits_.as<float>(), targets, M_,
+                                                         spec_.V, *tp_)
                     : ctx_.nn().softmax_xent_forward(ctx_, nullptr, logits_, targets, M_, spec_.V);
             l.sum = x.loss_sum;
             l.count = x.count;
@@ -146,14 +150,15 @@ class MlmHead final : public Head {
         return l;
     }
 
-    void backward(float* dhidden, const float*, double scale) override {
+    void backward(ActPtr dhidden, CActPtr, double scale) override {
         LOOM_CHECK(labels_ != nullptr, "masked-LM backward needs 'labels' in the batch");
         const int64_t N = B_ * T_, C = spec_.C;
-        float* dx = sparse_ ? dxg_ : dhidden;
+        ActPtr dx = sparse_ ? dxg_ : dhidden;
         if (M_ > 0) {
-            const int64_t* targets = sparse_ ? targets_.data() : labels_;
+            const int64_t* targets = targets_dev_;
             if (tp_)
-                vocab_parallel_xent_backward(dlogits_, logits_, targets, M_, spec_.V, scale, *tp_);
+                vocab_parallel_xent_backward(dlogits_.as<float>(), logits_.as<float>(), targets,
+                                             M_, spec_.V, scale, *tp_);
             else
                 ctx_.nn().softmax_xent_backward(ctx_, dlogits_, logits_, targets, M_, spec_.V,
                                                 scale);
@@ -163,10 +168,10 @@ class MlmHead final : public Head {
             dense_.backward(dx, d2_, x_, M_);
         }
         if (sparse_) {
-            std::memset(dhidden, 0, size_t(N * C) * sizeof(float));
+            const size_t row = size_t(C) * dtype_size(ctx_.act);
+            ctx_.be->zero(dhidden, size_t(N) * row);
             for (int64_t m = 0; m < M_; ++m)
-                std::memcpy(dhidden + rows_[size_t(m)] * C, dxg_ + m * C,
-                            size_t(C) * sizeof(float));
+                ctx_.be->copy(dhidden + rows_[size_t(m)] * C, dxg_ + m * C, row);
         }
     }
 
@@ -189,18 +194,24 @@ class MlmHead final : public Head {
     bool sparse_ = false;
     int64_t B_ = 0, T_ = 0, M_ = 0;  // M: rows the head ran on (N, or the labelled ones)
     const int64_t* labels_ = nullptr;
-    const float* x_ = nullptr;      // head input: hidden (N, C) or xg
-    std::vector<int64_t> rows_;     // (M) labelled positions, sparse mode
-    std::vector<int64_t> targets_;  // (M) their labels
-    float* xg_ = nullptr;           // (M, C) gathered hidden rows
-    float* dxg_ = nullptr;          // (M, C)
-    float* t1_ = nullptr;           // (M, E) dense output
-    float* t2_ = nullptr;           // (M, E) after the activation
-    float* t3_ = nullptr;           // (M, E) after LayerNorm (decoder input)
-    float* logits_ = nullptr;       // (M, V), or (M, Vp/tp) vocab-parallel
-    float* dlogits_ = nullptr;      // like logits_
-    float* d3_ = nullptr;           // (M, E)
-    float* d2_ = nullptr;           // (M, E)
+    CActPtr x_;                       // head input: hidden (N, C) or xg
+    std::vector<int64_t> rows_;       // (M) labelled positions, sparse mode
+    std::vector<int64_t> targets_;    // (M) their labels
+    int64_t* targets_dev_ = nullptr;  // (M) the labels the kernels read, in the backend's memory
+    ActPtr xg_;                       // (M, C) gathered hidden rows
+    ActPtr dxg_;                      // (M, C)
+    ActPtr t1_;                       // (M, E) dense output
+    ActPtr t2_;                       // (M, E) after the activation
+    ActPtr t3_;                       // (M, E) after LayerNorm (decoder input)
+    ActPtr logits_;                   // (M, V), or (M, Vp/tp) vocab-parallel
+    ActPtr dlogits_;                  // like logits_
+    ActPtr d3_;                       // (M, E)
+    ActPtr d2_;                       // (M, E)
+
+    const int64_t* upload_targets(const int64_t* host) const {
+        ctx_.be->to_device(targets_dev_, host, size_t(M_) * sizeof(int64_t));
+        return targets_dev_;
+    }
 };
 
 }  // namespace

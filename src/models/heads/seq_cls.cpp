@@ -50,23 +50,25 @@ class SeqClsHead final : public Head {
         B_ = B;
         T_ = T;
         const int64_t C = spec_.C;
-        x0_ = a.take(B * C);
-        xa_ = a.take(B * C);
-        pre_ = a.take(B * C);
-        post_ = a.take(B * C);
-        logits_ = a.take(B * spec_.num_labels);
-        dlogits_ = a.take(B * spec_.num_labels);
-        dpost_ = a.take(B * C);
-        dxa_ = a.take(B * C);
+        const DType t = ctx_.act;
+        x0_ = a.take_act(B * C, t);
+        xa_ = a.take_act(B * C, t);
+        pre_ = a.take_act(B * C, t);
+        post_ = a.take_act(B * C, t);
+        logits_ = a.take_act(B * spec_.num_labels, t);
+        dlogits_ = a.take_act(B * spec_.num_labels, t);
+        dpost_ = a.take_act(B * C, t);
+        dxa_ = a.take_act(B * C, t);
+        labels_dev_ = a.take_i64(B);
     }
 
-    LossSum forward(const float* hidden, const HeadBatch& hb, const DropoutPlan& drop) override {
+    LossSum forward(CActPtr hidden, const HeadBatch& hb, const DropoutPlan& drop) override {
         const int64_t C = spec_.C;
-        for (int64_t b = 0; b < B_; ++b)
-            std::memcpy(x0_ + b * C, hidden + b * T_ * C, size_t(C) * sizeof(float));
+        const size_t row = size_t(C) * dtype_size(ctx_.act);
+        ctx_.be->copy_2d(x0_, row, hidden, size_t(T_) * row, row, size_t(B_));  // token 0
         drop_a_ = drop.spec(spec_.p_drop_a, 0, DropoutPlan::head_a);
         drop_b_ = drop.spec(spec_.p_drop_b, 0, DropoutPlan::head_b);
-        const float* xa = x0_;
+        CActPtr xa = x0_;
         if (drop_a_.active()) {
             ctx_.nn().dropout_forward(ctx_, xa_, x0_, B_, C, drop_a_);
             xa = xa_;
@@ -76,9 +78,11 @@ class SeqClsHead final : public Head {
         ctx_.nn().activation_forward(ctx_, post_, ctx_.act, pre_, B_ * C, spec_.act);
         if (drop_b_.active()) ctx_.nn().dropout_forward(ctx_, post_, post_, B_, C, drop_b_);
         out_.forward(logits_, post_, B_);
-        labels_ = hb.labels;
+        labels_ = nullptr;
         LossSum l;
-        if (labels_) {
+        if (hb.labels) {
+            labels_ = labels_dev_;
+            ctx_.be->to_device(labels_dev_, hb.labels, size_t(B_) * sizeof(int64_t));
             const XentSum x = ctx_.nn().softmax_xent_forward(ctx_, nullptr, logits_, labels_, B_,
                                                              spec_.num_labels);
             l.sum = x.loss_sum;
@@ -87,7 +91,7 @@ class SeqClsHead final : public Head {
         return l;
     }
 
-    void backward(float* dhidden, const float*, double scale) override {
+    void backward(ActPtr dhidden, CActPtr, double scale) override {
         LOOM_CHECK(labels_ != nullptr,
                    "sequence-classification backward needs 'labels' in the batch");
         const int64_t C = spec_.C;
@@ -98,9 +102,9 @@ class SeqClsHead final : public Head {
         ctx_.nn().activation_backward(ctx_, dpost_, pre_, dpost_, B_ * C, spec_.act);
         dense_.backward(dxa_, dpost_, xa_used_, B_);
         if (drop_a_.active()) ctx_.nn().dropout_backward(ctx_, dxa_, dxa_, B_, C, drop_a_);
-        std::memset(dhidden, 0, size_t(B_ * T_ * C) * sizeof(float));
-        for (int64_t b = 0; b < B_; ++b)
-            std::memcpy(dhidden + b * T_ * C, dxa_ + b * C, size_t(C) * sizeof(float));
+        const size_t row = size_t(C) * dtype_size(ctx_.act);
+        ctx_.be->zero(dhidden, size_t(B_ * T_) * row);
+        ctx_.be->copy_2d(dhidden, size_t(T_) * row, dxa_, row, row, size_t(B_));
     }
 
     void outputs(const ActArena& a, std::map<std::string, Tensor>& out) const override {
@@ -112,17 +116,18 @@ class SeqClsHead final : public Head {
     ClsHeadSpec spec_;
     Linear dense_, out_;
     int64_t B_ = 0, T_ = 0;
-    const int64_t* labels_ = nullptr;
+    const int64_t* labels_ = nullptr;  // labels_dev_ when the batch has labels
+    int64_t* labels_dev_ = nullptr;    // (B) in the backend's memory
     DropoutSpec drop_a_, drop_b_;
-    const float* xa_used_ = nullptr;
-    float* x0_ = nullptr;       // (B, C) hidden at token 0
-    float* xa_ = nullptr;       // (B, C) after dropout_a
-    float* pre_ = nullptr;      // (B, C) dense output
-    float* post_ = nullptr;     // (B, C) after activation and dropout_b
-    float* logits_ = nullptr;   // (B, num_labels)
-    float* dlogits_ = nullptr;  // (B, num_labels)
-    float* dpost_ = nullptr;    // (B, C)
-    float* dxa_ = nullptr;      // (B, C)
+    CActPtr xa_used_;
+    ActPtr x0_;       // (B, C) hidden at token 0
+    ActPtr xa_;       // (B, C) after dropout_a
+    ActPtr pre_;      // (B, C) dense output
+    ActPtr post_;     // (B, C) after activation and dropout_b
+    ActPtr logits_;   // (B, num_labels)
+    ActPtr dlogits_;  // (B, num_labels)
+    ActPtr dpost_;    // (B, C)
+    ActPtr dxa_;      // (B, C)
 };
 
 }  // namespace

@@ -146,6 +146,12 @@ class CudaBackend final : public Backend {
             LOOM_CUDA_CHECK(
                 cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToDevice, ctx_.stream()));
     }
+    void copy_2d(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t row_bytes,
+                 size_t rows) override {
+        if (row_bytes && rows)
+            LOOM_CUDA_CHECK(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, row_bytes, rows,
+                                              cudaMemcpyDeviceToDevice, ctx_.stream()));
+    }
     void zero(void* p, size_t nbytes) override {
         if (nbytes) LOOM_CUDA_CHECK(cudaMemsetAsync(p, 0, nbytes, ctx_.stream()));
     }
