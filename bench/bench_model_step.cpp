@@ -95,9 +95,9 @@ int main(int argc, char** argv) {
     model->init(0);
     if (!all_logits) model->set_logits_scope(LogitsScope::labelled_positions);
     // bf16: the blocks' linear layers in bf16 with fp32 accumulation (autocast).
-    model->set_compute_dtype(dtype == "bf16"   ? ComputeDtype::bf16
-                             : dtype == "fp16" ? ComputeDtype::fp16
-                                               : ComputeDtype::fp32);
+    model->set_compute_dtype(dtype == "bf16"   ? DType::bf16
+                             : dtype == "fp16" ? DType::f16
+                                               : DType::f32);
 
     std::vector<int64_t> ids(size_t(B * T)), types(size_t(B * T), 0), mask(size_t(B * T), 1);
     std::vector<int64_t> labels(size_t(mlm ? B * T : B), -100);

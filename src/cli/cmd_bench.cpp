@@ -150,7 +150,7 @@ struct Timing {
 
 Timing run_cpu(Model& model, const ModelInputs& in, const BenchOptions& o) {
     model.set_logits_scope(LogitsScope::all_positions);
-    if (o.dtype == "bf16") model.set_compute_dtype(ComputeDtype::bf16);
+    if (o.dtype == "bf16") model.set_compute_dtype(DType::bf16);
     AdamW opt(model.params(), AdamWParams{1e-4, 0.9, 0.999, 1e-8, 0.01});
     std::vector<double> ms;
     Timing r;
@@ -177,7 +177,7 @@ Timing run_cpu(Model& model, const ModelInputs& in, const BenchOptions& o) {
 Timing run_cuda(Model& model, const ModelInputs& in, const BenchOptions& o) {
     CudaModelOptions co;
     co.device = o.gpu;
-    co.dtype = o.dtype == "bf16" ? ComputeDtype::bf16 : ComputeDtype::fp32;
+    co.dtype = o.dtype == "bf16" ? DType::bf16 : DType::f32;
     co.adamw = AdamWParams{1e-4, 0.9, 0.999, 1e-8, 0.01};
     auto gpu = CudaModel::create(model, co);
     Timing r;

@@ -75,7 +75,7 @@ class Model : public StageModel {
     // linear layers multiply bf16- or fp16-rounded operands with fp32
     // accumulation, as PyTorch's autocast does; parameters, gradients,
     // optimizer state, layer norms, softmax, the heads and the loss stay fp32.
-    virtual void set_compute_dtype(ComputeDtype /*dtype*/) {}
+    virtual void set_compute_dtype(DType /*dtype*/) {}
 
     void set_grad_ready_hook(GradReadyHook hook) final { grad_ready_hook_ = std::move(hook); }
 

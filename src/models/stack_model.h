@@ -29,7 +29,7 @@ class StackModel : public Model {
     const float* stage_input_grad() const override;
     void share_parameters(const StageModel& owner) override;
     int64_t num_layer_applications() const override { return int64_t(schedule_.size()); }
-    void set_compute_dtype(ComputeDtype d) override {
+    void set_compute_dtype(DType d) override {
         for (TransformerBlock& b : blocks_) {
             b.attn.qkv.compute = b.attn.proj.compute = b.mlp.fc.compute = b.mlp.proj.compute = d;
             b.attn.compute = d;

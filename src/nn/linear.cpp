@@ -123,7 +123,7 @@ void Linear::shard(ParamTable& t, const ModelTp& tp) {
 // read; the weight's rounding is made once per forward and kept for backward
 // (parameters change only between a backward and the next forward).
 bool Linear::rounds_operands() const {
-    return compute == ComputeDtype::bf16 && ctx.act != DType::bf16;
+    return compute == DType::bf16 && ctx.act != DType::bf16;
 }
 
 void Linear::gemm_forward(ActPtr y, const Input& x, const float* b, int64_t N) const {
@@ -135,8 +135,7 @@ void Linear::gemm_forward(ActPtr y, const Input& x, const float* b, int64_t N) c
         convert_f32_to_bf16(weight16_.data(), weight.data, in * out);
         r = GemmRounded{weight16_.data(), x.keep16, x.rounded};
     }
-    ctx.nn().matmul_forward(ctx, operand_dtype(compute), y, x.x, weight.data, b, N, in, out, layout,
-                            r);
+    ctx.nn().matmul_forward(ctx, compute, y, x.x, weight.data, b, N, in, out, layout, r);
 }
 
 void Linear::gemm_backward(ActPtr dx, CActPtr dy, CActPtr x, int64_t N, bool accumulate_dx,
@@ -146,8 +145,8 @@ void Linear::gemm_backward(ActPtr dx, CActPtr dy, CActPtr x, int64_t N, bool acc
     if (rounds_operands())
         r = GemmRounded{int64_t(weight16_.size()) == in * out ? weight16_.data() : nullptr, nullptr,
                         x16};
-    ctx.nn().matmul_backward(ctx, operand_dtype(compute), dx, weight.grad, db, dy, x, weight.data,
-                             N, in, out, layout, accumulate_dx, r);
+    ctx.nn().matmul_backward(ctx, compute, dx, weight.grad, db, dy, x, weight.data, N, in, out,
+                             layout, accumulate_dx, r);
 }
 
 void Linear::forward(ActPtr y, CActPtr x, int64_t N, uint16_t* keep_x16) const {

@@ -47,7 +47,7 @@ struct Linear {
     ParamRef weight, bias;  // bias undefined: no bias
     // Compute precision: bf16 or fp16 GEMM operands with fp32 accumulation
     // (autocast); parameters and gradients stay fp32 either way.
-    ComputeDtype compute = ComputeDtype::fp32;
+    DType compute = DType::f32;
     TpRole tp_role = TpRole::none;
     int tp_blocks = 1;           // see LinearInit
     int n_fused = 1;             // HF linears packed by make_fused (rows weight.row + k)

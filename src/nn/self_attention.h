@@ -27,7 +27,7 @@ struct SelfAttention {
     bool causal = false;
     // bf16: attention's own GEMMs take bf16 operands (ops/attention.h), as the
     // linears' do. fp16 is not emulated here: attention then stays fp32.
-    ComputeDtype compute = ComputeDtype::fp32;
+    DType compute = DType::f32;
     Linear qkv;   // C -> 3C
     Linear proj;  // C -> C
     OpCtx ctx;

@@ -6,11 +6,13 @@
 
 #include <cstdint>
 
+#include "core/dtype.h"
+
 namespace loom {
 
-// The precision of a linear layer's GEMM operands (parameters, gradients and
-// optimizer state are fp32 whatever this says).
-enum class ComputeDtype { fp32, bf16, fp16 };
+// A compute type (a linear layer's GEMM operands: f32, bf16 or f16) is a
+// DType; on the CPU parameters, gradients and optimizer state stay f32
+// whatever it says.
 
 enum class WeightLayout {
     out_in,  // (OC, C): torch.nn.Linear

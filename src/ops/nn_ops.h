@@ -38,13 +38,6 @@ struct OpCtx {
     inline const NnOps& nn() const;  // ops/device_ops.h
 };
 
-// The GEMM operand type of a compute setting.
-constexpr DType operand_dtype(ComputeDtype c) {
-    return c == ComputeDtype::bf16   ? DType::bf16
-           : c == ComputeDtype::fp16 ? DType::f16
-                                     : DType::f32;
-}
-
 // Roundings of a GEMM's operands a caller keeps, for operands narrower than
 // `act` (the CPU's bf16 compute): the weight as rounded for this step, the
 // input's rounding written by forward for backward to reuse, or the input

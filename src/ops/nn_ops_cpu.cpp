@@ -44,10 +44,12 @@ void matmul_fwd(const OpCtx& c, DType operands, void* y, const void* x, const vo
     }
     LOOM_ASSERT(r.w16 == nullptr && r.keep_x16 == nullptr && r.x16 == nullptr,
                 "bf16 roundings given to a {} GEMM", dtype_name(operands));
-    if (operands == DType::f16)
+    if (operands == DType::f16) {
         matmul_forward_fp16(F(y), F(x), F(w), F(b), N, C, OC, layout);
-    else
-        matmul_forward(F(y), F(x), F(w), F(b), N, C, OC, layout);
+        return;
+    }
+    LOOM_ASSERT(operands == DType::f32, "a GEMM with {} operands", dtype_name(operands));
+    matmul_forward(F(y), F(x), F(w), F(b), N, C, OC, layout);
 }
 
 void matmul_bwd(const OpCtx& c, DType operands, void* dx, void* dw, void* db, const void* dy,

@@ -272,7 +272,7 @@ class Trainer {
                           std::vector<std::string>& notes);
     // The pipeline layout (pipeline or tensor parallel), null without one.
     PipelineParallel* pipeline() const { return engines_ ? engines_->pipeline() : nullptr; }
-    ComputeDtype compute_dtype() const;
+    DType compute_dtype() const;
     // The model this rank trains: its stage's, or the whole one.
     Model& train_model();
     // Pipeline stages at the end: the whole model's rows, gathered on the

@@ -85,10 +85,8 @@ void Trainer::update_best(const std::string& checkpoint_name) {
         state_.best_model_checkpoint = checkpoint_name;
 }
 
-ComputeDtype Trainer::compute_dtype() const {
-    return job_.training.bf16   ? ComputeDtype::bf16
-           : job_.training.fp16 ? ComputeDtype::fp16
-                                : ComputeDtype::fp32;
+DType Trainer::compute_dtype() const {
+    return job_.training.bf16 ? DType::bf16 : job_.training.fp16 ? DType::f16 : DType::f32;
 }
 
 Model& Trainer::train_model() {

@@ -26,7 +26,7 @@ class CudaModelFixture : public ::testing::TestWithParam<std::string> {
     std::unique_ptr<Fixture> fx_;
 };
 
-CudaModelOptions fixture_options(ComputeDtype dtype) {
+CudaModelOptions fixture_options(DType dtype) {
     CudaModelOptions o;
     o.dtype = dtype;
     o.adamw = AdamWParams{1e-3, 0.9, 0.999, 1e-8, 0.01};
@@ -37,7 +37,7 @@ CudaModelOptions fixture_options(ComputeDtype dtype) {
 TEST_P(CudaModelFixture, Fp32MatchesHfLogitsLossGradientsAndAdamW) {
     const Fixture& f = *fx_;
     auto cpu = f.load_model();
-    auto gpu = CudaModel::create(*cpu, fixture_options(ComputeDtype::fp32));
+    auto gpu = CudaModel::create(*cpu, fixture_options(DType::f32));
     const LossSum loss = gpu->forward(f.inputs(), DropoutPlan{});
     const auto out = gpu->outputs();
     int checked = 0;
@@ -101,7 +101,7 @@ TEST_P(CudaModelFixture, Fp32DropoutMasksEqualTheCpus) {
     ref->backward(1.0 / double(want.count));
 
     auto cpu = f.load_model();
-    auto gpu = CudaModel::create(*cpu, fixture_options(ComputeDtype::fp32));
+    auto gpu = CudaModel::create(*cpu, fixture_options(DType::f32));
     const LossSum got = gpu->forward(f.inputs(), drop);
     EXPECT_EQ(got.count, want.count);
     EXPECT_NEAR(got.sum, want.sum, 1e-5 * std::fabs(want.sum) + 1e-6);
@@ -120,7 +120,7 @@ TEST_P(CudaModelFixture, Bf16TrainingFollowsTheCpuLossCurve) {
     auto ref = f.load_model();
     AdamW opt(ref->params(), AdamWParams{1e-3, 0.9, 0.999, 1e-8, 0.01}, DecayPolicy::all);
     auto cpu = f.load_model();
-    auto gpu = CudaModel::create(*cpu, fixture_options(ComputeDtype::bf16));
+    auto gpu = CudaModel::create(*cpu, fixture_options(DType::bf16));
     const ModelInputs in = f.inputs();
     double first = 0, last = 0;
     for (int s = 0; s < 30; ++s) {
@@ -144,7 +144,7 @@ TEST_P(CudaModelFixture, Bf16TrainingFollowsTheCpuLossCurve) {
 TEST_P(CudaModelFixture, GradReadyHookCoversTheBufferOnce) {
     const Fixture& f = *fx_;
     auto cpu = f.load_model();
-    auto gpu = CudaModel::create(*cpu, fixture_options(ComputeDtype::fp32));
+    auto gpu = CudaModel::create(*cpu, fixture_options(DType::f32));
     std::vector<std::pair<int64_t, int64_t>> ranges;
     gpu->set_grad_ready_hook([&](int64_t b, int64_t e) { ranges.emplace_back(b, e); });
     const LossSum l = gpu->forward(f.inputs(), DropoutPlan{});
@@ -203,7 +203,7 @@ TEST(CudaModelCheckpointing, RecomputeAndOffloadGiveThePlainGradients) {
             auto cpu = build_model(config);
             cpu->init(3);
             CudaModelOptions o;
-            o.dtype = ComputeDtype::fp32;
+            o.dtype = DType::f32;
             o.checkpoint_every = v.every;
             o.offload_activations = v.offload;
             o.loading_horizon = v.horizon;
@@ -243,7 +243,7 @@ TEST_P(CudaModelFixture, Fp16WithALossScaleFollowsTheCpuLossCurve) {
     auto ref = f.load_model();
     AdamW opt(ref->params(), AdamWParams{1e-3, 0.9, 0.999, 1e-8, 0.01}, DecayPolicy::all);
     auto cpu = f.load_model();
-    auto gpu = CudaModel::create(*cpu, fixture_options(ComputeDtype::fp16));
+    auto gpu = CudaModel::create(*cpu, fixture_options(DType::f16));
     EXPECT_EQ(gpu->grad_dtype(), DType::f16);
     const ModelInputs in = f.inputs();
     const double scale = 1024.0;
@@ -272,7 +272,7 @@ TEST_P(CudaModelFixture, FusedAttentionGivesTheUnfusedResults) {
     std::vector<double> losses;
     for (bool fused : {false, true}) {
         auto cpu = f.load_model();
-        CudaModelOptions o = fixture_options(ComputeDtype::fp32);
+        CudaModelOptions o = fixture_options(DType::f32);
         o.fused_attention = fused;
         auto gpu = CudaModel::create(*cpu, o);
         const LossSum l = gpu->forward(f.inputs(), drop);
@@ -297,7 +297,7 @@ TEST_P(CudaModelFixture, FusedAttentionGivesTheUnfusedResults) {
     auto ref = f.load_model();
     const LossSum want = ref->forward(in, DropoutPlan{});
     auto cpu = f.load_model();
-    auto gpu = CudaModel::create(*cpu, fixture_options(ComputeDtype::fp32));
+    auto gpu = CudaModel::create(*cpu, fixture_options(DType::f32));
     const LossSum got = gpu->forward(in, DropoutPlan{});
     EXPECT_EQ(got.count, want.count);
     EXPECT_NEAR(got.sum, want.sum, 1e-4 * std::fabs(want.sum) + 1e-5);
@@ -313,7 +313,7 @@ TEST_P(CudaModelFixture, LabelledPositionsGiveTheSameLossAndGradients) {
     std::map<std::string, Tensor> outs[2];
     for (int sparse = 0; sparse < 2; ++sparse) {
         auto cpu = f.load_model();
-        auto gpu = CudaModel::create(*cpu, fixture_options(ComputeDtype::fp32));
+        auto gpu = CudaModel::create(*cpu, fixture_options(DType::f32));
         gpu->set_logits_scope(sparse ? LogitsScope::labelled_positions
                                      : LogitsScope::all_positions);
         const LossSum l = gpu->forward(f.inputs(), DropoutPlan{});

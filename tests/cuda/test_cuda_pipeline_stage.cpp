@@ -68,7 +68,7 @@ TEST_P(CudaPipelineStage, TwoStagesTwoMicroBatchesInFlightEqualTheWholeModel) {
     std::unique_ptr<CudaModel> owner[2];
     std::unique_ptr<CudaModel> inst[2][2];
     CudaModelOptions o;
-    o.dtype = ComputeDtype::fp32;
+    o.dtype = DType::f32;
     for (int s = 0; s < 2; ++s) {
         ModelPlacement place;
         place.part = pipeline_stage_part(n_apps, 2, s);

@@ -131,13 +131,13 @@ double rel_l2(const float* x, const float* ref, int64_t n) {
 }
 
 // The switch reaches every block's attention, not only its linears.
-TEST(MixedPrecision, ComputeDtypeReachesAttention) {
+TEST(MixedPrecision, ComputeTypeReachesAttention) {
     for (const std::string& name : hf_fixture_names()) {
         SCOPED_TRACE(name);
         auto model = Fixture(name).load_model();
         const auto* stack = dynamic_cast<const StackModel*>(model.get());
         ASSERT_NE(stack, nullptr);
-        for (ComputeDtype d : {ComputeDtype::bf16, ComputeDtype::fp32}) {
+        for (DType d : {DType::bf16, DType::f32}) {
             model->set_compute_dtype(d);
             for (const TransformerBlock& b : *stack->view().blocks) EXPECT_EQ(b.attn.compute, d);
         }
@@ -150,7 +150,7 @@ TEST(MixedPrecision, FixturesStayWithinBf16OfTransformers) {
         const Fixture f(name);
         auto model = f.load_model();
         model->set_logits_scope(LogitsScope::all_positions);
-        model->set_compute_dtype(ComputeDtype::bf16);
+        model->set_compute_dtype(DType::bf16);
         model->zero_grad();
         const LossSum loss = model->forward(f.inputs(), DropoutPlan{});
         ASSERT_GT(loss.count, 0);

@@ -441,10 +441,8 @@ std::unique_ptr<CudaModel> CudaModel::create(Model& cpu, const CudaModelOptions&
     LOOM_CHECK(why.empty(), "no usable CUDA device: {}", why);
     LOOM_CHECK(options.device >= 0 && options.device < cuda_device_count(),
                "CUDA device {} does not exist ({} visible)", options.device, cuda_device_count());
-    if (options.dtype == ComputeDtype::fp32)
-        return std::make_unique<CudaExecutor<float>>(cpu, options);
-    if (options.dtype == ComputeDtype::fp16)
-        return std::make_unique<CudaExecutor<__half>>(cpu, options);
+    if (options.dtype == DType::f32) return std::make_unique<CudaExecutor<float>>(cpu, options);
+    if (options.dtype == DType::f16) return std::make_unique<CudaExecutor<__half>>(cpu, options);
     return std::make_unique<CudaExecutor<__nv_bfloat16>>(cpu, options);
 }
 

@@ -9,7 +9,7 @@
 // (the same buffer as the master in fp32), and the AdamW moments in fp32.
 //
 //   auto cpu = build_model(config); cpu->load(...);
-//   auto gpu = CudaModel::create(*cpu, {.device = 0, .dtype = ComputeDtype::bf16});
+//   auto gpu = CudaModel::create(*cpu, {.device = 0, .dtype = DType::bf16});
 //   LossSum l = gpu->forward(inputs, dropout);   // host inputs, loss synchronised
 //   gpu->backward(1.0 / l.count);                // grads += d(scale * loss sum)
 //   gpu->step(lr, clip);                         // AdamW on the device, grads zeroed
@@ -51,7 +51,7 @@ namespace loom {
 
 class Communicator;
 
-// CudaModelOptions::dtype (ComputeDtype, ops/matmul.h) is the compute type:
+// CudaModelOptions::dtype (DType, ops/matmul.h) is the compute type:
 // activations, the parameter copy and gradients. fp16 needs a loss scale
 // (the caller's: backward(scale / count), step(lr, 1 / scale)).
 // CudaModelOptions::optimizer (OptimizerKind, optim/optimizer.h) is the update
@@ -60,7 +60,7 @@ class Communicator;
 
 struct CudaModelOptions {
     int device = 0;
-    ComputeDtype dtype = ComputeDtype::bf16;
+    DType dtype = DType::bf16;
     AdamWParams adamw;  // lr is passed per step
     OptimizerKind optimizer = OptimizerKind::adamw;
     bool lamb_bias_correction = true;  // LambParams::bias_correction
