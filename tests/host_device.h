@@ -14,6 +14,7 @@
 #include "models/model.h"
 #include "optim/adamw.h"
 #include "optim/flat_optimizer.h"
+#include "parallel/step_engine.h"
 
 namespace loom::test {
 
@@ -61,6 +62,31 @@ class HostDevice final : public HostStandIn {
 
   private:
     FlatOptimizer opt_;
+};
+
+// Micro-batch k for the tiny GPT-2 the engine tests train (vocabulary 40):
+// deterministic in k, every position labelled; no dropout unless the caller
+// keys it.
+struct CausalLmBatch {
+    int64_t B = 2, T = 6;
+    std::vector<int64_t> ids, mask, labels;
+    explicit CausalLmBatch(int k) {
+        for (int64_t i = 0; i < B * T; ++i) {
+            ids.push_back((i * 7 + k * 5 + 3) % 40);
+            mask.push_back(1);
+            labels.push_back(ids.back());
+        }
+    }
+    MicroBatch micro() const {
+        MicroBatch m;
+        m.inputs.B = B;
+        m.inputs.T = T;
+        m.inputs.input_ids = ids.data();
+        m.inputs.attention_mask = mask.data();
+        m.inputs.labels = labels.data();
+        m.label_count = B * (T - 1);  // causal: the last position has no target
+        return m;
+    }
 };
 
 }  // namespace loom::test

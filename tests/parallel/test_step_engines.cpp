@@ -49,40 +49,23 @@ OptimizerConfig job_optimizer(OptimizerKind kind = OptimizerKind::adamw) {
     return c;
 }
 
-// Micro-batch k: deterministic in k, every position labelled (causal LM).
-struct Batch {
-    int64_t B = 2, T = 6;
-    std::vector<int64_t> ids, mask, labels;
-    explicit Batch(int k) {
-        for (int64_t i = 0; i < B * T; ++i) {
-            ids.push_back((i * 7 + k * 5 + 3) % 40);
-            mask.push_back(1);
-            labels.push_back(ids.back());
-        }
-    }
-    MicroBatch micro(int k) const {
-        MicroBatch m;
-        m.inputs.B = B;
-        m.inputs.T = T;
-        m.inputs.input_ids = ids.data();
-        m.inputs.attention_mask = mask.data();
-        m.inputs.labels = labels.data();
-        m.dropout.training = true;
-        m.dropout.seed = 7;
-        m.dropout.step = 1;
-        m.dropout.sample_offset = 2 * k;
-        m.label_count = B * (T - 1);  // causal: the last position has no target
-        return m;
-    }
-};
+// Micro-batch k of a step, its dropout keyed by its first global sample.
+MicroBatch keyed_micro(const CausalLmBatch& b, int k) {
+    MicroBatch m = b.micro();
+    m.dropout.training = true;
+    m.dropout.seed = 7;
+    m.dropout.step = 1;
+    m.dropout.sample_offset = 2 * k;
+    return m;
+}
 
 // Micro-batches [first, first + n) of the step.
 struct Step {
-    std::vector<Batch> batches;
+    std::vector<CausalLmBatch> batches;
     std::vector<MicroBatch> micro;
     Step(int first, int n) {
         for (int k = first; k < first + n; ++k) batches.emplace_back(k);
-        for (int i = 0; i < n; ++i) micro.push_back(batches[size_t(i)].micro(first + i));
+        for (int i = 0; i < n; ++i) micro.push_back(keyed_micro(batches[size_t(i)], first + i));
     }
 };
 

@@ -32,32 +32,10 @@ ModelConfig tiny_gpt2() {
         "tiny-gpt2");
 }
 
-struct Batch {
-    int64_t B = 2, T = 6;
-    std::vector<int64_t> ids, mask, labels;
-    explicit Batch(int k) {
-        for (int64_t i = 0; i < B * T; ++i) {
-            ids.push_back((i * 7 + k * 5 + 3) % 40);
-            mask.push_back(1);
-            labels.push_back(ids.back());
-        }
-    }
-    MicroBatch micro() const {
-        MicroBatch m;
-        m.inputs.B = B;
-        m.inputs.T = T;
-        m.inputs.input_ids = ids.data();
-        m.inputs.attention_mask = mask.data();
-        m.inputs.labels = labels.data();
-        m.label_count = B * (T - 1);  // causal: the last position has no target
-        return m;
-    }
-};
-
 // One step as Trainer::train_step runs it; `apply` false: skipped after the
 // norm (fp16 overflow), leaving its gradients behind.
 double drive(StepEngine& e, int step, double max_norm, double loss_scale, bool apply) {
-    const Batch a(2 * step), b(2 * step + 1);
+    const CausalLmBatch a(2 * step), b(2 * step + 1);
     const std::vector<MicroBatch> micro = {a.micro(), b.micro()};
     const double total = double(micro[0].label_count + micro[1].label_count);
     e.begin_step();
