@@ -28,6 +28,9 @@ class Backend {
     Backend& operator=(const Backend&) = delete;
 
     virtual Device device() const = 0;
+    // True when the host may read and write this backend's memory directly
+    // (the CPU): a ParamTable then keeps no staging copy.
+    virtual bool host_addressable() const { return device() == Device::cpu; }
     virtual std::string name() const = 0;
     // Zero-filled device memory (at least one byte), freed with the Storage.
     virtual std::shared_ptr<Storage> alloc(size_t nbytes) = 0;

@@ -3,11 +3,14 @@
 //
 // The pipeline stage (ModelPart: layer applications, embeddings, head, rows
 // held for other chunks, buffers shared with another instance) and the
-// tensor-parallel slice (ModelTp). The default builds the whole model. The
+// tensor-parallel slice (ModelTp), and the device its parameters and
+// activations live on (ParamDevice; the CPU by default). The default builds
+// the whole model. The
 // trainer derives it from the layout; a built model keeps its copy
 // (Model::placement()) for the executors that replay it.
 #pragma once
 
+#include "nn/param_table.h"
 #include "nn/tp_slice.h"
 #include "parallel/model_part.h"
 
@@ -16,6 +19,7 @@ namespace loom {
 struct ModelPlacement {
     ModelPart part;
     ModelTp tp;
+    ParamDevice device;
 };
 
 }  // namespace loom

@@ -10,6 +10,7 @@ namespace loom {
 
 void StackModel::bind_all() {
     ctx_ = table_.op_ctx();
+    arena_.set_backend(table_.backend());
     bind_embeddings(table_);
     for (auto& b : blocks_) b.bind(table_);
     final_norm_.bind(table_);
@@ -94,7 +95,7 @@ void StackModel::finish_build() {
     if (placement_.part.share_with)
         table_.share_buffers(*placement_.part.share_with);
     else
-        table_.allocate();
+        table_.allocate(placement_.device);
     bind_all();
     // NOTE: the grad-ready hook relies on the build order every family uses:
     // embeddings, then the blocks, then the final norm and the head. Rows

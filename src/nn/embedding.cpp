@@ -39,13 +39,15 @@ void Embedding::forward(ActPtr out, const int64_t* ids, int64_t N, bool accumula
         return;
     }
     if (!accumulate) {
-        vocab_parallel_embedding_forward(out.as<float>(), ids, table.data, N, V, C, *tp);
+        vocab_parallel_embedding_forward(out.as<float>(), ids, table.data.as<const float>(), N, V,
+                                         C, *tp);
         return;
     }
     // The all-reduce must see only this table's lookups, not what `out` holds.
     thread_local std::vector<float> looked_up;
     looked_up.resize(size_t(N * C));
-    vocab_parallel_embedding_forward(looked_up.data(), ids, table.data, N, V, C, *tp);
+    vocab_parallel_embedding_forward(looked_up.data(), ids, table.data.as<const float>(), N, V, C,
+                                     *tp);
     ctx.nn().add_inplace(ctx, out, looked_up.data(), N * C);
 }
 
@@ -62,7 +64,8 @@ void Embedding::backward(CActPtr dout, const int64_t* ids, int64_t N) const {
         return;
     }
     if (tp)
-        vocab_parallel_embedding_backward(table.grad, ids, dout.as<const float>(), N, V, C, *tp, padding_idx);
+        vocab_parallel_embedding_backward(table.grad.as<float>(), ids, dout.as<const float>(), N, V,
+                                          C, *tp, padding_idx);
     else
         ctx.nn().embedding_backward(ctx, table.grad, ids, dout, N, V, C, padding_idx);
 }

@@ -126,13 +126,13 @@ bool Linear::rounds_operands() const {
     return compute == DType::bf16 && ctx.act != DType::bf16;
 }
 
-void Linear::gemm_forward(ActPtr y, const Input& x, const float* b, int64_t N) const {
+void Linear::gemm_forward(ActPtr y, const Input& x, CActPtr b, int64_t N) const {
     LOOM_ASSERT(x.rounded == nullptr || rounds_operands(),
                 "a bf16-rounded input to a linear that does not round to bf16");
     GemmRounded r;
     if (rounds_operands()) {
         weight16_.resize(size_t(in * out));
-        convert_f32_to_bf16(weight16_.data(), weight.data, in * out);
+        convert_f32_to_bf16(weight16_.data(), weight.data.as<const float>(), in * out);
         r = GemmRounded{weight16_.data(), x.keep16, x.rounded};
     }
     ctx.nn().matmul_forward(ctx, compute, y, x.x, weight.data, b, N, in, out, layout, r);
@@ -140,7 +140,7 @@ void Linear::gemm_forward(ActPtr y, const Input& x, const float* b, int64_t N) c
 
 void Linear::gemm_backward(ActPtr dx, CActPtr dy, CActPtr x, int64_t N, bool accumulate_dx,
                            const uint16_t* x16) const {
-    float* db = bias.defined() ? bias.grad : nullptr;
+    ActPtr db = bias.defined() ? bias.grad : nullptr;
     GemmRounded r;
     if (rounds_operands())
         r = GemmRounded{int64_t(weight16_.size()) == in * out ? weight16_.data() : nullptr, nullptr,
@@ -159,7 +159,7 @@ void Linear::forward_rounded(ActPtr y, const uint16_t* x16, int64_t N) const {
 
 void Linear::forward_input(ActPtr y, const Input& x, int64_t N) const {
     const bool row_parallel = tp != nullptr && tp_role == TpRole::row;
-    const float* b = bias.defined() ? bias.data : nullptr;
+    CActPtr b = bias.defined() ? bias.data : nullptr;
     if (!row_parallel) {
         // Column parallel: Megatron "f" is the identity forward.
         gemm_forward(y, x, b, N);

@@ -104,7 +104,7 @@ struct Linear {
         const uint16_t* rounded;
     };
     void forward_input(ActPtr y, const Input& x, int64_t N) const;
-    void gemm_forward(ActPtr y, const Input& x, const float* b, int64_t N) const;
+    void gemm_forward(ActPtr y, const Input& x, CActPtr b, int64_t N) const;
     void gemm_backward(ActPtr dx, CActPtr dy, CActPtr x, int64_t N, bool accumulate_dx,
                        const uint16_t* x16) const;
 };

@@ -7,7 +7,7 @@ namespace loom {
 
 void ActArena::grow(int64_t n) {
     if (storage_ && n <= capacity_) return;
-    storage_ = Storage::alloc(size_t(std::max<int64_t>(n, 16)) * sizeof(float));
+    storage_ = be_->alloc(size_t(std::max<int64_t>(n, 16)) * sizeof(float));
     capacity_ = n;
 }
 
@@ -17,7 +17,11 @@ Tensor ActArena::view(CActPtr p, Shape shape, std::string name) const {
     const size_t nbytes = size_t(shape.numel()) * dtype_size(p.dtype());
     LOOM_ASSERT(storage_ && at >= begin && at + nbytes <= begin + capacity_ * sizeof(float),
                 "view '{}' is outside the activation arena", name);
-    return Tensor::view_of(storage_, size_t(at - begin), p.dtype(), shape, std::move(name));
+    if (be_->host_addressable())
+        return Tensor::view_of(storage_, size_t(at - begin), p.dtype(), shape, std::move(name));
+    Tensor t = Tensor::empty(p.dtype(), shape, std::move(name));
+    be_->to_host(t.raw(), at, nbytes);
+    return t;
 }
 
 }  // namespace loom

@@ -21,18 +21,19 @@
 
 namespace loom {
 
-// A parameter's values and gradient in the flat buffers; grad is null for a
-// frozen row (no gradient is accumulated).
+// A parameter's values (the compute copy) and gradient in the table's
+// backend buffers, in its activation type; grad is null for a frozen row (no
+// gradient is accumulated).
 struct ParamRef {
     int row = -1;
-    float* data = nullptr;
-    float* grad = nullptr;
+    CActPtr data;
+    ActPtr grad;
 
     bool defined() const { return row >= 0; }
     void bind(const ParamTable& t) {
         if (row < 0) return;
-        data = t.param(row);
-        grad = t.row(row).trainable ? t.grad(row) : nullptr;
+        data = t.device_param(row);
+        grad = t.row(row).trainable ? t.device_grad(row) : nullptr;
     }
 };
 
@@ -40,9 +41,19 @@ struct ParamRef {
 // build(layout) runs `layout(arena)` twice: once to count (take() returns
 // null), then, after growing the storage if needed, to hand out pointers.
 // Offsets are 16-float aligned. The storage only ever grows: a smaller batch
-// reuses it, so steady-state steps allocate nothing.
+// reuses it, so steady-state steps allocate nothing. The memory is the
+// backend's (the CPU unless set_backend says otherwise).
 class ActArena {
   public:
+    // Before the first build; the arena's memory is then re-allocated there.
+    void set_backend(Backend& be) {
+        if (be_ == &be) return;
+        be_ = &be;
+        storage_.reset();
+        capacity_ = 0;
+    }
+    Backend& backend() const { return *be_; }
+
     template <typename Layout>
     void build(Layout&& layout) {
         planning_ = true;
@@ -71,14 +82,16 @@ class ActArena {
     int64_t capacity_elems() const { return capacity_; }
     // What the last build() laid out (<= capacity after a smaller plan).
     int64_t planned_elems() const { return used_; }
-    // A named tensor view of memory inside the arena (outputs for callers),
-    // in the activations' type.
+    // A named tensor of memory inside the arena (outputs for callers), in the
+    // activations' type: a view on a host-addressable backend, a host copy
+    // otherwise.
     Tensor view(CActPtr p, Shape shape, std::string name) const;
 
   private:
     // Zero-filled on growth, so pages are touched here, once.
     void grow(int64_t n);
     float* base() const { return static_cast<float*>(storage_->data()); }
+    Backend* be_ = &cpu_backend();
     std::shared_ptr<Storage> storage_;
     int64_t used_ = 0, capacity_ = 0;
     bool planning_ = true;

@@ -102,12 +102,73 @@ void ParamTable::shard_vocab_row(int i, int tp_size, int tp_rank) {
     r.shape.dims[0] = tp_vocab_range(r.shape[0], tp_size, tp_rank).count;
 }
 
-void ParamTable::allocate() {
+void ParamTable::allocate(ParamDevice device) {
     LOOM_ASSERT(!allocated(), "parameter table allocated twice");
+    if (!device.be) device.be = &cpu_backend();
+    LOOM_ASSERT(device.act == DType::f32 || device.act == DType::bf16 || device.act == DType::f16,
+                "parameters with {} activations", dtype_name(device.act));
+    dev_ = device;
     lay_out();
-    const size_t bytes = size_t(std::max<int64_t>(flat_numel_, 1)) * sizeof(float);
-    params_ = Storage::alloc(bytes);
-    grads_ = Storage::alloc(bytes);
+    const size_t n = size_t(std::max<int64_t>(flat_numel_, 1));
+    Backend& be = *dev_.be;
+    params_ = be.alloc(n * sizeof(float));
+    copy_ = dev_.act == DType::f32 ? params_ : be.alloc(n * dtype_size(dev_.act));
+    grads_ = be.alloc(n * dtype_size(dev_.act));
+    if (be.host_addressable()) {
+        // The CPU keeps f32 activations (its GEMMs round operands), and the
+        // host reads these buffers as f32.
+        LOOM_ASSERT(dev_.act == DType::f32, "host-addressable parameters with {} activations",
+                    dtype_name(dev_.act));
+        host_params_ = params_;
+        host_grads_ = grads_;
+    } else {
+        host_params_ = Storage::alloc(n * sizeof(float));
+        host_grads_ = Storage::alloc(n * sizeof(float));
+    }
+}
+
+UpdateBuffers ParamTable::update_buffers() const {
+    UpdateBuffers b;
+    b.master = device_master();
+    b.grad = grads_->data();
+    b.grad_dtype = dev_.act;
+    if (copy_ != params_) {
+        b.copy = copy_->data();
+        b.copy_dtype = dev_.act;
+    }
+    return b;
+}
+
+void ParamTable::upload_params() {
+    LOOM_ASSERT(allocated(), "upload before allocate");
+    Backend& be = *dev_.be;
+    if (staged())
+        be.to_device(params_->data(), host_params_->data(), size_t(flat_numel_) * sizeof(float));
+    if (copy_ != params_)
+        be.ops().convert(be, copy_->data(), dev_.act, params_->data(), DType::f32, flat_numel_);
+    // The staging copy must stay put until the copy is done.
+    if (staged()) be.synchronize();
+}
+
+void ParamTable::download_params() {
+    if (staged())
+        dev_.be->to_host(host_params_->data(), params_->data(),
+                         size_t(flat_numel_) * sizeof(float));
+}
+
+void ParamTable::download_grads() {
+    if (!staged()) return;
+    Backend& be = *dev_.be;
+    const size_t bytes = size_t(flat_numel_) * sizeof(float);
+    if (dev_.act == DType::f32) {
+        be.to_host(host_grads_->data(), grads_->data(), bytes);
+        return;
+    }
+    // Widened on the device, then copied: rare (checks, exports), so the
+    // fp32 buffer is not kept.
+    const std::shared_ptr<Storage> wide = be.alloc(bytes);
+    be.ops().convert(be, wide->data(), DType::f32, grads_->data(), dev_.act, flat_numel_);
+    be.to_host(host_grads_->data(), wide->data(), bytes);
 }
 
 void ParamTable::lay_out() {
@@ -135,8 +196,12 @@ void ParamTable::share_buffers(const ParamTable& owner) {
     LOOM_ASSERT(
         owner.allocated() && owner.flat_numel_ == flat_numel_ && owner.rows_.size() == rows_.size(),
         "share_buffers: the tables differ ({} vs {} elements)", owner.flat_numel_, flat_numel_);
+    dev_ = owner.dev_;
     params_ = owner.params_;
+    copy_ = owner.copy_;
     grads_ = owner.grads_;
+    host_params_ = owner.host_params_;
+    host_grads_ = owner.host_grads_;
 }
 
 int ParamTable::find(const std::string& name) const {
@@ -165,17 +230,22 @@ int64_t ParamTable::num_local_parameters() const {
 
 Tensor ParamTable::param_tensor(int i) const {
     const ParamRow& r = rows_[size_t(i)];
-    return Tensor::view_of(params_, size_t(r.offset) * sizeof(float), DType::f32, r.shape, r.name);
+    return Tensor::view_of(host_params_, size_t(r.offset) * sizeof(float), DType::f32, r.shape,
+                           r.name);
 }
 
 Tensor ParamTable::grad_tensor(int i) const {
     const ParamRow& r = rows_[size_t(i)];
-    return Tensor::view_of(grads_, size_t(r.offset) * sizeof(float), DType::f32, r.shape,
+    return Tensor::view_of(host_grads_, size_t(r.offset) * sizeof(float), DType::f32, r.shape,
                            "grad." + r.name);
 }
 
 void ParamTable::zero_grad() {
-    float* g = grads_data();
+    if (!dev_.be->host_addressable()) {
+        dev_.be->zero(grads_->data(), size_t(flat_numel_) * dtype_size(dev_.act));
+        return;
+    }
+    float* g = static_cast<float*>(grads_->data());
     const int64_t n = flat_numel_;
     // On every core: one thread's memset of BERT-base's 440 MB took ~8 ms a step.
 #pragma omp parallel if (n > (1 << 20) && !omp_in_parallel())
@@ -189,6 +259,7 @@ void ParamTable::zero_grad() {
 void ParamTable::init_all(uint64_t seed) {
     for (int i = 0; i < size(); ++i)
         if (rows_[size_t(i)].local) init_row(i, seed);
+    upload_params();
 }
 
 void ParamTable::init_row(int i, uint64_t seed) {
@@ -308,6 +379,7 @@ LoadReport ParamTable::load(const TensorSource& file, const std::string& expecte
     }
     for (const auto& n : file.names())
         if (!used.count(n) && !is_known_buffer(n)) report.unused.push_back(n);
+    upload_params();
     return report;
 }
 

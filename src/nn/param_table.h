@@ -17,6 +17,14 @@
 //   that to make q/k/v weights one contiguous (3C, C) matrix for a fused GEMM.
 //   Alignment gaps hold zeros in both buffers, so whole-buffer kernels
 //   (AdamW, norms) may run over them.
+// - The buffers live on a Backend (ParamDevice): the fp32 master weights,
+//   the compute copy the modules read (the master itself when the
+//   activation type is f32) and the gradients in the activation type. The
+//   host reads and writes them through params_data()/grads_data() and the
+//   row views: the buffers themselves on the CPU, a host staging copy on a
+//   device that the host cannot address, moved across by upload_params()
+//   (after load, init or any other host write) and download_params()/
+//   download_grads() (before a checkpoint, an export or a host reduction).
 // - Rows are listed in allocation order, which need not be HF's order; files
 //   are read and written by name.
 #pragma once
@@ -27,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "core/act_ptr.h"
 #include "core/shape.h"
 #include "core/storage.h"
 #include "core/tensor.h"
@@ -59,6 +68,14 @@ struct ShardSpec {
     int tp_size = 1, tp_rank = 0;
     // True when this process holds a slice, not the whole tensor.
     bool sharded() const { return kind != Kind::replicated && tp_size > 1; }
+};
+
+// Where a table's buffers live, and the type its modules keep activations,
+// the compute copy and gradients in (OpCtx::act): f32 on the CPU, the
+// compute type on CUDA. A null backend is the CPU.
+struct ParamDevice {
+    Backend* be = nullptr;
+    DType act = DType::f32;
 };
 
 struct ParamRow {
@@ -108,9 +125,10 @@ public:
     // Vocab-parallel: row i (V, ...) keeps its padded vocabulary slice along
     // dim 0 (before allocate). Idempotent, so a tied decoder may ask again.
     void shard_vocab_row(int i, int tp_size, int tp_rank);
-    // Allocates both flat buffers (zero-filled) after the last add; absent
-    // rows take no space (the local rows are laid out again, in order).
-    void allocate();
+    // Allocates the flat buffers (zero-filled) on `device` after the last
+    // add; absent rows take no space (the local rows are laid out again, in
+    // order).
+    void allocate(ParamDevice device = {});
     // Pipeline micro-batches in flight: this table uses `owner`'s buffers
     // (same rows, same presence), so several model instances accumulate into
     // one gradient buffer. Modules must bind again afterwards.
@@ -119,9 +137,12 @@ public:
     void lay_out();
     bool allocated() const { return params_ != nullptr; }
     // Where the buffers live and the modules bound to them run their ops
-    // (ops/nn_ops.h). The CPU for now: loading, initialising and checkpoints
-    // still write the buffers in place.
-    OpCtx op_ctx() const { return OpCtx{&cpu_backend(), DType::f32}; }
+    // (ops/nn_ops.h).
+    OpCtx op_ctx() const { return OpCtx{dev_.be, dev_.act}; }
+    Backend& backend() const { return *dev_.be; }
+    // True when the host works on a staging copy (the backend's memory is
+    // not host-addressable): the transfers below then move data.
+    bool staged() const { return host_params_ != params_; }
 
     const std::vector<ParamRow>& rows() const { return rows_; }
     int size() const { return int(rows_.size()); }
@@ -135,23 +156,45 @@ public:
     int64_t num_parameters() const;                       // sum of row sizes (tied counted once)
     int64_t num_local_parameters() const;                 // the rows this stage holds
 
-    float* params_data() const { return static_cast<float*>(params_->data()); }
-    float* grads_data() const { return static_cast<float*>(grads_->data()); }
+    // The host's fp32 view of the parameters and gradients (see the invariant).
+    float* params_data() const { return static_cast<float*>(host_params_->data()); }
+    float* grads_data() const { return static_cast<float*>(host_grads_->data()); }
     float* param(int i) const {
         return rows_[size_t(i)].local ? params_data() + rows_[size_t(i)].offset : nullptr;
     }
     float* grad(int i) const {
         return rows_[size_t(i)].local ? grads_data() + rows_[size_t(i)].offset : nullptr;
     }
-    const std::shared_ptr<Storage>& params_storage() const { return params_; }
-    const std::shared_ptr<Storage>& grads_storage() const { return grads_; }
-    // Views into the flat buffers, named after the row.
+    // Views into the host's flat buffers, named after the row.
     Tensor param_tensor(int i) const;
     Tensor grad_tensor(int i) const;
 
+    // The backend's buffers: what the modules and the optimizer work on.
+    float* device_master() const { return static_cast<float*>(params_->data()); }
+    ActPtr device_copy() const { return ActPtr(copy_->data(), dev_.act); }
+    ActPtr device_grads() const { return ActPtr(grads_->data(), dev_.act); }
+    // Row i in the compute copy and in the gradients; null when absent.
+    ActPtr device_param(int i) const {
+        return rows_[size_t(i)].local ? device_copy() + rows_[size_t(i)].offset : nullptr;
+    }
+    ActPtr device_grad(int i) const {
+        return rows_[size_t(i)].local ? device_grads() + rows_[size_t(i)].offset : nullptr;
+    }
+    // What an optimizer update reads and writes (ops/device_ops.h): the
+    // master weights, the gradients and the compute copy when there is one.
+    UpdateBuffers update_buffers() const;
+
+    // Host -> backend: the master weights, then the compute copy from them.
+    // Every host write of the parameters ends with this call.
+    void upload_params();
+    // Backend -> host copies (no-ops on the CPU).
+    void download_params();
+    void download_grads();
+
     void zero_grad();
     // Initialises every row by its rule; draws are keyed by (seed, name), so a
-    // row's values do not depend on the table's order.
+    // row's values do not depend on the table's order. init_all (and load)
+    // end with upload_params(); init_row writes the host copy only.
     void init_all(uint64_t seed);
     void init_row(int i, uint64_t seed);
 
@@ -174,7 +217,12 @@ private:
     std::map<std::string, int> by_name_;  // stored names and aliases
     std::string base_prefix_;
     int64_t flat_numel_ = 0;
-    std::shared_ptr<Storage> params_, grads_;
+    ParamDevice dev_;
+    // On the backend: fp32 master, compute copy (== params_ when act is
+    // f32), gradients in act. On the host: params_/grads_ themselves, or
+    // fp32 staging copies (staged()).
+    std::shared_ptr<Storage> params_, copy_, grads_;
+    std::shared_ptr<Storage> host_params_, host_grads_;
 };
 
 }  // namespace loom

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <span>
+#include <utility>
 
 #include "backend/backend.h"
 #include "core/dtype.h"
@@ -53,6 +54,17 @@ struct DeviceOps {
                          float grad_scale) = nullptr;
     void (*lamb_apply)(Backend&, const UpdateBuffers&, const LambPlanView&, const LambStep&,
                        double lr) = nullptr;
+    // dst (n, dst_type) = src (n, src_type), rounding to nearest even; types
+    // f32, bf16 and f16 (the compute copy, widened gradients).
+    void (*convert)(Backend&, void* dst, DType dst_type, const void* src, DType src_type,
+                    int64_t n) = nullptr;
+    // parts[k] (host) = the sum of x[i]^2 over ranges[k] = [first, second),
+    // in fp64 and the same bits run to run. Callers add the parts in order,
+    // so a norm does not depend on how the device splits a range.
+    void (*sum_squares)(Backend&, const void* x, DType,
+                        std::span<const std::pair<int64_t, int64_t>>, double* parts) = nullptr;
+    // x (n) *= s.
+    void (*scale)(Backend&, void* x, DType, int64_t n, float s) = nullptr;
     // The nn modules' kernels; a constant of the device's table file.
     const NnOps* nn = nullptr;
 };

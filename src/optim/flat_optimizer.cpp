@@ -76,20 +76,9 @@ FlatOptimizer::FlatOptimizer(Backend& backend, const ParamTable& table,
     plan(std::move(segs));
 }
 
-namespace {
-
-UpdateBuffers host_buffers(ParamTable& table) {
-    UpdateBuffers b;
-    b.master = table.params_data();
-    b.grad = table.grads_data();
-    return b;
-}
-
-}  // namespace
-
 FlatOptimizer::FlatOptimizer(ParamTable& table, const OptimizerConfig& config,
                              std::optional<OptimizerShard> shard)
-    : FlatOptimizer(cpu_backend(), table, config, host_buffers(table), std::move(shard)) {}
+    : FlatOptimizer(table.backend(), table, config, table.update_buffers(), std::move(shard)) {}
 
 void FlatOptimizer::plan(std::vector<ShardSegment> segs) {
     segments_ = std::move(segs);

@@ -80,7 +80,7 @@ class FlatOptimizer : public Optimizer {
     // With `shard`, the state is the shard's from the start (set_shard).
     FlatOptimizer(Backend& backend, const ParamTable& table, const OptimizerConfig& config,
                   const UpdateBuffers& target, std::optional<OptimizerShard> shard = {});
-    // On the host: the table's own fp32 buffers, the CPU backend.
+    // The table's own buffers on its backend (ParamTable::update_buffers).
     FlatOptimizer(ParamTable& table, const OptimizerConfig& config,
                   std::optional<OptimizerShard> shard = {});
 

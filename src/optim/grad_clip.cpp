@@ -6,31 +6,20 @@
 
 namespace loom {
 
-namespace {
-
-constexpr int64_t k_chunk = 1 << 16;
-
-double sum_sq(const float* g, int64_t n) {
-    const int64_t chunks = (n + k_chunk - 1) / k_chunk;
-    std::vector<double> partial(size_t(chunks), 0.0);
-#pragma omp parallel for schedule(static)
-    for (int64_t c = 0; c < chunks; ++c) {
-        const int64_t b = c * k_chunk, e = std::min(n, b + k_chunk);
-        double s = 0;
-        for (int64_t i = b; i < e; ++i) s += double(g[i]) * double(g[i]);
-        partial[size_t(c)] = s;
-    }
-    double s = 0;
-    for (double p : partial) s += p;  // fixed order
-    return s;
-}
-
-}  // namespace
-
+// Through the table's backend (ops/device_ops.h): one range per trainable
+// row, the parts added in row order, so the norm is the same bits whatever
+// the device's split of a row.
 double grad_norm_sq(const ParamTable& table) {
+    std::vector<std::pair<int64_t, int64_t>> ranges;
+    for (int i = 0; i < table.size(); ++i) {
+        const ParamRow& r = table.row(i);
+        if (r.trainable) ranges.emplace_back(r.offset, r.offset + r.numel());
+    }
+    std::vector<double> parts(ranges.size());
+    table.backend().ops().sum_squares(table.backend(), table.device_grads(), table.op_ctx().act,
+                                      ranges, parts.data());
     double s = 0;
-    for (int i = 0; i < table.size(); ++i)
-        if (table.row(i).trainable) s += sum_sq(table.grad(i), table.row(i).numel());
+    for (double p : parts) s += p;
     return s;
 }
 
@@ -40,14 +29,11 @@ double clip_coefficient(double total_norm, double max_norm) {
 }
 
 void scale_grads(ParamTable& table, double s) {
-    const float f = float(s);
-    for (int i = 0; i < table.size(); ++i) {
-        if (!table.row(i).trainable) continue;
-        float* g = table.grad(i);
-        const int64_t n = table.row(i).numel();
-#pragma omp parallel for schedule(static) if (n > k_chunk)
-        for (int64_t k = 0; k < n; ++k) g[k] *= f;
-    }
+    Backend& be = table.backend();
+    for (int i = 0; i < table.size(); ++i)
+        if (table.row(i).trainable)
+            be.ops().scale(be, table.device_grad(i), table.op_ctx().act, table.row(i).numel(),
+                           float(s));
 }
 
 double clip_grad_norm(ParamTable& table, double max_norm) {

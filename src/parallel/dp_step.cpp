@@ -14,6 +14,9 @@ DataParallel::DataParallel(StageModel& model, Communicator& dp, const OptimizerC
     : model_(model), dp_(dp), opt_(options) {
     ParamTable& t = model.params();
     LOOM_CHECK(t.allocated(), "data parallel over a model whose parameters are not allocated");
+    // NOTE: the gradient sync and ZeRO still reduce the host buffers.
+    LOOM_CHECK(!t.staged(), "data parallel over parameters on {}: not yet supported there",
+               t.backend().name());
     GradSyncOptions g;
     g.zero = options.zero;
     g.bucket_elems = bucket_elems_from_mb(options.bucket_size_mb);

@@ -119,6 +119,9 @@ PipelineParallel::PipelineParallel(std::vector<std::unique_ptr<StageModel>> stag
     LOOM_CHECK((kind == ScheduleKind::interleaved) == (n_virtual > 1),
                "pipeline: {} model chunks per rank need the interleaved schedule", n_virtual);
     StageModel& m0 = *models_[0];
+    // NOTE: the stage exchange and the row gathers still read host buffers.
+    LOOM_CHECK(!m0.params().staged(), "pipeline stages with parameters on {}: not yet supported",
+               m0.params().backend().name());
     for (size_t i = 1; i < models_.size(); ++i) models_[i]->share_parameters(m0);
     if (m0.tp_slice().active()) tp_ = m0.tp_slice().comm;
     C_ = m0.hidden_width();

@@ -64,8 +64,11 @@ struct Fixture {
         std::ifstream in(dir + "/manifest.json");
         manifest = nlohmann::json::parse(in);
     }
-    std::unique_ptr<Model> load_model() const {
-        auto m = build_model(config);
+    // On `device` (the CPU by default; tests/test_backends.h).
+    std::unique_ptr<Model> load_model(ParamDevice device = {}) const {
+        ModelPlacement p;
+        p.device = device;
+        auto m = build_model(config, p);
         const LoadReport r = m->load(SafetensorsFile::open(dir + "/model.safetensors"));
         EXPECT_TRUE(r.newly_initialised.empty()) << name << ": " << r.newly_initialised.front();
         EXPECT_TRUE(r.unused.empty()) << name << ": " << r.unused.front();

@@ -2,20 +2,34 @@
 // logits), loss, every hidden state, every parameter gradient by HF name, and
 // the parameters after one AdamW step, both from the stored gradients
 // (optimizer alone) and from Loom's own gradients (end to end), within the
-// manifest's suggested tolerances.
+// manifest's suggested tolerances. Every test runs on each test backend
+// (tests/test_backends.h): the staged one reaches the parameters only through
+// uploads and downloads, its host copies poisoned in between.
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <tuple>
 
 #include "hf_fixture.h"
 #include "optim/adamw.h"
+#include "test_backends.h"
 
 namespace loom::test {
 namespace {
 
-class HfParity : public ::testing::TestWithParam<std::string> {
+class HfParity : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {
   protected:
-    void SetUp() override { fx_ = std::make_unique<Fixture>(GetParam()); }
+    void SetUp() override {
+        const std::string absent = backend_absent_reason(std::get<1>(GetParam()));
+        if (!absent.empty()) GTEST_SKIP() << absent;
+        fx_ = std::make_unique<Fixture>(std::get<0>(GetParam()));
+    }
+    // The fixture's model on this test's backend, its host copies poisoned.
+    std::unique_ptr<Model> load_model() const {
+        auto m = fx_->load_model(ParamDevice{&test_backend(std::get<1>(GetParam()))});
+        poison_host_copies(m->params());
+        return m;
+    }
     std::unique_ptr<Fixture> fx_;
 };
 
@@ -32,7 +46,7 @@ TEST(HfFixtures, AllNinePresent) {
 
 TEST_P(HfParity, ForwardLogitsLossHiddenStates) {
     const Fixture& f = *fx_;
-    auto model = f.load_model();
+    auto model = load_model();
     const LossSum loss = model->forward(f.inputs(), DropoutPlan{});
     const auto out = model->outputs();
 
@@ -62,12 +76,13 @@ TEST_P(HfParity, ForwardLogitsLossHiddenStates) {
 
 TEST_P(HfParity, BackwardEveryGradientByName) {
     const Fixture& f = *fx_;
-    auto model = f.load_model();
+    auto model = load_model();
     model->zero_grad();
     const LossSum loss = model->forward(f.inputs(), DropoutPlan{});
     model->backward(1.0 / double(loss.count));
 
-    const ParamTable& t = model->params();
+    ParamTable& t = model->params();
+    t.download_grads();
     const auto noise = f.noise_level_grads();
     const auto tied = f.tied_targets();
     const Tol tol = f.tol("grad");
@@ -91,16 +106,17 @@ TEST_P(HfParity, BackwardEveryGradientByName) {
 // (a) The optimizer alone: AdamW on the stored HF gradients.
 TEST_P(HfParity, AdamWFromStoredGradients) {
     const Fixture& f = *fx_;
-    auto model = f.load_model();
+    auto model = load_model();
     ParamTable& t = model->params();
     model->zero_grad();
     for (int i = 0; i < t.size(); ++i) {
         const Tensor& g = f.expected.at("grad." + t.row(i).name);
         ASSERT_EQ(g.shape, t.row(i).shape);
-        std::memcpy(t.grad(i), g.raw(), g.nbytes());
+        t.backend().to_device(t.device_grad(i), g.raw(), g.nbytes());
     }
     AdamW opt(t, AdamWParams{1e-3, 0.9, 0.999, 1e-8, 0.01}, DecayPolicy::all);
     opt.step();
+    t.download_params();
     ASSERT_EQ(int(f.after.size()), t.size());
     for (int i = 0; i < t.size(); ++i) {
         const std::string& name = t.row(i).name;
@@ -113,13 +129,14 @@ TEST_P(HfParity, AdamWFromStoredGradients) {
 // |g| >= 1e-6, 2e-3 elsewhere (rounding noise decides those updates).
 TEST_P(HfParity, AdamWEndToEnd) {
     const Fixture& f = *fx_;
-    auto model = f.load_model();
+    auto model = load_model();
     ParamTable& t = model->params();
     model->zero_grad();
     const LossSum loss = model->forward(f.inputs(), DropoutPlan{});
     model->backward(1.0 / double(loss.count));
     AdamW opt(t, AdamWParams{1e-3, 0.9, 0.999, 1e-8, 0.01}, DecayPolicy::all);
     opt.step();
+    t.download_params();
 
     const auto& e2e = f.manifest.at("suggested_tolerances").at("after_adamw_end_to_end");
     const double atol = e2e.at("atol"), atol_else = e2e.at("atol_elsewhere");
@@ -140,7 +157,7 @@ TEST_P(HfParity, AdamWEndToEnd) {
 // buffers reused) and with a second model instance.
 TEST_P(HfParity, RepeatedForwardIsBitwiseStable) {
     const Fixture& f = *fx_;
-    auto model = f.load_model();
+    auto model = load_model();
     const LossSum a = model->forward(f.inputs(), DropoutPlan{});
     const Tensor first = model->hidden_state(model->num_hidden_states() - 1).clone();
     const LossSum b = model->forward(f.inputs(), DropoutPlan{});
@@ -149,8 +166,19 @@ TEST_P(HfParity, RepeatedForwardIsBitwiseStable) {
     EXPECT_EQ(0, std::memcmp(first.raw(), second.raw(), first.nbytes()));
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, HfParity, ::testing::ValuesIn(hf_fixture_names()),
-                         fixture_test_name);
+// "bert_cls_cpu", "bert_cls_staged", ...
+std::string parity_test_name(
+    const ::testing::TestParamInfo<std::tuple<std::string, std::string>>& info) {
+    std::string s = std::get<0>(info.param) + "_" + std::get<1>(info.param);
+    for (char& c : s)
+        if (c == '-') c = '_';
+    return s;
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, HfParity,
+                         ::testing::Combine(::testing::ValuesIn(hf_fixture_names()),
+                                            ::testing::ValuesIn(test_backend_names())),
+                         parity_test_name);
 
 }  // namespace
 }  // namespace loom::test

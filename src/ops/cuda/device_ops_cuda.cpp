@@ -13,6 +13,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "core/check.h"
 #include "ops/cuda/adamw_cuda.h"
+#include "ops/cuda/elementwise_cuda.h"
 #include "ops/cuda/lamb_cuda.h"
 #include "ops/cuda/sgd_cuda.h"
 #include "ops/device_ops.h"
@@ -111,8 +112,81 @@ void cuda_lamb_apply(Backend& be, const UpdateBuffers& b, const LambPlanView& p,
     });
 }
 
-constexpr DeviceOps k_cuda_ops{Device::cuda,      cuda_adamw,     cuda_sgd, cuda_lamb_moments,
-                               cuda_lamb_apply, &k_cuda_nn_ops};
+// Calls f(T{}) for a floating-point storage type.
+template <typename F>
+void with_float_type(DType t, const char* op, F&& f) {
+    switch (t) {
+        case DType::f32:
+            return f(float{});
+        case DType::bf16:
+            return f(__nv_bfloat16{});
+        case DType::f16:
+            return f(__half{});
+        default:
+            LOOM_ASSERT(false, "{} of {} values on CUDA", op, dtype_name(t));
+    }
+}
+
+void cuda_convert(Backend& be, void* dst, DType dt, const void* src, DType st, int64_t n) {
+    CudaContext& ctx = context(be);
+    if (dt == st) {
+        if (n > 0)
+            LOOM_CUDA_CHECK(cudaMemcpyAsync(dst, src, size_t(n) * dtype_size(dt),
+                                            cudaMemcpyDeviceToDevice, ctx.stream()));
+        return;
+    }
+    // One side is f32 (the instantiated pairs: elementwise_cuda.cu).
+    if (st == DType::f32)
+        return with_float_type(dt, "convert", [&](auto d0) {
+            using D = decltype(d0);
+            if constexpr (!std::is_same_v<D, float>)
+                convert_cuda<D, float>(static_cast<D*>(dst), static_cast<const float*>(src), n,
+                                       ctx);
+        });
+    LOOM_ASSERT(dt == DType::f32, "convert from {} to {} on CUDA", dtype_name(st), dtype_name(dt));
+    with_float_type(st, "convert", [&](auto s0) {
+        using S = decltype(s0);
+        if constexpr (!std::is_same_v<S, float>)
+            convert_cuda<float, S>(static_cast<float*>(dst), static_cast<const S*>(src), n, ctx);
+    });
+}
+
+void cuda_sum_squares(Backend& be, const void* x, DType t,
+                      std::span<const std::pair<int64_t, int64_t>> ranges, double* parts) {
+    if (ranges.empty()) return;
+    CudaContext& ctx = context(be);
+    // Not the context's scratch: sum_squares_cuda carves its own from it.
+    const std::shared_ptr<Storage> out = be.alloc(ranges.size() * sizeof(double));
+    auto* dev = static_cast<double*>(out->data());
+    with_float_type(t, "sum of squares", [&](auto t0) {
+        using T = decltype(t0);
+        const T* base = static_cast<const T*>(x);
+        for (size_t k = 0; k < ranges.size(); ++k)
+            sum_squares_cuda<T>(base + ranges[k].first, ranges[k].second - ranges[k].first, dev + k,
+                                ctx);
+    });
+    LOOM_CUDA_CHECK(cudaMemcpyAsync(parts, dev, ranges.size() * sizeof(double),
+                                    cudaMemcpyDeviceToHost, ctx.stream()));
+    ctx.synchronize();
+}
+
+void cuda_scale(Backend& be, void* x, DType t, int64_t n, float s) {
+    CudaContext& ctx = context(be);
+    with_float_type(t, "scale", [&](auto t0) {
+        using T = decltype(t0);
+        scale_inplace_cuda<T>(static_cast<T*>(x), s, n, ctx);
+    });
+}
+
+constexpr DeviceOps k_cuda_ops{.device = Device::cuda,
+                               .adamw = cuda_adamw,
+                               .sgd = cuda_sgd,
+                               .lamb_moments = cuda_lamb_moments,
+                               .lamb_apply = cuda_lamb_apply,
+                               .convert = cuda_convert,
+                               .sum_squares = cuda_sum_squares,
+                               .scale = cuda_scale,
+                               .nn = &k_cuda_nn_ops};
 
 class CudaBackend final : public Backend {
   public:

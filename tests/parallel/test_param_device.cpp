@@ -1,0 +1,162 @@
+// A ParamTable on a backend whose memory the host may not touch (the staged
+// test backend, tests/test_backends.h): the model, the gradient norm, the
+// clipping and the optimizer work on the backend's buffers only, and the
+// host sees the parameters and gradients through uploads and downloads.
+// Training there must be the CPU run bit for bit; the table's compute copy
+// and its widening of gradients are checked for a bf16 activation type.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "host_device.h"
+#include "models/model.h"
+#include "models/model_config.h"
+#include "optim/adamw.h"
+#include "optim/sgd.h"
+#include "parallel/single_step.h"
+#include "test_backends.h"
+
+namespace loom::test {
+namespace {
+
+ModelConfig tiny_gpt2() {
+    return parse_hf_config(
+        R"({"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "vocab_size": 40,
+            "n_embd": 16, "n_head": 2, "n_inner": 32, "n_layer": 2, "n_positions": 16,
+            "resid_pdrop": 0.1, "embd_pdrop": 0.1, "attn_pdrop": 0.1})",
+        "tiny-gpt2");
+}
+
+std::unique_ptr<Model> built_on(Backend& be) {
+    ModelPlacement p;
+    p.device = ParamDevice{&be};
+    auto m = build_model(tiny_gpt2(), p);
+    m->init(5);
+    return m;
+}
+
+std::vector<float> host_params(ParamTable& t) {
+    t.download_params();
+    return std::vector<float>(t.params_data(), t.params_data() + t.flat_numel());
+}
+
+// Three clipped steps of two keyed micro-batches each; returns the losses.
+std::vector<double> train(Model& m, Optimizer& opt) {
+    SingleStep e(m, opt);
+    std::vector<double> losses;
+    for (int step = 0; step < 3; ++step) {
+        std::vector<CausalLmBatch> batches{CausalLmBatch(2 * step), CausalLmBatch(2 * step + 1)};
+        std::vector<MicroBatch> micro;
+        for (size_t k = 0; k < batches.size(); ++k) {
+            micro.push_back(batches[k].micro());
+            micro.back().dropout = DropoutPlan{true, 9, uint64_t(step), int64_t(2 * k)};
+        }
+        e.begin_step();
+        losses.push_back(e.run(micro, 1.0 / (2.0 * double(micro[0].label_count))));
+        e.finalize_grads();
+        EXPECT_GT(e.clip_grad_norm(0.05), 0.05) << "the test means to clip";
+        e.step(1e-2);
+    }
+    return losses;
+}
+
+TEST(ParamDevice, StagedTableTrainsAsTheCpuOne) {
+    for (const OptimizerKind kind : {OptimizerKind::adamw, OptimizerKind::sgd}) {
+        SCOPED_TRACE(kind == OptimizerKind::adamw ? "adamw" : "sgd");
+        StagedBackend staged;
+        auto cpu = built_on(cpu_backend());
+        auto dev = built_on(staged);
+        ASSERT_FALSE(cpu->params().staged());
+        ASSERT_TRUE(dev->params().staged());
+        EXPECT_GE(staged.uploaded, size_t(dev->params().flat_numel()) * sizeof(float))
+            << "init did not upload the parameters";
+        const std::vector<float> before = host_params(cpu->params());
+        EXPECT_EQ(host_params(dev->params()), before);
+        poison_host_copies(dev->params());
+
+        std::unique_ptr<Optimizer> a, b;
+        if (kind == OptimizerKind::adamw) {
+            a = std::make_unique<AdamW>(cpu->params(), AdamWParams{});
+            b = std::make_unique<AdamW>(dev->params(), AdamWParams{});
+        } else {
+            a = std::make_unique<Sgd>(cpu->params(), 0.01);
+            b = std::make_unique<Sgd>(dev->params(), 0.01);
+        }
+        const std::vector<double> la = train(*cpu, *a), lb = train(*dev, *b);
+        EXPECT_EQ(la, lb);
+        const std::vector<float> pa = host_params(cpu->params()), pb = host_params(dev->params());
+        ASSERT_EQ(pa.size(), pb.size());
+        EXPECT_EQ(std::memcmp(pa.data(), pb.data(), pa.size() * sizeof(float)), 0);
+        int64_t moved = 0;
+        for (size_t i = 0; i < pa.size(); ++i) moved += pa[i] != before[i];
+        EXPECT_GT(moved, int64_t(pa.size() / 2)) << "training left the parameters";
+
+        // The last step's gradients (clipped), fetched from the backend.
+        poison_host_copies(dev->params());
+        dev->params().download_grads();
+        EXPECT_EQ(std::memcmp(cpu->params().grads_data(), dev->params().grads_data(),
+                              size_t(pa.size()) * sizeof(float)),
+                  0);
+        // Outputs come back to the host as copies.
+        const Tensor la_logits = cpu->outputs().at("logits");
+        const Tensor lb_logits = dev->outputs().at("logits");
+        ASSERT_EQ(la_logits.shape, lb_logits.shape);
+        EXPECT_EQ(std::memcmp(la_logits.raw(), lb_logits.raw(), la_logits.nbytes()), 0);
+    }
+}
+
+TEST(ParamDevice, Bf16ComputeCopyAndWidenedGradients) {
+    StagedBackend staged;
+    ParamTable t;
+    ParamRow w;
+    w.name = "w";
+    w.shape = Shape{3, 5};
+    t.add(w);
+    ParamRow b;
+    b.name = "b";
+    b.shape = Shape{7};
+    b.init = InitRule::ones;
+    t.add(b);
+    t.allocate(ParamDevice{&staged, DType::bf16});
+    ASSERT_TRUE(t.staged());
+    t.init_all(3);
+    const int64_t n = t.flat_numel();
+
+    // The compute copy is the master rounded to bf16 (staged memory is host
+    // memory, so the test may look).
+    const auto* copy = static_cast<const uint16_t*>(t.device_copy().get());
+    int64_t inexact = 0;
+    for (int64_t i = 0; i < n; ++i) {
+        EXPECT_EQ(copy[i], f32_to_bf16(t.device_master()[i])) << i;
+        inexact += bf16_to_f32(copy[i]) != t.device_master()[i];
+    }
+    EXPECT_GT(inexact, 0) << "the normal init should not be bf16-exact";
+    EXPECT_EQ(std::memcmp(t.device_master(), t.params_data(), size_t(n) * sizeof(float)), 0);
+    const UpdateBuffers u = t.update_buffers();
+    EXPECT_EQ(u.copy, t.device_copy().get());
+    EXPECT_EQ(u.copy_dtype, DType::bf16);
+    EXPECT_EQ(u.grad_dtype, DType::bf16);
+    EXPECT_EQ(u.master, t.device_master());
+
+    // bf16 gradients come to the host widened.
+    auto* g = static_cast<uint16_t*>(t.device_grads().get());
+    for (int64_t i = 0; i < n; ++i) g[i] = f32_to_bf16(0.25f * float(i) - 1.0f);
+    poison_host_copies(t);
+    t.download_grads();
+    for (int64_t i = 0; i < n; ++i) EXPECT_EQ(t.grads_data()[i], bf16_to_f32(g[i])) << i;
+    EXPECT_EQ(t.device_grad(1).get(), static_cast<void*>(g + t.row(1).offset));
+    t.zero_grad();
+    for (int64_t i = 0; i < n; ++i) EXPECT_EQ(g[i], 0) << i;
+
+    // A host write reaches the backend (and the copy) only through upload.
+    t.params_data()[t.row(1).offset] = 2.5f;
+    EXPECT_NE(t.device_master()[t.row(1).offset], 2.5f);
+    t.upload_params();
+    EXPECT_EQ(t.device_master()[t.row(1).offset], 2.5f);
+    EXPECT_EQ(copy[t.row(1).offset], f32_to_bf16(2.5f));
+}
+
+}  // namespace
+}  // namespace loom::test
