@@ -29,9 +29,24 @@
 #include "train/auto_layout.h"
 #include "train/trainer.h"
 
+#if defined(LOOM_HAVE_CUDA)
+#include "backend/cuda/cuda_context.h"
+#include "ops/cuda/device_ops_cuda.h"
+#endif
+
 namespace loom::cli {
 
 namespace {
+
+#if defined(LOOM_HAVE_CUDA)
+// GPU 0 as a backend for the one model stack; built on first use and kept
+// until exit, after every Trainer (whose buffers it frees) is gone.
+Backend* gpu0_backend() {
+    static CudaContext ctx(0);
+    static const std::unique_ptr<Backend> be = make_cuda_backend(ctx);
+    return be.get();
+}
+#endif
 
 struct TrainOptions {
     std::string job_path;
@@ -100,11 +115,15 @@ int run_train(const TrainOptions& o) {
                    "--nproc N {}` or `mpirun -np N loom train {}`",
                    job.source, job.source, job.source);
 #if defined(LOOM_HAVE_CUDA)
-        // One process on GPU 0 when this build has CUDA and a device is visible.
-        if (CudaModel::unavailable_reason().empty())
+        // One process on GPU 0 when this build has CUDA and a device is
+        // visible: the model stack itself runs there; the executor only
+        // where the stack cannot yet (activation offloading).
+        if (CudaModel::unavailable_reason().empty()) {
+            topts.stack_device = gpu0_backend;
             topts.make_gpu_model = [](Model& m, const CudaModelOptions& co) {
                 return CudaModel::create(m, co);
             };
+        }
 #endif
         Trainer trainer(std::move(job), topts);
         return exit_status(trainer.train());

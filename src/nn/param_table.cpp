@@ -150,13 +150,13 @@ void ParamTable::upload_params() {
     if (staged()) be.synchronize();
 }
 
-void ParamTable::download_params() {
+void ParamTable::download_params() const {
     if (staged())
         dev_.be->to_host(host_params_->data(), params_->data(),
                          size_t(flat_numel_) * sizeof(float));
 }
 
-void ParamTable::download_grads() {
+void ParamTable::download_grads() const {
     if (!staged()) return;
     Backend& be = *dev_.be;
     const size_t bytes = size_t(flat_numel_) * sizeof(float);

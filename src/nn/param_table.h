@@ -187,9 +187,10 @@ public:
     // Host -> backend: the master weights, then the compute copy from them.
     // Every host write of the parameters ends with this call.
     void upload_params();
-    // Backend -> host copies (no-ops on the CPU).
-    void download_params();
-    void download_grads();
+    // Backend -> host copies (no-ops on the CPU). Const: they refresh the
+    // host's view, not the parameters.
+    void download_params() const;
+    void download_grads() const;
 
     void zero_grad();
     // Initialises every row by its rule; draws are keyed by (seed, name), so a

@@ -115,6 +115,12 @@ struct TrainerOptions {
     // what it does not cover (gpu_unsupported_reason) trains on the CPU with
     // a note.
     std::function<std::unique_ptr<CudaModel>(Model&, const CudaModelOptions&)> make_gpu_model;
+    // The device the one model stack trains on (models/, nn/ over a
+    // Backend: a CUDA backend on this rank's GPU, set by `loom train` in a
+    // CUDA build). A one-process job (no data, tensor or pipeline
+    // parallelism) without activation offloading builds its model there and
+    // steps it with SingleStep; other jobs use make_gpu_model. Null: the CPU.
+    std::function<Backend*()> stack_device;
     // Data parallel on GPUs (dp_comm with more than one rank): the gradient
     // reduction for the executor make_gpu_model built (NCCL, set by `loom
     // train` in an NCCL build; collective over dp_comm). Null: data-parallel
@@ -263,6 +269,9 @@ class Trainer {
     std::vector<MicroBatch> step_micro_batches(int64_t step, TokenBatch* mb, int64_t n,
                                                std::vector<TokenBatch>& pieces) const;
     void count_seen(const TokenBatch& b);  // samples and tokens of a trained micro-batch
+    // The backend the one model stack trains on for this job, or null (the
+    // CPU, or the GPU executor): see TrainerOptions::stack_device.
+    Backend* choose_stack_device();
     // Whether this job trains on the GPU executor (notes why not). Collective
     // on the dp group under data parallelism: the replicas must agree.
     bool choose_gpu();

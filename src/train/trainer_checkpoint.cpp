@@ -134,6 +134,7 @@ std::string Trainer::save_checkpoint() {
         : gpu_     ? gpu_->optimizer_state()
                    : engines_->optimizer_state();
     const int64_t opt_step = gpu_ ? gpu_->step_count() : engines_->step_count();
+    if (!pp) model_->params().download_params();
     const std::map<std::string, Tensor> params =
         pp ? pp->gather_params(false) : model_->params().param_tensors();
     const int64_t step = state_.global_step;
@@ -243,6 +244,7 @@ void Trainer::export_model(const std::string& dir) const {
     // Pipeline stages: the rows gathered at the end, unless the best model
     // was loaded into the whole model since.
     const bool gathered = pipeline() && !gathered_params_.empty();
+    if (!gathered) model_->params().download_params();
     export_hf_folder(dir, config_, gathered ? gathered_params_ : model_->params().param_tensors(),
                      job_.model.tokenizer_path, parse_shard_size(job_.save.max_shard_size));
 }
@@ -288,6 +290,7 @@ void Trainer::finish_run(TrainResult& r, double runtime_s) {
 // throughput counts summed over replicas.
 void Trainer::gather_final_state(TrainResult& r) {
     if (gpu_) gpu_->download_params();
+    if (model_) model_->params().download_params();
     if (const PipelineParallel* pp = pipeline())
         gathered_params_ = pp->gather_params(/*to_all=*/false);
     if (!sync_->is_main()) gathered_params_.clear();  // other replicas' stage 0

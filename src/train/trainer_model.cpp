@@ -5,6 +5,8 @@
 // posts the same collectives in the same order. Whether the job trains on a
 // GPU (choose_gpu, setup_gpu) is in trainer_setup.cpp; nothing here reads
 // data or touches output_dir.
+#include <fmt/format.h>
+
 #include "core/check.h"
 #include "io/safetensors.h"
 #include "models/model_placement.h"
@@ -74,10 +76,18 @@ void Trainer::build_model_and_optimizer() {
     // pp is 1): it already builds models for a placement, gathers rows into
     // global tensors for checkpoints and owns the global grad norm.
     const bool pipeline = spec.pipelined();
+    Backend* stack = pipeline ? nullptr : choose_stack_device();
     // Pipeline stages build only their part (build_engines); the whole model
     // is built when evaluation or export first needs it (ensure_full_model).
     if (!pipeline) {
-        model_ = build_model(config_);
+        ModelPlacement place;
+        if (stack) {
+            // The CPU keeps f32 activations and rounds GEMM operands; a GPU
+            // keeps activations, the compute copy and gradients in the compute type.
+            place.device.be = stack;
+            place.device.act = stack->device() == Device::cpu ? DType::f32 : compute_dtype();
+        }
+        model_ = build_model(config_, place);
         load_or_init(*model_);
         model_->set_compute_dtype(compute_dtype());
     }
@@ -87,9 +97,10 @@ void Trainer::build_model_and_optimizer() {
         state_.loss_scale = scaler_->scale();
     }
     // Before any optimizer: on the GPU, AdamW's state lives on the device.
-    const bool gpu = choose_gpu();
+    const bool gpu = stack == nullptr && choose_gpu();
     // Without oneDNN bf16 kernels bf16 keeps its numerics but not its speed: say so once.
-    if (!gpu && t.bf16 && gemm_bf16_route() == Bf16Impl::widen_f32)
+    const bool cpu = !gpu && (stack == nullptr || stack->device() == Device::cpu);
+    if (cpu && t.bf16 && gemm_bf16_route() == Bf16Impl::widen_f32)
         load_notes_.push_back(
             "bf16: this CPU has no bf16 GEMM kernels in oneDNN (needs AVX-512); operands are "
             "rounded to bf16 and multiplied in fp32: same numerics, no speed gain");
@@ -149,6 +160,27 @@ void Trainer::load_or_init(Model& m) {
         m.init(uint64_t(t.seed));
         load_notes_.push_back("no weights given: parameters initialised for pretraining");
     }
+}
+
+Backend* Trainer::choose_stack_device() {
+    if (!opts_.stack_device || job_.training.use_cpu) return nullptr;
+    const auto several = [](const Communicator* c) { return c && c->size() > 1; };
+    if (several(opts_.dp_comm) || several(opts_.tp_comm) || several(opts_.pp_comm)) return nullptr;
+    // The executor's copy stream moves offloaded activations; the one stack has none yet.
+    if (job_.distribution.offload_activations) return nullptr;
+    Backend* be = opts_.stack_device();
+    if (!be) return nullptr;
+    load_notes_.push_back(fmt::format(
+        "training on {} ({}, fp32 master weights, {} there); evaluation reads its outputs back, "
+        "checkpoints and the export copy the parameters back to the host",
+        be->name(),
+        job_.training.bf16   ? "bf16 compute"
+        : job_.training.fp16 ? "fp16 compute with dynamic loss scaling"
+                             : "fp32",
+        job_.training.optim == OptimizerKind::sgd
+            ? "SGD (stateless)"
+            : fmt::format("{} state", enum_name(job_.training.optim))));
+    return be;
 }
 
 // Activation checkpointing on the whole model (pipeline stages set it as

@@ -1,0 +1,125 @@
+// The trainer on the one model stack over a device backend
+// (TrainerOptions::stack_device; tests/test_backends.h): a job trained there
+// must be the CPU run. On the staged stand-in (host memory the host may only
+// reach through uploads and downloads) that is bit for bit: the per-step
+// losses, the evaluation, the checkpoints (parameters and optimizer state),
+// the exported model, a resume from its own checkpoint. On a GPU the same
+// within fp32 reduction-order tolerances.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "io/safetensors.h"
+#include "test_backends.h"
+#include "trainer_e2e_util.h"
+
+namespace loom::test {
+namespace {
+
+class TrainerOnDevice : public TrainDir, public ::testing::WithParamInterface<std::string> {
+  protected:
+    void SetUp() override {
+        const std::string absent = backend_absent_reason(GetParam());
+        if (!absent.empty()) GTEST_SKIP() << absent;
+        TrainDir::SetUp();
+    }
+    bool exact() const { return GetParam() == "staged"; }
+    TrainerOptions on_device() const {
+        TrainerOptions o = quiet();
+        const std::string name = GetParam();
+        o.stack_device = [name] { return &test_backend(name); };
+        return o;
+    }
+    Job cls_job(const std::string& out, const std::vector<std::string>& overrides = {}) const {
+        return job(job_text("sequence-classification", out,
+                            "  per_device_train_batch_size: 8\n  gradient_accumulation_steps: 2\n"
+                            "  max_steps: 6\n  max_grad_norm: 0.05\n  weight_decay: 0.01\n"
+                            "  warmup_steps: 2\n  eval_strategy: steps\n  eval_steps: 3\n"
+                            "  save_strategy: steps\n  save_steps: 3\n"),
+                   overrides);
+    }
+    void expect_close(const std::vector<double>& a, const std::vector<double>& b,
+                      const std::string& what) const {
+        ASSERT_EQ(a.size(), b.size()) << what;
+        if (exact()) {
+            EXPECT_EQ(a, b) << what;
+            return;
+        }
+        for (size_t i = 0; i < a.size(); ++i)
+            EXPECT_NEAR(a[i], b[i], 1e-4 * std::max(1.0, std::fabs(b[i]))) << what << " " << i;
+    }
+    // Every tensor of two safetensors files, by name.
+    void expect_same_file(const std::string& a, const std::string& b) const {
+        SafetensorsFile fa = SafetensorsFile::open(a), fb = SafetensorsFile::open(b);
+        ASSERT_EQ(fa.names(), fb.names()) << a;
+        ASSERT_FALSE(fa.names().empty()) << a;
+        for (const std::string& n : fa.names()) {
+            const Tensor x = fa.get(n).to(DType::f32), y = fb.get(n).to(DType::f32);
+            ASSERT_EQ(x.shape, y.shape) << n;
+            std::vector<double> vx(x.data<float>(), x.data<float>() + x.numel());
+            std::vector<double> vy(y.data<float>(), y.data<float>() + y.numel());
+            expect_close(vx, vy, a + ": " + n);
+        }
+    }
+};
+
+TEST_P(TrainerOnDevice, TrainsAsOnTheCpu) {
+    const TrainResult ref = Trainer(cls_job("cpu"), quiet()).train();
+    Trainer dev(cls_job("dev"), on_device());
+    ASSERT_TRUE(dev.model().params().staged() || GetParam() != "staged");
+    const TrainResult got = dev.train();
+    ASSERT_EQ(ref.step_losses.size(), 6u);
+    expect_close(got.step_losses, ref.step_losses, "step losses");
+    ASSERT_FALSE(ref.final_metrics.empty());
+    ASSERT_EQ(got.final_metrics.size(), ref.final_metrics.size());
+    int compared = 0;
+    for (size_t i = 0; i < ref.final_metrics.size(); ++i) {
+        const std::string& key = ref.final_metrics[i].first;
+        EXPECT_EQ(got.final_metrics[i].first, key);
+        if (key.find("runtime") != std::string::npos || key.find("per_second") != std::string::npos)
+            continue;  // timings
+        ++compared;
+        expect_close({got.final_metrics[i].second}, {ref.final_metrics[i].second},
+                     ref.final_metrics[i].first);
+    }
+    EXPECT_GE(compared, 2) << "loss and accuracy at least";
+    for (const char* f : {"checkpoint-3/model.safetensors", "checkpoint-3/optimizer.safetensors",
+                          "checkpoint-6/model.safetensors", "checkpoint-6/optimizer.safetensors",
+                          "model.safetensors"})
+        expect_same_file(path(std::string("dev/") + f), path(std::string("cpu/") + f));
+    // The trainer's host view after the run is the device's parameters.
+    const std::vector<float> a = params_of(dev);
+    SafetensorsFile exported = SafetensorsFile::open(path("dev/model.safetensors"));
+    const ParamTable& t = dev.model().params();
+    const int i = t.index("classifier.weight");
+    const Tensor w = exported.get("classifier.weight");
+    EXPECT_EQ(std::memcmp(a.data() + t.row(i).offset, w.raw(), w.nbytes()), 0);
+}
+
+TEST_P(TrainerOnDevice, ResumesAsTheCpuRunTrains) {
+    const TrainResult ref = Trainer(cls_job("cpu"), quiet()).train();
+    TrainerOptions o = on_device();
+    o.interrupt_at_step = 4;
+    const TrainResult first = Trainer(cls_job("dev"), o).train();
+    ASSERT_EQ(first.global_step, 4);
+    const TrainResult second =
+        Trainer(cls_job("dev", {"hyperparameters.resume_from_checkpoint=latest"}), on_device())
+            .train();
+    EXPECT_EQ(second.start_step, 4);
+    std::vector<double> joined = first.step_losses;
+    joined.insert(joined.end(), second.step_losses.begin(), second.step_losses.end());
+    expect_close(joined, ref.step_losses, "interrupted and resumed");
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, TrainerOnDevice, ::testing::ValuesIn([] {
+                             std::vector<std::string> v;
+                             for (const std::string& n : test_backend_names())
+                                 if (n != "cpu") v.push_back(n);
+                             return v;
+                         }()),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+
+}  // namespace
+}  // namespace loom::test
