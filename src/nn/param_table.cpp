@@ -144,10 +144,15 @@ void ParamTable::upload_params() {
     Backend& be = *dev_.be;
     if (staged())
         be.to_device(params_->data(), host_params_->data(), size_t(flat_numel_) * sizeof(float));
-    if (copy_ != params_)
-        be.ops().convert(be, copy_->data(), dev_.act, params_->data(), DType::f32, flat_numel_);
+    refresh_copy();
     // The staging copy must stay put until the copy is done.
     if (staged()) be.synchronize();
+}
+
+void ParamTable::refresh_copy() {
+    Backend& be = *dev_.be;
+    if (copy_ != params_)
+        be.ops().convert(be, copy_->data(), dev_.act, params_->data(), DType::f32, flat_numel_);
 }
 
 void ParamTable::download_params() const {

@@ -187,6 +187,9 @@ public:
     // Host -> backend: the master weights, then the compute copy from them.
     // Every host write of the parameters ends with this call.
     void upload_params();
+    // The compute copy from the master weights, after the backend's master
+    // changed other than through an update (a broadcast, ZeRO's all-gather).
+    void refresh_copy();
     // Backend -> host copies (no-ops on the CPU). Const: they refresh the
     // host's view, not the parameters.
     void download_params() const;

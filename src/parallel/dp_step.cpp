@@ -2,6 +2,8 @@
 #include "parallel/dp_step.h"
 
 #include <cmath>
+#include <utility>
+#include <vector>
 
 #include "core/check.h"
 #include "core/fault_points.h"
@@ -14,15 +16,12 @@ DataParallel::DataParallel(StageModel& model, Communicator& dp, const OptimizerC
     : model_(model), dp_(dp), opt_(options) {
     ParamTable& t = model.params();
     LOOM_CHECK(t.allocated(), "data parallel over a model whose parameters are not allocated");
-    // NOTE: the gradient sync and ZeRO still reduce the host buffers.
-    LOOM_CHECK(!t.staged(), "data parallel over parameters on {}: not yet supported there",
-               t.backend().name());
     GradSyncOptions g;
     g.zero = options.zero;
     g.bucket_elems = bucket_elems_from_mb(options.bucket_size_mb);
     g.overlap = options.overlap;
     g.max_in_flight_at_end = options.max_in_flight_at_end;
-    sync_ = std::make_unique<GradSync>(t.grads_data(), t.flat_numel(), dp, g);
+    sync_ = std::make_unique<GradSync>(t.device_grads(), t.flat_numel(), dp, g, t.backend());
     if (options.zero == ZeroStage::none)
         whole_ = std::make_unique<FlatOptimizer>(t, optimizer);
     else
@@ -46,7 +45,8 @@ DataParallel::~DataParallel() {
 
 void DataParallel::broadcast_parameters() {
     ParamTable& t = model_.params();
-    dp_.broadcast(t.params_data(), t.flat_numel(), DType::f32, 0)->wait();
+    dp_.broadcast(t.device_master(), t.flat_numel(), DType::f32, 0)->wait();
+    t.refresh_copy();
 }
 
 double DataParallel::sum(double local) {
@@ -109,26 +109,29 @@ double DataParallel::clip_grad_norm(double max_norm) {
 double DataParallel::grad_norm_sq(const std::vector<std::pair<int64_t, int64_t>>& exclude) {
     if (zero_) return zero_->grad_norm_sq(&exclude);
     const ParamTable& t = model_.params();
-    double s = 0;
+    std::vector<std::pair<int64_t, int64_t>> ranges;
     for (int i = 0; i < t.size(); ++i) {
         const ParamRow& r = t.row(i);
         if (!r.trainable) continue;
         bool skip = false;
         for (const auto& [b, e] : exclude) skip = skip || (r.offset >= b && r.offset < e);
-        if (skip) continue;
-        const float* g = t.grad(i);
-        double part = 0;
-        for (int64_t k = 0; k < r.numel(); ++k) part += double(g[k]) * double(g[k]);
-        s += part;
+        if (!skip) ranges.emplace_back(r.offset, r.offset + r.numel());
     }
+    std::vector<double> parts(ranges.size());
+    t.backend().ops().sum_squares(t.backend(), t.device_grads(), t.op_ctx().act, ranges,
+                                  parts.data());
+    double s = 0;
+    for (double p : parts) s += p;
     return s;
 }
 
 void DataParallel::scale_grads(float s) {
     ParamTable& t = model_.params();
-    float* g = zero_ ? sync_->shard_grads() : t.grads_data();
-    const int64_t n = zero_ ? sync_->shard_size() : t.flat_numel();
-    for (int64_t i = 0; i < n; ++i) g[i] *= s;
+    Backend& be = t.backend();
+    if (zero_)
+        be.ops().scale(be, sync_->shard_grads(), sync_->dtype(), sync_->shard_size(), s);
+    else
+        be.ops().scale(be, t.device_grads(), t.op_ctx().act, t.flat_numel(), s);
 }
 
 void DataParallel::step(double lr) {

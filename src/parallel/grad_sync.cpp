@@ -7,6 +7,7 @@
 #include <iterator>
 
 #include "core/check.h"
+#include "ops/device_ops.h"
 
 namespace loom {
 
@@ -83,10 +84,15 @@ int64_t shard_numel(const std::vector<GradBucket>& buckets) {
     return n;
 }
 
-GradSync::GradSync(float* grads, int64_t flat_numel, Communicator& dp,
-                   const GradSyncOptions& options)
-    : grads_(grads), flat_numel_(flat_numel), dp_(dp), opt_(options) {
-    LOOM_ASSERT(grads != nullptr || flat_numel == 0, "GradSync over a null gradient buffer");
+GradSync::GradSync(ActPtr grads, int64_t flat_numel, Communicator& dp,
+                   const GradSyncOptions& options, Backend& backend)
+    : grads_(grads),
+      flat_numel_(flat_numel),
+      dp_(dp),
+      be_(backend),
+      dtype_(grads.dtype()),
+      opt_(options) {
+    LOOM_ASSERT(grads || flat_numel == 0, "GradSync over a null gradient buffer");
     buckets_ = grad_buckets_plan(flat_numel, opt_.bucket_elems, dp.size());
     pieces_ = shard_pieces(buckets_, dp.rank());
     covered_.assign(buckets_.size(), 0);
@@ -95,11 +101,12 @@ GradSync::GradSync(float* grads, int64_t flat_numel, Communicator& dp,
     work_.resize(buckets_.size());
     launched_.assign(buckets_.size(), false);
     if (opt_.zero != ZeroStage::none) {
-        const int64_t n = shard_numel(buckets_);
-        shard_grads_.assign(size_t(n), 0.0f);
-        if (opt_.zero == ZeroStage::gradients) shard_recv_.assign(size_t(n), 0.0f);
+        const size_t es = dtype_size(dtype_);
+        shard_n_ = shard_numel(buckets_);
+        shard_grads_ = be_.alloc(size_t(shard_n_) * es);
+        if (opt_.zero == ZeroStage::gradients) shard_recv_ = be_.alloc(size_t(shard_n_) * es);
         for (const GradBucket& b : buckets_)
-            if (b.padded(dp.size())) staging_.assign(size_t(b.chunk * dp.size()), 0.0f);
+            if (b.padded(dp.size())) staging_ = be_.alloc(size_t(b.chunk * dp.size()) * es);
     }
     pieces_by_flat_.resize(pieces_.size());
     for (size_t i = 0; i < pieces_.size(); ++i) pieces_by_flat_[i] = i;
@@ -129,7 +136,7 @@ void GradSync::begin_step() {
         rows_.rows_work.reset();
         rows_.pending = false;
     }
-    std::fill(shard_grads_.begin(), shard_grads_.end(), 0.0f);
+    if (shard_grads_) zero(shard_grads(), shard_n_);
     std::fill(launched_.begin(), launched_.end(), false);
     next_launch_ = 0;
     stats_ = {};
@@ -195,19 +202,21 @@ void GradSync::launch(size_t b) {
     launched_[b] = true;
     if (opt_.zero == ZeroStage::none) {
         // DDP: in-place sum of the bucket on the dp group.
-        work_[b] = dp_.all_reduce(grads_ + k.begin, k.numel(), DType::f32, ReduceOp::sum);
+        work_[b] = dp_.all_reduce(grads_ + k.begin, k.numel(), dtype_, ReduceOp::sum);
         return;
     }
     // ZeRO: reduce-scatter on the dp group; chunk r of the bucket lands on rank r.
-    const float* send = grads_ + k.begin;
+    CActPtr send = grads_ + k.begin;
     if (k.padded(dp_.size())) {
-        std::memcpy(staging_.data(), send, size_t(k.numel()) * sizeof(float));
-        std::fill(staging_.begin() + k.numel(), staging_.end(), 0.0f);
-        send = staging_.data();
+        const ActPtr stage(staging_->data(), dtype_);
+        be_.copy(stage, send, size_t(k.numel()) * dtype_size(dtype_));
+        zero(stage + k.numel(), k.chunk * dp_.size() - k.numel());
+        send = stage;
     }
-    float* recv = (opt_.zero == ZeroStage::optimizer ? shard_grads_.data() : shard_recv_.data()) +
-                  pieces_[b].shard_begin;
-    work_[b] = dp_.reduce_scatter(send, recv, k.chunk, DType::f32, ReduceOp::sum);
+    const ActPtr recv =
+        ActPtr((opt_.zero == ZeroStage::optimizer ? shard_grads_ : shard_recv_)->data(), dtype_) +
+        pieces_[b].shard_begin;
+    work_[b] = dp_.reduce_scatter(send, recv, k.chunk, dtype_, ReduceOp::sum);
 }
 
 void GradSync::launch_remaining() {
@@ -259,6 +268,9 @@ void GradSync::set_sparse_rows(int64_t begin, int64_t end) {
     LOOM_CHECK(!in_backward_, "GradSync::set_sparse_rows inside a micro-batch");
     LOOM_CHECK(0 <= begin && begin <= end && end <= flat_numel_,
                "sparse rows for [{}, {}) outside the flat buffer of {}", begin, end, flat_numel_);
+    LOOM_CHECK(begin == end || (be_.host_addressable() && dtype_ == DType::f32),
+               "sparse embedding gradients on {}: the row exchange adds rows on the host",
+               be_.name());
     sparse_rows_on_ = begin < end;
     launch_order_.clear();
     for (size_t b = 0; b < buckets_.size(); ++b)
@@ -352,7 +364,7 @@ void GradSync::add_rows() {
             const int64_t a = rows_.offset + id * W, b = a + W;
             ++stats_.sparse_rows;
             if (opt_.zero == ZeroStage::none) {
-                float* dst = grads_ + a;
+                float* dst = grads_.as<float>() + a;
                 for (int64_t j = 0; j < W; ++j) dst[j] += src[j];
                 continue;
             }
@@ -364,7 +376,7 @@ void GradSync::add_rows() {
             for (; it != pieces_by_flat_.end() && pieces_[*it].flat_begin < b; ++it) {
                 const ShardPiece& p = pieces_[*it];
                 const int64_t lo = std::max(a, p.flat_begin), hi = std::min(b, p.flat_end);
-                float* dst = shard_grads_.data() + p.shard_begin + (lo - p.flat_begin);
+                float* dst = shard_grads().as<float>() + p.shard_begin + (lo - p.flat_begin);
                 for (int64_t x = lo; x < hi; ++x) dst[x - lo] += src[x - a];
             }
         }
@@ -373,11 +385,12 @@ void GradSync::add_rows() {
 
 void GradSync::collect_micro_batch() {
     wait_all();
-    for (size_t i = 0; i < shard_grads_.size(); ++i) shard_grads_[i] += shard_recv_[i];
+    const OpCtx ctx{&be_, dtype_};
+    ctx.nn().add_inplace(ctx, shard_grads(), shard_recv_->data(), shard_n_);
     add_rows();
     // The model accumulates (+=) into the flat buffer: the next micro-batch
     // must start from zero, as its gradient is reduced on its own.
-    std::memset(grads_, 0, size_t(flat_numel_) * sizeof(float));
+    zero(grads_, flat_numel_);
     micro_pending_ = false;
 }
 
@@ -398,12 +411,10 @@ void GradSync::finalize(double scale) {
     std::fill(launched_.begin(), launched_.end(), false);
     next_launch_ = 0;
     if (scale != 1.0) {
-        const float f = float(scale);
-        if (opt_.zero == ZeroStage::none) {
-            for (int64_t i = 0; i < flat_numel_; ++i) grads_[i] *= f;
-        } else {
-            for (float& g : shard_grads_) g *= f;
-        }
+        if (opt_.zero == ZeroStage::none)
+            be_.ops().scale(be_, grads_, dtype_, flat_numel_, float(scale));
+        else
+            be_.ops().scale(be_, shard_grads(), dtype_, shard_n_, float(scale));
     }
 }
 

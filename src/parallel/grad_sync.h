@@ -48,6 +48,11 @@
 // each only after the ones before it: top down, with the buckets inside the
 // sparse table's range first when there is one (the order backward finishes them).
 //
+// Memory: the flat buffer and the sync's own (staging, shard) are the
+// backend's, in the gradients' type (the table's activation type: f32 on the
+// CPU, the compute type on a GPU), and the communicator must accept that
+// memory (MPI host buffers, NCCL device ones). Sparse rows are host-only.
+//
 // Scaling: the caller passes loss_scale = 1 / (global label count) to
 // Model::backward (the count is summed over dp before backward), so the sum
 // over ranks IS the mean gradient; finalize() takes an extra factor for callers
@@ -61,7 +66,10 @@
 #include <string_view>
 #include <vector>
 
+#include "backend/backend.h"
 #include "comm/comm.h"
+#include "core/act_ptr.h"
+#include "core/storage.h"
 #include "nn/embedding.h"
 
 namespace loom {
@@ -124,9 +132,10 @@ struct GradSyncStats {
 
 class GradSync {
   public:
-    // grads: the model's flat gradient buffer (flat_numel); dp: the data-parallel
-    // group, which must outlive this object.
-    GradSync(float* grads, int64_t flat_numel, Communicator& dp, const GradSyncOptions& options);
+    // grads: the model's flat gradient buffer (flat_numel) in `backend`'s
+    // memory; dp: the data-parallel group. Both must outlive this object.
+    GradSync(ActPtr grads, int64_t flat_numel, Communicator& dp, const GradSyncOptions& options,
+             Backend& backend = cpu_backend());
     ~GradSync();
     GradSync(const GradSync&) = delete;
     GradSync& operator=(const GradSync&) = delete;
@@ -163,10 +172,14 @@ class GradSync {
     void set_sparse_rows(int64_t begin, int64_t end);
     bool sparse_rows() const { return sparse_rows_on_; }
 
-    // (shard_numel) this rank's summed gradient chunks (ZeRO-1/2), chunk tails zero.
-    float* shard_grads() { return shard_grads_.data(); }
-    const float* shard_grads() const { return shard_grads_.data(); }
-    int64_t shard_size() const { return int64_t(shard_grads_.size()); }
+    // (shard_numel) this rank's summed gradient chunks (ZeRO-1/2), chunk tails
+    // zero, in the backend's memory and the gradients' type.
+    ActPtr shard_grads() const {
+        return shard_grads_ ? ActPtr(shard_grads_->data(), dtype_) : nullptr;
+    }
+    int64_t shard_size() const { return shard_n_; }
+    DType dtype() const { return dtype_; }
+    Backend& backend() const { return be_; }
     const GradSyncStats& stats() const { return stats_; }
 
   private:
@@ -182,9 +195,14 @@ class GradSync {
     void exchange_rows(const EmbeddingGradRows& rows);
     void add_rows();
 
-    float* grads_;  // (flat_numel), not owned
+    // n elements of the gradients' type at p (backend memory), on the backend.
+    void zero(ActPtr p, int64_t n) const { be_.zero(p, size_t(n) * dtype_size(dtype_)); }
+
+    ActPtr grads_;  // (flat_numel), not owned
     int64_t flat_numel_;
     Communicator& dp_;
+    Backend& be_;
+    DType dtype_;
     GradSyncOptions opt_;
     std::vector<GradBucket> buckets_;
     std::vector<ShardPiece> pieces_;       // this rank's, one per bucket
@@ -192,9 +210,10 @@ class GradSync {
     std::map<int64_t, int64_t> reported_;  // begin -> end of ranges reported this backward
     std::vector<WorkPtr> work_;            // (buckets) in flight; null when idle
     std::vector<bool> launched_;           // (buckets) this micro-batch
-    std::vector<float> staging_;           // (dp * chunk) padded bottom bucket
-    std::vector<float> shard_grads_;       // (shard_numel) ZeRO-1/2
-    std::vector<float> shard_recv_;        // (shard_numel) ZeRO-2 per-micro-batch result
+    // Backend memory in the gradients' type: (dp * chunk) the padded bottom
+    // bucket; (shard_numel) ZeRO-1/2's shard and ZeRO-2's per-micro-batch result.
+    std::shared_ptr<Storage> staging_, shard_grads_, shard_recv_;
+    int64_t shard_n_ = 0;
     bool in_backward_ = false, last_micro_ = false;
     bool micro_pending_ = false;  // ZeRO-2: a micro-batch's reduction not yet collected
     // The row exchange in flight: every rank sends `max_rows` (ids padded with -1).

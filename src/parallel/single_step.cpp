@@ -20,11 +20,34 @@ double SingleStep::run(const std::vector<MicroBatch>& micro, double loss_scale) 
     return loss_sum;
 }
 
-void SingleStep::scale_grads(float s) { loom::scale_grads(model_.params(), double(s)); }
+bool SingleStep::defer_scaling() const {
+    return model_.params().op_ctx().act != DType::f32 &&
+           dynamic_cast<FlatOptimizer*>(&optimizer_) != nullptr;
+}
+
+void SingleStep::scale_grads(float s) {
+    if (defer_scaling())
+        pending_ *= double(s);
+    else
+        loom::scale_grads(model_.params(), double(s));
+}
 
 double SingleStep::clip_grad_norm(double max_norm) {
-    if (max_norm > 0) return loom::clip_grad_norm(model_.params(), max_norm);
-    return std::sqrt(grad_norm_sq(model_.params()));
+    if (!defer_scaling()) {
+        if (max_norm > 0) return loom::clip_grad_norm(model_.params(), max_norm);
+        return std::sqrt(grad_norm_sq(model_.params()));
+    }
+    const double norm = std::sqrt(grad_norm_sq(model_.params())) * pending_;
+    if (max_norm > 0 && std::isfinite(norm)) pending_ *= clip_coefficient(norm, max_norm);
+    return norm;
+}
+
+void SingleStep::step(double lr) {
+    if (defer_scaling())
+        static_cast<FlatOptimizer&>(optimizer_).step(lr, float(pending_));
+    else
+        optimizer_.step(lr);
+    pending_ = 1.0;
 }
 
 }  // namespace loom

@@ -6,6 +6,7 @@
 
 #include <vector>
 
+#include "optim/flat_optimizer.h"
 #include "optim/optimizer.h"
 #include "parallel/stage_model.h"
 #include "parallel/step_engine.h"
@@ -17,17 +18,26 @@ class SingleStep : public StepEngine {
     // model and optimizer must outlive this object.
     SingleStep(StageModel& model, Optimizer& optimizer) : model_(model), optimizer_(optimizer) {}
 
-    void begin_step() override { model_.zero_grad(); }
+    void begin_step() override {
+        model_.zero_grad();
+        pending_ = 1.0;
+    }
     double run(const std::vector<MicroBatch>& micro, double loss_scale) override;
     // One process: the gradients are final when backward returns.
     void finalize_grads() override {}
     void scale_grads(float s) override;
     double clip_grad_norm(double max_norm) override;
-    void step(double lr) override { optimizer_.step(lr); }
+    void step(double lr) override;
 
   private:
+    // Gradients narrower than f32 (a GPU's bf16 or fp16): unscaling and
+    // clipping multiply one pending factor the update applies as it reads
+    // them, so small fp16 gradients are not flushed by an in-place unscale.
+    bool defer_scaling() const;
+
     StageModel& model_;
     Optimizer& optimizer_;
+    double pending_ = 1.0;
 };
 
 }  // namespace loom

@@ -53,7 +53,27 @@ const GradSync& checked_sync(const ParamTable& table, const GradSync& sync) {
     LOOM_ASSERT(table.allocated(), "ZeRO over an unallocated parameter table");
     LOOM_CHECK(sync.zero() != ZeroStage::none,
                "a sharded optimizer needs a ZeRO-1 or ZeRO-2 GradSync (got stage none)");
+    // NOTE: the parameters' all-gather is staged in the gradient shard, which
+    // therefore holds fp32.
+    LOOM_CHECK(sync.dtype() == DType::f32,
+               "ZeRO-1/2 with {} gradients on {}: only fp32 gradients are sharded so far",
+               dtype_name(sync.dtype()), table.backend().name());
     return sync;
+}
+
+// The ranges of `segs` in shard offsets, skipping those inside `exclude`
+// (flat ranges; a segment lies inside one row, so it is in or out whole).
+std::vector<std::pair<int64_t, int64_t>> kept_shard_ranges(
+    const std::vector<ShardSegment>& segs,
+    const std::vector<std::pair<int64_t, int64_t>>* exclude) {
+    std::vector<std::pair<int64_t, int64_t>> out;
+    for (const ShardSegment& s : segs) {
+        bool skip = false;
+        if (exclude)
+            for (const auto& [b, e] : *exclude) skip = skip || (s.flat >= b && s.flat < e);
+        if (!skip) out.emplace_back(s.shard, s.shard + s.n);
+    }
+    return out;
 }
 
 }  // namespace
@@ -69,11 +89,12 @@ ZeroOptimizer::ZeroOptimizer(ParamTable& table, GradSync& sync, const AdamWParam
 
 OptimizerShard ZeroOptimizer::optimizer_shard(DecayPolicy decay) {
     for (const GradBucket& b : sync_.buckets())
-        if (b.padded(sync_.dp_size())) staging_.assign(size_t(b.chunk * sync_.dp_size()), 0.0f);
+        if (b.padded(sync_.dp_size()))
+            staging_ = sync_.backend().alloc(size_t(b.chunk * sync_.dp_size()) * sizeof(float));
     OptimizerShard s;
     s.segments = shard_segments(table_, sync_.pieces(), decay);
     s.numel = sync_.shard_size();
-    s.grads = sync_.shard_grads();
+    s.grads = sync_.shard_grads().as<float>();
     s.all_reduce_sum = [this](double* buf, int64_t n) {
         sync_.comm().all_reduce(buf, n, DType::f64, ReduceOp::sum)->wait();
     };
@@ -82,18 +103,12 @@ OptimizerShard ZeroOptimizer::optimizer_shard(DecayPolicy decay) {
 }
 
 double ZeroOptimizer::grad_norm_sq(const std::vector<std::pair<int64_t, int64_t>>* exclude) const {
-    const float* g = sync_.shard_grads();
+    const auto ranges = kept_shard_ranges(segments(), exclude);
+    std::vector<double> parts(ranges.size());
+    Backend& be = sync_.backend();
+    be.ops().sum_squares(be, sync_.shard_grads(), sync_.dtype(), ranges, parts.data());
     double local = 0;
-    for (const ShardSegment& s : segments()) {
-        // A segment lies inside one row, so it is either in an excluded row or not.
-        bool skip = false;
-        if (exclude)
-            for (const auto& [b, e] : *exclude) skip = skip || (s.flat >= b && s.flat < e);
-        if (skip) continue;
-        double part = 0;
-        for (int64_t i = 0; i < s.n; ++i) part += double(g[s.shard + i]) * double(g[s.shard + i]);
-        local += part;
-    }
+    for (double p : parts) local += p;
     // Partial sums of all shards, summed on the dp group.
     sync_.comm().all_reduce(&local, 1, DType::f64, ReduceOp::sum)->wait();
     return local;
@@ -103,23 +118,24 @@ double ZeroOptimizer::clip_grad_norm(double max_norm) {
     const double total = std::sqrt(grad_norm_sq());
     const double c = max_norm / (total + 1e-6);  // torch clip_grad_norm_
     if (max_norm > 0 && c < 1.0) {
-        const float f = float(c);
-        float* g = sync_.shard_grads();
+        Backend& be = sync_.backend();
         for (const ShardSegment& s : segments())
-            for (int64_t i = 0; i < s.n; ++i) g[s.shard + i] *= f;
+            be.ops().scale(be, sync_.shard_grads() + s.shard, sync_.dtype(), s.n, float(c));
     }
     return total;
 }
 
 void ZeroOptimizer::step(double lr) {
     opt_.step(lr);
-    float* p = table_.params_data();
+    Backend& be = sync_.backend();
+    float* p = table_.device_master();
     // All-gather on the dp group: every rank's updated chunks into every
     // rank's parameter buffer. The send side is a copy (MPI forbids a send
     // buffer inside the receive buffer), staged in the gradient shard, which
     // this step has consumed (begin_step clears it).
     Communicator& dp = sync_.comm();
-    float* send_base = sync_.shard_grads();
+    float* send_base = sync_.shard_grads().as<float>();
+    float* stage = staging_ ? static_cast<float*>(staging_->data()) : nullptr;
     const auto& buckets = sync_.buckets();
     const auto& pieces = sync_.pieces();
     std::vector<WorkPtr> work;
@@ -128,31 +144,32 @@ void ZeroOptimizer::step(double lr) {
         const ShardPiece& pc = pieces[b];
         float* send = send_base + pc.shard_begin;
         const int64_t valid = pc.flat_end - pc.flat_begin;
-        std::memcpy(send, p + pc.flat_begin, size_t(valid) * sizeof(float));
-        std::fill(send + valid, send + pc.chunk, 0.0f);
-        float* recv = buckets[b].padded(dp.size()) ? staging_.data() : p + buckets[b].begin;
+        be.copy(send, p + pc.flat_begin, size_t(valid) * sizeof(float));
+        be.zero(send + valid, size_t(pc.chunk - valid) * sizeof(float));
+        float* recv = buckets[b].padded(dp.size()) ? stage : p + buckets[b].begin;
         work.push_back(dp.all_gather(send, recv, pc.chunk, DType::f32));
     }
     for (size_t b = 0; b < buckets.size(); ++b) {
         work[b]->wait();
         if (buckets[b].padded(dp.size()))
-            std::memcpy(p + buckets[b].begin, staging_.data(),
-                        size_t(buckets[b].numel()) * sizeof(float));
+            be.copy(p + buckets[b].begin, stage, size_t(buckets[b].numel()) * sizeof(float));
     }
+    table_.refresh_copy();
 }
 
 void ZeroOptimizer::gather_flat(const float* shard, float* full) const {
     Communicator& dp = sync_.comm();
     const auto& buckets = sync_.buckets();
     const auto& pieces = sync_.pieces();
+    Backend& be = sync_.backend();
+    float* stage = staging_ ? static_cast<float*>(staging_->data()) : nullptr;
     // One bucket at a time: the padded bottom bucket shares the staging buffer.
     for (size_t b = 0; b < buckets.size(); ++b) {
         const bool padded = buckets[b].padded(dp.size());
-        float* recv = padded ? staging_.data() : full + buckets[b].begin;
+        float* recv = padded ? stage : full + buckets[b].begin;
         dp.all_gather(shard + pieces[b].shard_begin, recv, pieces[b].chunk, DType::f32)->wait();
         if (padded)
-            std::memcpy(full + buckets[b].begin, staging_.data(),
-                        size_t(buckets[b].numel()) * sizeof(float));
+            be.copy(full + buckets[b].begin, stage, size_t(buckets[b].numel()) * sizeof(float));
     }
 }
 

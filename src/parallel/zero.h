@@ -84,7 +84,8 @@ class ZeroOptimizer {
 
     ParamTable& table_;
     GradSync& sync_;
-    mutable std::vector<float> staging_;  // (dp * chunk) padded bottom bucket
+    // (dp * chunk) fp32, the padded bottom bucket's, in the backend's memory.
+    std::shared_ptr<Storage> staging_;
     FlatOptimizer opt_;                   // over this rank's shard
 };
 

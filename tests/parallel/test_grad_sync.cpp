@@ -171,11 +171,13 @@ TEST(GradSync, ZeroOneLeavesEachRankItsSummedChunks) {
                     for (int64_t i = p.flat_begin; i < p.flat_end; ++i) {
                         float want = 0;
                         for (int q = 0; q < dp; ++q) want += grad_value(q, 0, i);
-                        ASSERT_EQ(s.shard_grads()[p.shard_begin + i - p.flat_begin], want)
+                        ASSERT_EQ(s.shard_grads().as<float>()[p.shard_begin + i - p.flat_begin],
+                                  want)
                             << "dp " << dp << " rank " << r << " element " << i;
                     }
                     for (int64_t j = p.flat_end - p.flat_begin; j < p.chunk; ++j)
-                        ASSERT_EQ(s.shard_grads()[p.shard_begin + j], 0.0f) << "padding";
+                        ASSERT_EQ(s.shard_grads().as<float>()[p.shard_begin + j], 0.0f)
+                            << "padding";
                 }
             });
         }
@@ -207,7 +209,7 @@ TEST(GradSync, ZeroTwoAccumulatesShardsAcrossMicroBatches) {
                     float want = 0;
                     for (int k = 0; k < ga; ++k)
                         for (int q = 0; q < dp; ++q) want += grad_value(q, k + step, i);
-                    ASSERT_EQ(s.shard_grads()[p.shard_begin + i - p.flat_begin], want)
+                    ASSERT_EQ(s.shard_grads().as<float>()[p.shard_begin + i - p.flat_begin], want)
                         << "rank " << r << " element " << i;
                 }
         }
@@ -327,7 +329,7 @@ TEST(GradSync, SparseRowsAreAddedIntoTheReducedGradients) {
                 }
                 for (const ShardPiece& p : s.pieces())
                     for (int64_t i = p.flat_begin; i < p.flat_end; ++i)
-                        ASSERT_EQ(s.shard_grads()[p.shard_begin + i - p.flat_begin],
+                        ASSERT_EQ(s.shard_grads().as<float>()[p.shard_begin + i - p.flat_begin],
                                   sparse_want(dp, micro, i) * 0.5f)
                             << where << " element " << i;
             });

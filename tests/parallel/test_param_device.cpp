@@ -10,11 +10,13 @@
 #include <memory>
 #include <vector>
 
+#include "comm/comm_local.h"
 #include "host_device.h"
 #include "models/model.h"
 #include "models/model_config.h"
 #include "optim/adamw.h"
 #include "optim/sgd.h"
+#include "parallel/dp_step.h"
 #include "parallel/single_step.h"
 #include "test_backends.h"
 
@@ -42,24 +44,32 @@ std::vector<float> host_params(ParamTable& t) {
     return std::vector<float>(t.params_data(), t.params_data() + t.flat_numel());
 }
 
-// Three clipped steps of two keyed micro-batches each; returns the losses.
-std::vector<double> train(Model& m, Optimizer& opt) {
-    SingleStep e(m, opt);
+// Three clipped steps of two keyed micro-batches each (the first of
+// `replicas` equal shares of the global batch); returns the losses.
+std::vector<double> train(StepEngine& e, int replica = 0, int replicas = 1) {
     std::vector<double> losses;
     for (int step = 0; step < 3; ++step) {
-        std::vector<CausalLmBatch> batches{CausalLmBatch(2 * step), CausalLmBatch(2 * step + 1)};
+        std::vector<CausalLmBatch> batches;
         std::vector<MicroBatch> micro;
-        for (size_t k = 0; k < batches.size(); ++k) {
-            micro.push_back(batches[k].micro());
-            micro.back().dropout = DropoutPlan{true, 9, uint64_t(step), int64_t(2 * k)};
+        for (int k = 0; k < 2; ++k) batches.emplace_back(2 * replicas * step + 2 * replica + k);
+        for (int k = 0; k < 2; ++k) {
+            micro.push_back(batches[size_t(k)].micro());
+            micro.back().dropout =
+                DropoutPlan{true, 9, uint64_t(step), int64_t(2 * (2 * replica + k))};
         }
         e.begin_step();
-        losses.push_back(e.run(micro, 1.0 / (2.0 * double(micro[0].label_count))));
+        const double total = 2.0 * double(replicas) * double(micro[0].label_count);
+        losses.push_back(e.run(micro, 1.0 / total));
         e.finalize_grads();
         EXPECT_GT(e.clip_grad_norm(0.05), 0.05) << "the test means to clip";
         e.step(1e-2);
     }
     return losses;
+}
+
+std::vector<double> train(Model& m, Optimizer& opt) {
+    SingleStep e(m, opt);
+    return train(e);
 }
 
 TEST(ParamDevice, StagedTableTrainsAsTheCpuOne) {
@@ -104,6 +114,56 @@ TEST(ParamDevice, StagedTableTrainsAsTheCpuOne) {
         const Tensor lb_logits = dev->outputs().at("logits");
         ASSERT_EQ(la_logits.shape, lb_logits.shape);
         EXPECT_EQ(std::memcmp(la_logits.raw(), lb_logits.raw(), la_logits.nbytes()), 0);
+    }
+}
+
+// Data parallel on staged tables (2 CommLocal ranks), every ZeRO stage:
+// the bucket reductions, the shard, its norm and clipping, the parameters'
+// all-gather and the optimizer state all work on the backend's buffers.
+TEST(ParamDevice, DataParallelOnStagedTablesTrainsAsOnTheCpu) {
+    for (const ZeroStage z : {ZeroStage::none, ZeroStage::optimizer, ZeroStage::gradients}) {
+        SCOPED_TRACE(std::string(zero_stage_name(z)));
+        std::vector<std::vector<double>> la(2), lb(2);
+        std::vector<std::vector<float>> pa(2), pb(2), before(2);
+        std::vector<std::map<std::string, Tensor>> sa(2), sb(2);
+        comm_local_run(2, [&](Communicator& dp) {
+            const size_t r = size_t(dp.rank());
+            StagedBackend staged;  // one per rank: its counters are not shared
+            auto cpu = built_on(cpu_backend());
+            auto dev = built_on(staged);
+            before[r] = host_params(cpu->params());
+            poison_host_copies(dev->params());
+            DpOptions o;
+            o.zero = z;
+            o.bucket_size_mb = 0.002;  // several buckets, a padded bottom one
+            o.sparse_embedding_grad = false;
+            const OptimizerConfig opt = adamw_config(AdamWParams{});
+            DataParallel a(*cpu, dp, opt, o), b(*dev, dp, opt, o);
+            a.broadcast_parameters();
+            b.broadcast_parameters();
+            la[r] = train(a, int(r), 2);
+            lb[r] = train(b, int(r), 2);
+            pa[r] = host_params(cpu->params());
+            pb[r] = host_params(dev->params());
+            sa[r] = a.optimizer_state();
+            sb[r] = b.optimizer_state();
+        });
+        for (size_t r = 0; r < 2; ++r) {
+            EXPECT_EQ(la[r], lb[r]) << "rank " << r;
+            ASSERT_EQ(pa[r].size(), pb[r].size());
+            EXPECT_EQ(std::memcmp(pa[r].data(), pb[r].data(), pa[r].size() * sizeof(float)), 0)
+                << "rank " << r;
+            int64_t moved = 0;
+            for (size_t i = 0; i < pa[r].size(); ++i) moved += pa[r][i] != before[r][i];
+            EXPECT_GT(moved, int64_t(pa[r].size() / 2)) << "training left the parameters";
+            ASSERT_EQ(sa[r].size(), sb[r].size());
+            ASSERT_FALSE(sa[r].empty());
+            for (const auto& [name, t] : sa[r]) {
+                ASSERT_TRUE(sb[r].count(name)) << name;
+                EXPECT_EQ(std::memcmp(t.raw(), sb[r].at(name).raw(), t.nbytes()), 0) << name;
+            }
+        }
+        EXPECT_EQ(pb[0], pb[1]) << "the replicas left the steps apart";
     }
 }
 
