@@ -39,10 +39,11 @@ namespace loom::cli {
 namespace {
 
 #if defined(LOOM_HAVE_CUDA)
-// GPU 0 as a backend for the one model stack; built on first use and kept
-// until exit, after every Trainer (whose buffers it frees) is gone.
-Backend* gpu0_backend() {
-    static CudaContext ctx(0);
+// This process's GPU as a backend for the one model stack (one device per
+// process: the first call's); built on first use and kept until exit, after
+// every Trainer (whose buffers it frees) is gone.
+Backend* gpu_backend(int device) {
+    static CudaContext ctx(device);
     static const std::unique_ptr<Backend> be = make_cuda_backend(ctx);
     return be.get();
 }
@@ -119,7 +120,7 @@ int run_train(const TrainOptions& o) {
         // visible: the model stack itself runs there; the executor only
         // where the stack cannot yet (activation offloading).
         if (CudaModel::unavailable_reason().empty()) {
-            topts.stack_device = gpu0_backend;
+            topts.stack_device = [] { return gpu_backend(0); };
             topts.make_gpu_model = [](Model& m, const CudaModelOptions& co) {
                 return CudaModel::create(m, co);
             };
@@ -189,6 +190,7 @@ int run_train(const TrainOptions& o) {
     // CPU, e.g. no NCCL in this build).
     if (CudaModel::unavailable_reason().empty()) {
         const int device = local_device();
+        topts.stack_device = [device] { return gpu_backend(device); };
         topts.make_gpu_model = [device](Model& m, const CudaModelOptions& mo) {
             CudaModelOptions on_device = mo;
             on_device.device = device;
@@ -202,6 +204,11 @@ int run_train(const TrainOptions& o) {
         // The executor sets its compute stream on the group when it binds it.
         topts.make_gpu_group = [device](Communicator& cpu_group) -> std::unique_ptr<Communicator> {
             return CommNccl::from_mpi(cpu_group, device, nullptr);
+        };
+        // The one stack's data parallelism: NCCL ordered after its backend's stream.
+        topts.make_stack_group =
+            [device](Communicator& cpu_group) -> std::unique_ptr<Communicator> {
+            return CommNccl::from_mpi(cpu_group, device, gpu_backend(device)->cuda()->stream());
         };
 #endif
     }

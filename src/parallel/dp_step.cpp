@@ -21,16 +21,22 @@ DataParallel::DataParallel(StageModel& model, Communicator& dp, const OptimizerC
     g.bucket_elems = bucket_elems_from_mb(options.bucket_size_mb);
     g.overlap = options.overlap;
     g.max_in_flight_at_end = options.max_in_flight_at_end;
-    sync_ = std::make_unique<GradSync>(t.device_grads(), t.flat_numel(), dp, g, t.backend());
+    Communicator& buffers = options.buffers ? *options.buffers : dp;
+    LOOM_CHECK(buffers.size() == dp.size() && buffers.rank() == dp.rank(),
+               "data parallel: the buffers' group ({} of {}) is not the dp group ({} of {})",
+               buffers.rank(), buffers.size(), dp.rank(), dp.size());
+    sync_ = std::make_unique<GradSync>(t.device_grads(), t.flat_numel(), buffers, g, t.backend());
     if (options.zero == ZeroStage::none)
         whole_ = std::make_unique<FlatOptimizer>(t, optimizer);
     else
-        zero_ = std::make_unique<ZeroOptimizer>(t, *sync_, optimizer);
+        zero_ = std::make_unique<ZeroOptimizer>(t, *sync_, optimizer, &dp);
     GradSync* s = sync_.get();
     model.set_grad_ready_hook([s](int64_t b, int64_t e) { s->grads_ready(b, e); });
     // The same model on every rank gives the same answer, so every rank
     // plans the same launch order.
-    if (options.sparse_embedding_grad && dp.size() > 1 && model.set_sparse_embedding_grad(true)) {
+    // The row exchange adds rows on the host: a device table reduces densely.
+    if (options.sparse_embedding_grad && dp.size() > 1 && t.backend().host_addressable() &&
+        model.set_sparse_embedding_grad(true)) {
         const EmbeddingGradRows r = model.embedding_grad_rows();
         sync_->set_sparse_rows(r.offset, r.offset + r.table_rows * r.width);
         sparse_ = true;
@@ -45,7 +51,7 @@ DataParallel::~DataParallel() {
 
 void DataParallel::broadcast_parameters() {
     ParamTable& t = model_.params();
-    dp_.broadcast(t.device_master(), t.flat_numel(), DType::f32, 0)->wait();
+    sync_->comm().broadcast(t.device_master(), t.flat_numel(), DType::f32, 0)->wait();
     t.refresh_copy();
 }
 

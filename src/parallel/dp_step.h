@@ -51,8 +51,13 @@ struct DpOptions {
     // dp > 1: the model keeps its word-embedding lookup's gradient as rows
     // (StageModel::set_sparse_embedding_grad) so the table's range is reduced
     // during backward; the rows are exchanged after. (Also without overlap,
-    // so that overlap never changes a bit of the result.)
+    // so that overlap never changes a bit of the result.) Host-addressable
+    // tables only: a device table reduces the table densely.
     bool sparse_embedding_grad = true;
+    // The dp group's twin that reduces the table's backend memory (NCCL on
+    // the GPU's stream for a GPU table); null: dp itself (host memory).
+    // Scalars (label counts, norms) always go over dp. Must outlive the engine.
+    Communicator* buffers = nullptr;
 };
 
 class DataParallel : public StepEngine {

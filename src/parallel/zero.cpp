@@ -78,9 +78,11 @@ std::vector<std::pair<int64_t, int64_t>> kept_shard_ranges(
 
 }  // namespace
 
-ZeroOptimizer::ZeroOptimizer(ParamTable& table, GradSync& sync, const OptimizerConfig& config)
+ZeroOptimizer::ZeroOptimizer(ParamTable& table, GradSync& sync, const OptimizerConfig& config,
+                             Communicator* scalars)
     : table_(table),
       sync_((checked_sync(table, sync), sync)),
+      scalars_(scalars ? *scalars : sync.comm()),
       opt_(table, config, optimizer_shard(config.decay)) {}
 
 ZeroOptimizer::ZeroOptimizer(ParamTable& table, GradSync& sync, const AdamWParams& hp,
@@ -110,7 +112,7 @@ double ZeroOptimizer::grad_norm_sq(const std::vector<std::pair<int64_t, int64_t>
     double local = 0;
     for (double p : parts) local += p;
     // Partial sums of all shards, summed on the dp group.
-    sync_.comm().all_reduce(&local, 1, DType::f64, ReduceOp::sum)->wait();
+    scalars_.all_reduce(&local, 1, DType::f64, ReduceOp::sum)->wait();
     return local;
 }
 

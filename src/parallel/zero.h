@@ -47,8 +47,11 @@ std::vector<ShardSegment> shard_segments(const ParamTable& table,
 class ZeroOptimizer {
   public:
     // `sync` (ZeRO-1 or ZeRO-2) provides the shard layout, the reduced
-    // gradients and the dp group; table and sync must outlive this object.
-    ZeroOptimizer(ParamTable& table, GradSync& sync, const OptimizerConfig& config);
+    // gradients and the dp group its buffers go over; `scalars`, the dp
+    // group for host values (the norm; null: sync's). table, sync and
+    // scalars must outlive this object.
+    ZeroOptimizer(ParamTable& table, GradSync& sync, const OptimizerConfig& config,
+                  Communicator* scalars = nullptr);
     // AdamW with `hp`.
     ZeroOptimizer(ParamTable& table, GradSync& sync, const AdamWParams& hp,
                   DecayPolicy decay = DecayPolicy::table);
@@ -81,9 +84,9 @@ class ZeroOptimizer {
     void gather_flat(const float* shard, float* full) const;
     OptimizerShard optimizer_shard(DecayPolicy decay);
 
-
     ParamTable& table_;
     GradSync& sync_;
+    Communicator& scalars_;
     // (dp * chunk) fp32, the padded bottom bucket's, in the backend's memory.
     std::shared_ptr<Storage> staging_;
     FlatOptimizer opt_;                   // over this rank's shard

@@ -119,8 +119,14 @@ struct TrainerOptions {
     // Backend: a CUDA backend on this rank's GPU, set by `loom train` in a
     // CUDA build). A one-process job (no data, tensor or pipeline
     // parallelism) without activation offloading builds its model there and
-    // steps it with SingleStep; other jobs use make_gpu_model. Null: the CPU.
+    // steps it with SingleStep; with make_stack_group, a data-parallel job
+    // (no tensor or pipeline parallelism) too, with DataParallel. Other jobs
+    // use make_gpu_model. Null: the CPU.
     std::function<Backend*()> stack_device;
+    // The twin of a CPU group that reduces stack_device's memory (NCCL on its
+    // stream); collective over the group. Null: data-parallel jobs do not
+    // train the one stack on the device.
+    std::function<std::unique_ptr<Communicator>(Communicator&)> make_stack_group;
     // Data parallel on GPUs (dp_comm with more than one rank): the gradient
     // reduction for the executor make_gpu_model built (NCCL, set by `loom
     // train` in an NCCL build; collective over dp_comm). Null: data-parallel
@@ -296,6 +302,9 @@ class Trainer {
     std::unique_ptr<Loader> loader_;
     // The device tp and pp groups of gpu_ (declared before it: outlive it).
     std::unique_ptr<Communicator> gpu_tp_;
+    // Data parallel on the one stack's device: the dp group's twin that
+    // reduces its gradients (DpOptions::buffers); outlives engines_.
+    std::unique_ptr<Communicator> stack_dp_;
     std::unique_ptr<Communicator> gpu_pp_;
     std::unique_ptr<CudaModel> gpu_;  // training on a GPU: parameters live there between steps
     // Data parallel on GPUs: reduces gpu_'s gradients (declared after gpu_:

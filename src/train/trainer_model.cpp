@@ -77,6 +77,7 @@ void Trainer::build_model_and_optimizer() {
     // global tensors for checkpoints and owns the global grad norm.
     const bool pipeline = spec.pipelined();
     Backend* stack = pipeline ? nullptr : choose_stack_device();
+    spec.dp_options.buffers = stack_dp_.get();
     // Pipeline stages build only their part (build_engines); the whole model
     // is built when evaluation or export first needs it (ensure_full_model).
     if (!pipeline) {
@@ -163,12 +164,29 @@ void Trainer::load_or_init(Model& m) {
 }
 
 Backend* Trainer::choose_stack_device() {
-    if (!opts_.stack_device || job_.training.use_cpu) return nullptr;
     const auto several = [](const Communicator* c) { return c && c->size() > 1; };
-    if (several(opts_.dp_comm) || several(opts_.tp_comm) || several(opts_.pp_comm)) return nullptr;
-    // The executor's copy stream moves offloaded activations; the one stack has none yet.
-    if (job_.distribution.offload_activations) return nullptr;
+    const bool data = several(opts_.dp_comm);
+    // The same answer on every replica, but for the device itself (below).
+    if (!opts_.stack_device || job_.training.use_cpu || several(opts_.tp_comm) ||
+        several(opts_.pp_comm) || (data && !opts_.make_stack_group) ||
+        // The executor's copy stream moves offloaded activations; the one stack has none yet.
+        job_.distribution.offload_activations)
+        return nullptr;
+    // Data parallel on the device reduces fp32 gradients under ZeRO-1/2 and
+    // unscales fp16 ones in place: those jobs keep the executor for now.
+    const bool narrow = job_.training.bf16 || job_.training.fp16;
+    if (data && ((narrow && job_.distribution.zero_stage > 0) || job_.training.fp16))
+        return nullptr;
     Backend* be = opts_.stack_device();
+    if (data) {
+        // Replicas that chose differently would post different collectives and hang.
+        const double n = sync_->sum(be ? 1.0 : 0.0);
+        LOOM_CHECK(n == 0 || int64_t(n) == sync_->dp_size(),
+                   "{} of the {} data-parallel ranks can train on a GPU (dp rank {}: {}); give "
+                   "every rank a GPU, or set hyperparameters.use_cpu: true",
+                   int64_t(n), sync_->dp_size(), sync_->dp_rank(), be ? "yes" : "no");
+        if (be) stack_dp_ = opts_.make_stack_group(*opts_.dp_comm);  // collective over dp
+    }
     if (!be) return nullptr;
     load_notes_.push_back(fmt::format(
         "training on {} ({}, fp32 master weights, {} there); evaluation reads its outputs back, "
@@ -314,6 +332,13 @@ void Trainer::note_data_parallel(const DataParallel& dp) {
             "data parallel: the word embeddings' lookup gradient is exchanged as rows after "
             "backward, so their table is reduced while backward runs "
             "(distribution.sparse_embedding_grads: false reduces it densely)");
+    else if (job_.distribution.sparse_embedding_grads &&
+             !model_->params().backend().host_addressable())
+        load_notes_.push_back(
+            "data parallel: distribution.sparse_embedding_grads has no effect on " +
+            model_->params().backend().name() +
+            ": the word embeddings' gradient is reduced densely there (the row exchange adds "
+            "rows on the host)");
 }
 
 // The loader, step plan and schedule (a job without train data has none).

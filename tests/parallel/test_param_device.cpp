@@ -138,7 +138,12 @@ TEST(ParamDevice, DataParallelOnStagedTablesTrainsAsOnTheCpu) {
             o.bucket_size_mb = 0.002;  // several buckets, a padded bottom one
             o.sparse_embedding_grad = false;
             const OptimizerConfig opt = adamw_config(AdamWParams{});
-            DataParallel a(*cpu, dp, opt, o), b(*dev, dp, opt, o);
+            // The staged table's buffers go over a twin of the group (as a
+            // GPU table's go over NCCL), its scalars over the group itself.
+            auto twin = dp.split({0, 1}, "dp-buffers");
+            DpOptions ob = o;
+            ob.buffers = twin.get();
+            DataParallel a(*cpu, dp, opt, o), b(*dev, dp, opt, ob);
             a.broadcast_parameters();
             b.broadcast_parameters();
             la[r] = train(a, int(r), 2);

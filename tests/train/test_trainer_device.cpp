@@ -3,14 +3,17 @@
 // must be the CPU run. On the staged stand-in (host memory the host may only
 // reach through uploads and downloads) that is bit for bit: the per-step
 // losses, the evaluation, the checkpoints (parameters and optimizer state),
-// the exported model, a resume from its own checkpoint. On a GPU the same
-// within fp32 reduction-order tolerances.
+// the exported model, a resume from its own checkpoint, and two
+// data-parallel replicas under ZeRO-1 whose gradients go over a twin group
+// (TrainerOptions::make_stack_group). On a GPU the same within fp32
+// reduction-order tolerances (one process).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <string>
 #include <vector>
 
+#include "comm/comm_local.h"
 #include "io/safetensors.h"
 #include "test_backends.h"
 #include "trainer_e2e_util.h"
@@ -111,6 +114,39 @@ TEST_P(TrainerOnDevice, ResumesAsTheCpuRunTrains) {
     std::vector<double> joined = first.step_losses;
     joined.insert(joined.end(), second.step_losses.begin(), second.step_losses.end());
     expect_close(joined, ref.step_losses, "interrupted and resumed");
+}
+
+// Two data-parallel replicas (CommLocal threads) under ZeRO-1: the
+// gradients go over the dp group's twin (make_stack_group) in the backend's
+// memory, scalars over the group; the run is the CPU replicas' run.
+TEST_P(TrainerOnDevice, DataParallelAsOnTheCpu) {
+    if (GetParam() == "cuda")
+        GTEST_SKIP() << "CommLocal moves host memory; data parallelism on a GPU is "
+                        "cli.train_gpu_dp's (NCCL)";
+    std::vector<TrainResult> ref(2), got(2);
+    const auto run = [&](bool device, const std::string& out, std::vector<TrainResult>& res) {
+        comm_local_run(2, [&](Communicator& dp) {
+            TrainerOptions o = device ? on_device() : quiet();
+            o.dp_comm = &dp;
+            if (device)
+                o.make_stack_group = [](Communicator& g) { return g.split({0, 1}, "dp-twin"); };
+            // Dense on both: a device table has no sparse row exchange.
+            Trainer t(
+                cls_job(out, {"distribution.data_parallel_degree=2", "distribution.zero_stage=1",
+                              "distribution.sparse_embedding_grads=false"}),
+                o);
+            res[size_t(dp.rank())] = t.train();
+        });
+    };
+    run(false, "cpu", ref);
+    run(true, "dev", got);
+    for (size_t r = 0; r < 2; ++r) {
+        ASSERT_EQ(ref[r].step_losses.size(), 6u);
+        expect_close(got[r].step_losses, ref[r].step_losses, "rank " + std::to_string(r));
+    }
+    for (const char* f : {"checkpoint-6/model.safetensors", "checkpoint-6/optimizer.safetensors",
+                          "model.safetensors"})
+        expect_same_file(path(std::string("dev/") + f), path(std::string("cpu/") + f));
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, TrainerOnDevice, ::testing::ValuesIn([] {
