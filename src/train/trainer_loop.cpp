@@ -225,12 +225,17 @@ void Trainer::report_first_step(const MemoryPlan& mem) {
         mib(mem.activations_per_micro + mem.workspace), mib(peak), mib(mem.peak),
         sync_->dp_size() > 1 || pipeline() ? ", the largest of all ranks" : "");
     // Whether the reduction overlapped backward (rank 0's view).
-    if (gpu_sync_)
+    const auto buckets = [&m](int64_t by_hook, int64_t at_end, double wait_s) {
         m += fmt::format(
             "; gradient buckets: {} started while backward ran, {} after it, {:.1f} ms "
             "waited for",
-            gpu_sync_->stats().launched_by_hook, gpu_sync_->stats().launched_at_end,
-            1e3 * gpu_sync_->stats().wait_s);
+            by_hook, at_end, 1e3 * wait_s);
+    };
+    if (gpu_sync_)
+        buckets(gpu_sync_->stats().launched_by_hook, gpu_sync_->stats().launched_at_end,
+                gpu_sync_->stats().wait_s);
+    else if (const DataParallel* dp = engines_->data_parallel())
+        buckets(dp->stats().launched_by_hook, dp->stats().launched_at_end, dp->stats().wait_s);
     if (progress_)
         progress_->message(m);
     else

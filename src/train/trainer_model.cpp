@@ -324,9 +324,14 @@ void Trainer::note_pipeline_layout(const PipelineShape& s, bool tensor) {
         load_notes_.push_back("data parallel: " + pp.data_parallel().memory_plan().describe());
 }
 
-// Data parallelism on the CPU: what DataParallel holds per rank.
+// Data parallelism (the CPU, or the one stack on GPUs): what DataParallel holds per rank.
 void Trainer::note_data_parallel(const DataParallel& dp) {
-    load_notes_.push_back("data parallel: " + dp.memory_plan().describe());
+    const Backend& be = model_->params().backend();
+    load_notes_.push_back(
+        (be.device() == Device::cuda
+             ? "data parallel on GPUs (the model stack's gradients over NCCL while backward runs): "
+             : "data parallel: ") +
+        dp.memory_plan().describe());
     if (dp.sparse_embedding_grad())
         load_notes_.push_back(
             "data parallel: the word embeddings' lookup gradient is exchanged as rows after "
