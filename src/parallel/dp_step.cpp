@@ -63,6 +63,11 @@ double DataParallel::sum(double local) {
 void DataParallel::begin_step() {
     model_.zero_grad();
     sync_->begin_step();
+    pending_ = 1.0;
+}
+
+bool DataParallel::defer_scaling() const {
+    return !zero_ && model_.params().op_ctx().act != DType::f32;
 }
 
 void DataParallel::begin_micro_batch(bool last) {
@@ -106,6 +111,11 @@ void DataParallel::finalize_grads() {
 
 double DataParallel::clip_grad_norm(double max_norm) {
     if (zero_) return zero_->clip_grad_norm(max_norm);
+    if (defer_scaling()) {
+        const double norm = std::sqrt(loom::grad_norm_sq(model_.params())) * pending_;
+        if (max_norm > 0 && std::isfinite(norm)) pending_ *= clip_coefficient(norm, max_norm);
+        return norm;
+    }
     // Replicated: every rank holds the same summed gradients, so the local
     // norm is the global one and no communication is needed.
     if (max_norm > 0) return loom::clip_grad_norm(model_.params(), max_norm);
@@ -132,6 +142,10 @@ double DataParallel::grad_norm_sq(const std::vector<std::pair<int64_t, int64_t>>
 }
 
 void DataParallel::scale_grads(float s) {
+    if (defer_scaling()) {
+        pending_ *= double(s);
+        return;
+    }
     ParamTable& t = model_.params();
     Backend& be = t.backend();
     if (zero_)
@@ -144,7 +158,8 @@ void DataParallel::step(double lr) {
     if (zero_)
         zero_->step(lr);
     else
-        whole_->step(lr);
+        whole_->step(lr, float(pending_));
+    pending_ = 1.0;
 }
 
 int64_t DataParallel::step_count() const {

@@ -131,6 +131,11 @@ class DataParallel : public StepEngine {
     std::unique_ptr<GradSync> sync_;
     std::unique_ptr<FlatOptimizer> whole_;  // ZeRO none
     std::unique_ptr<ZeroOptimizer> zero_;   // ZeRO-1/2
+    // Replicated gradients narrower than f32 (a GPU's bf16 or fp16):
+    // unscaling and clipping multiply one pending factor the update applies
+    // as it reads them (SingleStep does the same).
+    bool defer_scaling() const;
+    double pending_ = 1.0;
     bool sparse_ = false;               // DpOptions::sparse_embedding_grad, if the model can
     bool sparse_now_ = false;           // this micro-batch keeps rows
 };

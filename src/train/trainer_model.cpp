@@ -172,11 +172,10 @@ Backend* Trainer::choose_stack_device() {
         // The executor's copy stream moves offloaded activations; the one stack has none yet.
         job_.distribution.offload_activations)
         return nullptr;
-    // Data parallel on the device reduces fp32 gradients under ZeRO-1/2 and
-    // unscales fp16 ones in place: those jobs keep the executor for now.
+    // ZeRO-1/2 on the device shards fp32 gradients only: bf16 and fp16 jobs
+    // keep the executor there for now.
     const bool narrow = job_.training.bf16 || job_.training.fp16;
-    if (data && ((narrow && job_.distribution.zero_stage > 0) || job_.training.fp16))
-        return nullptr;
+    if (data && narrow && job_.distribution.zero_stage > 0) return nullptr;
     Backend* be = opts_.stack_device();
     if (data) {
         // Replicas that chose differently would post different collectives and hang.
