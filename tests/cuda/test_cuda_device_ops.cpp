@@ -8,9 +8,13 @@
 // AdamW and SGD round every operation as the CPU does: bit for bit. LAMB's
 // moments too; its parameters take the trust ratio from fp64 norms summed in
 // another order (tiles of threads vs sequential tiles), so they agree to the
-// last few bits.
+// last few bits. The table's convert, sum_squares and scale entries (the
+// parameter table's compute copy, the gradient norm and clipping) are held to
+// the CPU's too.
+#include <algorithm>
 #include <cstring>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "cuda_test_util.h"
@@ -240,6 +244,65 @@ TEST_F(CudaDeviceOps, ShardOffsetsGiveTheWholeUpdate) {
                                   flat_of(cpu.state_tensors(), *t, "exp_avg_sq.")));
         }
     }
+}
+
+}  // namespace
+}  // namespace loom
+
+namespace loom {
+namespace {
+
+// The table's convert, sum_squares and scale entries against the CPU's:
+// conversions round to nearest even as the CPU does (bit for bit), the
+// per-range sums of squares agree to fp64 summation order, and scaling is
+// one multiply per element (bit for bit).
+TEST_F(CudaDeviceOps, ConvertSumSquaresAndScaleMatchTheCpu) {
+    const std::unique_ptr<Backend> gpu = make_cuda_backend(ctx());
+    Backend& cpu = cpu_backend();
+    const int64_t n = 70001;  // more than one 64K chunk, odd
+    const size_t un = static_cast<size_t>(n);
+    const std::vector<float> x = test::random_vec(un, 17, -3.0f, 3.0f);
+    auto dx = test::upload<float>(x);
+
+    // f32 -> bf16 and f16 on the device, compared with the CPU's rounding.
+    auto d16 = test::upload<__nv_bfloat16>(std::vector<float>(un, 0.0f));
+    gpu->ops().convert(*gpu, d16->get(), DType::bf16, dx->get(), DType::f32, n);
+    std::vector<uint16_t> want16(un);
+    cpu.ops().convert(cpu, want16.data(), DType::bf16, x.data(), DType::f32, n);
+    std::vector<float> want_b(un);
+    cpu.ops().convert(cpu, want_b.data(), DType::f32, want16.data(), DType::bf16, n);
+    EXPECT_TRUE(test::bit_equal("convert f32->bf16", test::download(*d16), want_b));
+    auto dh = test::upload<__half>(std::vector<float>(un, 0.0f));
+    gpu->ops().convert(*gpu, dh->get(), DType::f16, dx->get(), DType::f32, n);
+    cpu.ops().convert(cpu, want16.data(), DType::f16, x.data(), DType::f32, n);
+    std::vector<float> want_h(un);
+    cpu.ops().convert(cpu, want_h.data(), DType::f32, want16.data(), DType::f16, n);
+    EXPECT_TRUE(test::bit_equal("convert f32->f16", test::download(*dh), want_h));
+    // And back to f32 on the device.
+    auto wide = test::upload<float>(std::vector<float>(un, 0.0f));
+    gpu->ops().convert(*gpu, wide->get(), DType::f32, d16->get(), DType::bf16, n);
+    EXPECT_TRUE(test::bit_equal("convert bf16->f32", test::download(*wide), want_b));
+
+    // Sums of squares over ranges (a row, a piece past a chunk, an empty one).
+    const std::vector<std::pair<int64_t, int64_t>> ranges{
+        {0, 100}, {5, 69000}, {300, 300}, {69000, n}};
+    std::vector<double> got(ranges.size()), want(ranges.size());
+    gpu->ops().sum_squares(*gpu, dx->get(), DType::f32, ranges, got.data());
+    cpu.ops().sum_squares(cpu, x.data(), DType::f32, ranges, want.data());
+    for (size_t k = 0; k < ranges.size(); ++k)
+        EXPECT_NEAR(got[k], want[k], 1e-12 * std::max(1.0, want[k])) << "range " << k;
+    EXPECT_EQ(got[2], 0.0);
+    // bf16 values: the same sums of the rounded values.
+    gpu->ops().sum_squares(*gpu, d16->get(), DType::bf16, ranges, got.data());
+    cpu.ops().sum_squares(cpu, want_b.data(), DType::f32, ranges, want.data());
+    for (size_t k = 0; k < ranges.size(); ++k)
+        EXPECT_NEAR(got[k], want[k], 1e-12 * std::max(1.0, want[k])) << "bf16 range " << k;
+
+    // Scale in place.
+    gpu->ops().scale(*gpu, dx->get(), DType::f32, n, 0.37f);
+    std::vector<float> scaled = x;
+    cpu.ops().scale(cpu, scaled.data(), DType::f32, n, 0.37f);
+    EXPECT_TRUE(test::bit_equal("scale", test::download(*dx), scaled));
 }
 
 }  // namespace
