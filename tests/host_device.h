@@ -12,6 +12,7 @@
 
 #include "host_stand_in.h"
 #include "models/model.h"
+#include "models/model_config.h"
 #include "optim/adamw.h"
 #include "optim/flat_optimizer.h"
 #include "parallel/step_engine.h"
@@ -63,6 +64,17 @@ class HostDevice final : public HostStandIn {
   private:
     FlatOptimizer opt_;
 };
+
+// The tiny GPT-2 the engine and device tests train: vocabulary 40, width
+// 16, two heads, dropout 0.1 on every site.
+inline ModelConfig tiny_gpt2(int n_layer = 4) {
+    return parse_hf_config(
+        R"({"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "vocab_size": 40,
+            "n_embd": 16, "n_head": 2, "n_inner": 32, "n_layer": )" +
+            std::to_string(n_layer) +
+            R"(, "n_positions": 16, "resid_pdrop": 0.1, "embd_pdrop": 0.1, "attn_pdrop": 0.1})",
+        "tiny-gpt2");
+}
 
 // Micro-batch k for the tiny GPT-2 the engine tests train (vocabulary 40):
 // deterministic in k, every position labelled; no dropout unless the caller

@@ -11,6 +11,7 @@
 // whole models) and builds its model with placement.device on that backend.
 #pragma once
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <string>

@@ -9,11 +9,15 @@ namespace loom {
 // Through the table's backend (ops/device_ops.h): one range per trainable
 // row, the parts added in row order, so the norm is the same bits whatever
 // the device's split of a row.
-double grad_norm_sq(const ParamTable& table) {
+double grad_norm_sq(const ParamTable& table,
+                    const std::vector<std::pair<int64_t, int64_t>>& exclude) {
     std::vector<std::pair<int64_t, int64_t>> ranges;
     for (int i = 0; i < table.size(); ++i) {
         const ParamRow& r = table.row(i);
-        if (r.trainable) ranges.emplace_back(r.offset, r.offset + r.numel());
+        if (!r.trainable) continue;
+        bool skip = false;
+        for (const auto& [b, e] : exclude) skip = skip || (r.offset >= b && r.offset < e);
+        if (!skip) ranges.emplace_back(r.offset, r.offset + r.numel());
     }
     std::vector<double> parts(ranges.size());
     table.backend().ops().sum_squares(table.backend(), table.device_grads(), table.op_ctx().act,

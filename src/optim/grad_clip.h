@@ -7,12 +7,18 @@
 // fixed chunking, so the result does not depend on the thread count.
 #pragma once
 
+#include <cstdint>
+#include <utility>
+#include <vector>
+
 #include "nn/param_table.h"
 
 namespace loom {
 
-// Sum of squared gradients over trainable rows.
-double grad_norm_sq(const ParamTable& table);
+// Sum of squared gradients over trainable rows, on the table's backend;
+// `exclude`: flat ranges whose rows are left out (a row starting inside one).
+double grad_norm_sq(const ParamTable& table,
+                    const std::vector<std::pair<int64_t, int64_t>>& exclude = {});
 // The factor clip_grad_norm would apply (1 when no clipping is needed).
 double clip_coefficient(double total_norm, double max_norm);
 // Multiplies every trainable gradient by s.

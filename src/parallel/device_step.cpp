@@ -21,7 +21,7 @@ void DeviceStep::begin_step() {
     // step() leaves the gradients zeroed; only a skipped step does not.
     if (leftover_grads_) stage_.zero_grad();
     leftover_grads_ = false;
-    pending_ = 1.0;
+    pending_.reset();
     sq_.reset();
     // Training scores the labelled positions only (evaluation may have set
     // another scope): the same loss and gradients, ~7x less masked-LM head.
@@ -76,15 +76,13 @@ double DeviceStep::clip_grad_norm(double max_norm) {
                   ? layout_->global_norm_sq(stage_.grad_norm_sq_excluding(layout_->norm_excluded()))
                   : stage_.grad_norm_sq();
     }
-    const double norm = std::sqrt(*sq_) * pending_;
-    if (max_norm > 0 && std::isfinite(norm)) pending_ *= clip_coefficient(norm, max_norm);
-    return norm;
+    return pending_.clip(*sq_, max_norm);
 }
 
 void DeviceStep::step(double lr) {
-    stage_.step(lr, pending_);
+    stage_.step(lr, pending_.factor);
     leftover_grads_ = false;
-    pending_ = 1.0;
+    pending_.reset();
     sq_.reset();
     if (sync_) sync_->wait();
 }

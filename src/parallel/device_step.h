@@ -15,6 +15,7 @@
 
 #include "parallel/device_stage.h"
 #include "parallel/gpu_grad_sync_api.h"
+#include "parallel/pending_scale.h"
 #include "parallel/step_engine.h"
 
 namespace loom {
@@ -31,7 +32,7 @@ class DeviceStep final : public StepEngine {
     void begin_step() override;
     double run(const std::vector<MicroBatch>& micro, double loss_scale) override;
     void finalize_grads() override;
-    void scale_grads(float s) override { pending_ *= double(s); }
+    void scale_grads(float s) override { pending_.scale(double(s)); }
     double clip_grad_norm(double max_norm) override;
     void step(double lr) override;
 
@@ -40,7 +41,7 @@ class DeviceStep final : public StepEngine {
     GpuGradSync* sync_;
     GpuPipeline* pipe_;
     PipelineParallel* layout_;
-    double pending_ = 1.0;         // what the update multiplies the gradients by
+    PendingScale pending_;         // what the update multiplies the gradients by
     std::optional<double> sq_;     // this step's sum of squares, once computed
     bool leftover_grads_ = false;  // a skipped step (fp16 overflow) left its gradients
 };

@@ -63,7 +63,7 @@ double DataParallel::sum(double local) {
 void DataParallel::begin_step() {
     model_.zero_grad();
     sync_->begin_step();
-    pending_ = 1.0;
+    pending_.reset();
 }
 
 bool DataParallel::defer_scaling() const {
@@ -111,11 +111,7 @@ void DataParallel::finalize_grads() {
 
 double DataParallel::clip_grad_norm(double max_norm) {
     if (zero_) return zero_->clip_grad_norm(max_norm);
-    if (defer_scaling()) {
-        const double norm = std::sqrt(loom::grad_norm_sq(model_.params())) * pending_;
-        if (max_norm > 0 && std::isfinite(norm)) pending_ *= clip_coefficient(norm, max_norm);
-        return norm;
-    }
+    if (defer_scaling()) return pending_.clip(loom::grad_norm_sq(model_.params()), max_norm);
     // Replicated: every rank holds the same summed gradients, so the local
     // norm is the global one and no communication is needed.
     if (max_norm > 0) return loom::clip_grad_norm(model_.params(), max_norm);
@@ -124,26 +120,12 @@ double DataParallel::clip_grad_norm(double max_norm) {
 
 double DataParallel::grad_norm_sq(const std::vector<std::pair<int64_t, int64_t>>& exclude) {
     if (zero_) return zero_->grad_norm_sq(&exclude);
-    const ParamTable& t = model_.params();
-    std::vector<std::pair<int64_t, int64_t>> ranges;
-    for (int i = 0; i < t.size(); ++i) {
-        const ParamRow& r = t.row(i);
-        if (!r.trainable) continue;
-        bool skip = false;
-        for (const auto& [b, e] : exclude) skip = skip || (r.offset >= b && r.offset < e);
-        if (!skip) ranges.emplace_back(r.offset, r.offset + r.numel());
-    }
-    std::vector<double> parts(ranges.size());
-    t.backend().ops().sum_squares(t.backend(), t.device_grads(), t.op_ctx().act, ranges,
-                                  parts.data());
-    double s = 0;
-    for (double p : parts) s += p;
-    return s;
+    return loom::grad_norm_sq(model_.params(), exclude);
 }
 
 void DataParallel::scale_grads(float s) {
     if (defer_scaling()) {
-        pending_ *= double(s);
+        pending_.scale(double(s));
         return;
     }
     ParamTable& t = model_.params();
@@ -158,8 +140,8 @@ void DataParallel::step(double lr) {
     if (zero_)
         zero_->step(lr);
     else
-        whole_->step(lr, float(pending_));
-    pending_ = 1.0;
+        whole_->step(lr, float(pending_.factor));
+    pending_.reset();
 }
 
 int64_t DataParallel::step_count() const {

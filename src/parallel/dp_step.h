@@ -33,6 +33,7 @@
 #include "comm/comm.h"
 #include "optim/adamw.h"
 #include "parallel/grad_sync.h"
+#include "parallel/pending_scale.h"
 #include "parallel/stage_model.h"
 #include "parallel/step_engine.h"
 #include "parallel/zero.h"
@@ -132,10 +133,9 @@ class DataParallel : public StepEngine {
     std::unique_ptr<FlatOptimizer> whole_;  // ZeRO none
     std::unique_ptr<ZeroOptimizer> zero_;   // ZeRO-1/2
     // Replicated gradients narrower than f32 (a GPU's bf16 or fp16):
-    // unscaling and clipping multiply one pending factor the update applies
-    // as it reads them (SingleStep does the same).
+    // unscaling and clipping go into pending_ (parallel/pending_scale.h).
     bool defer_scaling() const;
-    double pending_ = 1.0;
+    PendingScale pending_;
     bool sparse_ = false;               // DpOptions::sparse_embedding_grad, if the model can
     bool sparse_now_ = false;           // this micro-batch keeps rows
 };

@@ -27,7 +27,7 @@ bool SingleStep::defer_scaling() const {
 
 void SingleStep::scale_grads(float s) {
     if (defer_scaling())
-        pending_ *= double(s);
+        pending_.scale(double(s));
     else
         loom::scale_grads(model_.params(), double(s));
 }
@@ -37,17 +37,15 @@ double SingleStep::clip_grad_norm(double max_norm) {
         if (max_norm > 0) return loom::clip_grad_norm(model_.params(), max_norm);
         return std::sqrt(grad_norm_sq(model_.params()));
     }
-    const double norm = std::sqrt(grad_norm_sq(model_.params())) * pending_;
-    if (max_norm > 0 && std::isfinite(norm)) pending_ *= clip_coefficient(norm, max_norm);
-    return norm;
+    return pending_.clip(grad_norm_sq(model_.params()), max_norm);
 }
 
 void SingleStep::step(double lr) {
     if (defer_scaling())
-        static_cast<FlatOptimizer&>(optimizer_).step(lr, float(pending_));
+        static_cast<FlatOptimizer&>(optimizer_).step(lr, float(pending_.factor));
     else
         optimizer_.step(lr);
-    pending_ = 1.0;
+    pending_.reset();
 }
 
 }  // namespace loom

@@ -8,6 +8,7 @@
 
 #include "optim/flat_optimizer.h"
 #include "optim/optimizer.h"
+#include "parallel/pending_scale.h"
 #include "parallel/stage_model.h"
 #include "parallel/step_engine.h"
 
@@ -20,7 +21,7 @@ class SingleStep : public StepEngine {
 
     void begin_step() override {
         model_.zero_grad();
-        pending_ = 1.0;
+        pending_.reset();
     }
     double run(const std::vector<MicroBatch>& micro, double loss_scale) override;
     // One process: the gradients are final when backward returns.
@@ -31,13 +32,12 @@ class SingleStep : public StepEngine {
 
   private:
     // Gradients narrower than f32 (a GPU's bf16 or fp16): unscaling and
-    // clipping multiply one pending factor the update applies as it reads
-    // them, so small fp16 gradients are not flushed by an in-place unscale.
+    // clipping go into pending_ (parallel/pending_scale.h).
     bool defer_scaling() const;
 
     StageModel& model_;
     Optimizer& optimizer_;
-    double pending_ = 1.0;
+    PendingScale pending_;
 };
 
 }  // namespace loom

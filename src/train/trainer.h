@@ -278,6 +278,12 @@ class Trainer {
     // The backend the one model stack trains on for this job, or null (the
     // CPU, or the GPU executor): see TrainerOptions::stack_device.
     Backend* choose_stack_device();
+    // "training on <device> (precision, master weights, optimizer state)...".
+    std::string training_on_note(const std::string& device) const;
+    // Replicas that chose differently would post different collectives and
+    // hang: fails unless every dp rank trains on a GPU or none does (`why`:
+    // this rank's reason for not). Collective on dp.
+    void replicas_agree_on_gpu(bool gpu, const std::string& why);
     // Whether this job trains on the GPU executor (notes why not). Collective
     // on the dp group under data parallelism: the replicas must agree.
     bool choose_gpu();

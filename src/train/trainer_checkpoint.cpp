@@ -244,7 +244,8 @@ void Trainer::export_model(const std::string& dir) const {
     // Pipeline stages: the rows gathered at the end, unless the best model
     // was loaded into the whole model since.
     const bool gathered = pipeline() && !gathered_params_.empty();
-    if (!gathered) model_->params().download_params();
+    // The host copy is current: gather_final_state downloaded it, and
+    // load_best_model wrote it.
     export_hf_folder(dir, config_, gathered ? gathered_params_ : model_->params().param_tensors(),
                      job_.model.tokenizer_path, parse_shard_size(job_.save.max_shard_size));
 }

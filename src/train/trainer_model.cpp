@@ -178,25 +178,11 @@ Backend* Trainer::choose_stack_device() {
     if (data && narrow && job_.distribution.zero_stage > 0) return nullptr;
     Backend* be = opts_.stack_device();
     if (data) {
-        // Replicas that chose differently would post different collectives and hang.
-        const double n = sync_->sum(be ? 1.0 : 0.0);
-        LOOM_CHECK(n == 0 || int64_t(n) == sync_->dp_size(),
-                   "{} of the {} data-parallel ranks can train on a GPU (dp rank {}: {}); give "
-                   "every rank a GPU, or set hyperparameters.use_cpu: true",
-                   int64_t(n), sync_->dp_size(), sync_->dp_rank(), be ? "yes" : "no");
+        replicas_agree_on_gpu(be != nullptr, "");
         if (be) stack_dp_ = opts_.make_stack_group(*opts_.dp_comm);  // collective over dp
     }
     if (!be) return nullptr;
-    load_notes_.push_back(fmt::format(
-        "training on {} ({}, fp32 master weights, {} there); evaluation reads its outputs back, "
-        "checkpoints and the export copy the parameters back to the host",
-        be->name(),
-        job_.training.bf16   ? "bf16 compute"
-        : job_.training.fp16 ? "fp16 compute with dynamic loss scaling"
-                             : "fp32",
-        job_.training.optim == OptimizerKind::sgd
-            ? "SGD (stateless)"
-            : fmt::format("{} state", enum_name(job_.training.optim))));
+    load_notes_.push_back(training_on_note(be->name()));
     return be;
 }
 

@@ -282,6 +282,28 @@ std::string Trainer::gpu_unsupported_reason() const {
     return "";
 }
 
+std::string Trainer::training_on_note(const std::string& device) const {
+    const TrainingArgs& t = job_.training;
+    return fmt::format(
+        "training on {} ({}, fp32 master weights, {} on the device); evaluation and checkpoints "
+        "copy the parameters back to the host",
+        device,
+        t.bf16   ? "bf16 compute"
+        : t.fp16 ? "fp16 compute with dynamic loss scaling"
+                 : "fp32",
+        t.optim == OptimizerKind::sgd ? "SGD (stateless)"
+                                      : fmt::format("{} state", enum_name(t.optim)));
+}
+
+void Trainer::replicas_agree_on_gpu(bool gpu, const std::string& why) {
+    const double n = sync_->sum(gpu ? 1.0 : 0.0);
+    LOOM_CHECK(n == 0 || int64_t(n) == sync_->dp_size(),
+               "{} of the {} data-parallel ranks can train on a GPU (dp rank {}: {}); give every "
+               "rank a GPU, or set hyperparameters.use_cpu: true",
+               int64_t(n), sync_->dp_size(), sync_->dp_rank(),
+               gpu ? "yes" : (why.empty() ? "no CUDA device or no CUDA build" : why));
+}
+
 bool Trainer::choose_gpu() {
     const bool tensor = opts_.tp_comm && opts_.tp_comm->size() > 1;
     const bool pipeline = opts_.pp_comm && opts_.pp_comm->size() > 1;
@@ -320,14 +342,7 @@ bool Trainer::choose_gpu() {
     // Replicas that chose differently would post different collectives
     // (NCCL's set-up against DataParallel's broadcast) and hang: agree first.
     // The condition is the same on every rank (one job, one layout).
-    if (opts_.dp_comm && opts_.dp_comm->size() > 1) {
-        const double n = sync_->sum(gpu ? 1.0 : 0.0);
-        LOOM_CHECK(n == 0 || int64_t(n) == sync_->dp_size(),
-                   "{} of the {} data-parallel ranks can train on a GPU (dp rank {}: {}); give "
-                   "every rank a GPU, or set hyperparameters.use_cpu: true",
-                   int64_t(n), sync_->dp_size(), sync_->dp_rank(),
-                   gpu ? "yes" : (why.empty() ? "no CUDA device or no CUDA build" : why));
-    }
+    if (opts_.dp_comm && opts_.dp_comm->size() > 1) replicas_agree_on_gpu(gpu, why);
     if (!why.empty())
         load_notes_.push_back("training on the CPU: the GPU executor " + why +
                               " (hyperparameters.use_cpu: true silences this)");
@@ -376,15 +391,7 @@ DeviceParts Trainer::setup_gpu(Model& trained, PipelineParallel* layout, const A
             "between stages over NCCL in the compute type",
             parts.pipeline->n_instances()));
     }
-    notes.push_back(
-        fmt::format("training on {} ({}, fp32 master weights, {} on the device); evaluation and "
-                    "checkpoints copy the parameters back to the host",
-                    gpu_->device_name(),
-                    job_.training.bf16   ? "bf16 compute"
-                    : job_.training.fp16 ? "fp16 compute with dynamic loss scaling"
-                                         : "fp32",
-                    optim == OptimizerKind::sgd ? "SGD (stateless)"
-                                                : fmt::format("{} state", enum_name(optim))));
+    notes.push_back(training_on_note(gpu_->device_name()));
     if (!data) return parts;
     GpuGradSyncOptions g;
     g.bucket_size_mb = d.bucket_size_mb;

@@ -264,19 +264,21 @@ TEST_F(CudaDeviceOps, ConvertSumSquaresAndScaleMatchTheCpu) {
     const std::vector<float> x = test::random_vec(un, 17, -3.0f, 3.0f);
     auto dx = test::upload<float>(x);
 
-    // f32 -> bf16 and f16 on the device, compared with the CPU's rounding.
+    // f32 -> bf16 and f16 on the device, compared with the CPU's rounding
+    // (x rounded to `t` by the CPU's table, widened back).
+    const auto cpu_rounded = [&](DType t) {
+        std::vector<uint16_t> narrow(un);
+        cpu.ops().convert(cpu, narrow.data(), t, x.data(), DType::f32, n);
+        std::vector<float> back(un);
+        cpu.ops().convert(cpu, back.data(), DType::f32, narrow.data(), t, n);
+        return back;
+    };
+    const std::vector<float> want_b = cpu_rounded(DType::bf16), want_h = cpu_rounded(DType::f16);
     auto d16 = test::upload<__nv_bfloat16>(std::vector<float>(un, 0.0f));
     gpu->ops().convert(*gpu, d16->get(), DType::bf16, dx->get(), DType::f32, n);
-    std::vector<uint16_t> want16(un);
-    cpu.ops().convert(cpu, want16.data(), DType::bf16, x.data(), DType::f32, n);
-    std::vector<float> want_b(un);
-    cpu.ops().convert(cpu, want_b.data(), DType::f32, want16.data(), DType::bf16, n);
     EXPECT_TRUE(test::bit_equal("convert f32->bf16", test::download(*d16), want_b));
     auto dh = test::upload<__half>(std::vector<float>(un, 0.0f));
     gpu->ops().convert(*gpu, dh->get(), DType::f16, dx->get(), DType::f32, n);
-    cpu.ops().convert(cpu, want16.data(), DType::f16, x.data(), DType::f32, n);
-    std::vector<float> want_h(un);
-    cpu.ops().convert(cpu, want_h.data(), DType::f32, want16.data(), DType::f16, n);
     EXPECT_TRUE(test::bit_equal("convert f32->f16", test::download(*dh), want_h));
     // And back to f32 on the device.
     auto wide = test::upload<float>(std::vector<float>(un, 0.0f));

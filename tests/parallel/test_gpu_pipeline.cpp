@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "comm/comm_local.h"
+#include "host_device.h"
 #include "host_stand_in.h"
 #include "models/cuda/cuda_model.h"
 #include "models/model.h"
@@ -93,15 +94,6 @@ class HostStage final : public HostStandIn {
     HostStage* owner_;
     std::map<int64_t, std::vector<char>> buffers_;
 };
-
-ModelConfig tiny_gpt2() {
-    ModelConfig c = parse_hf_config(
-        R"({"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "vocab_size": 40,
-            "n_embd": 16, "n_head": 2, "n_inner": 32, "n_layer": 4, "n_positions": 16,
-            "resid_pdrop": 0.1, "embd_pdrop": 0.1, "attn_pdrop": 0.1})",
-        "tiny-gpt2");
-    return c;
-}
 
 struct Batch {
     int64_t B = 0, T = 0;

@@ -23,18 +23,10 @@
 namespace loom::test {
 namespace {
 
-ModelConfig tiny_gpt2() {
-    return parse_hf_config(
-        R"({"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "vocab_size": 40,
-            "n_embd": 16, "n_head": 2, "n_inner": 32, "n_layer": 2, "n_positions": 16,
-            "resid_pdrop": 0.1, "embd_pdrop": 0.1, "attn_pdrop": 0.1})",
-        "tiny-gpt2");
-}
-
 std::unique_ptr<Model> built_on(Backend& be) {
     ModelPlacement p;
     p.device = ParamDevice{&be};
-    auto m = build_model(tiny_gpt2(), p);
+    auto m = build_model(tiny_gpt2(2), p);
     m->init(5);
     return m;
 }

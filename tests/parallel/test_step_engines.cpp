@@ -28,14 +28,6 @@
 namespace loom::test {
 namespace {
 
-ModelConfig tiny_gpt2() {
-    return parse_hf_config(
-        R"({"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "vocab_size": 40,
-            "n_embd": 16, "n_head": 2, "n_inner": 32, "n_layer": 4, "n_positions": 16,
-            "resid_pdrop": 0.1, "embd_pdrop": 0.1, "attn_pdrop": 0.1})",
-        "tiny-gpt2");
-}
-
 // AdamW away from its defaults (and LAMB where asked): a factory that lost
 // the optimizer config would update differently.
 OptimizerConfig job_optimizer(OptimizerKind kind = OptimizerKind::adamw) {

@@ -25,13 +25,6 @@
 namespace loom::test {
 namespace {
 
-ModelConfig tiny_gpt2() {
-    return parse_hf_config(
-        R"({"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "vocab_size": 40,
-            "n_embd": 16, "n_head": 2, "n_inner": 32, "n_layer": 2, "n_positions": 16})",
-        "tiny-gpt2");
-}
-
 // One step as Trainer::train_step runs it; `apply` false: skipped after the
 // norm (fp16 overflow), leaving its gradients behind.
 double drive(StepEngine& e, int step, double max_norm, double loss_scale, bool apply) {
@@ -51,7 +44,7 @@ double drive(StepEngine& e, int step, double max_norm, double loss_scale, bool a
 }
 
 TEST(DeviceStep, TrainsAsSingleStepDoes) {
-    const ModelConfig c = tiny_gpt2();
+    const ModelConfig c = tiny_gpt2(2);
     auto host = build_model(c), dev = build_model(c);
     host->init(5);
     dev->init(5);

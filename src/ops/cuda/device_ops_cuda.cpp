@@ -14,6 +14,7 @@
 #include "core/check.h"
 #include "ops/cuda/adamw_cuda.h"
 #include "ops/cuda/elementwise_cuda.h"
+#include "ops/cuda/float_dispatch.h"
 #include "ops/cuda/lamb_cuda.h"
 #include "ops/cuda/sgd_cuda.h"
 #include "ops/device_ops.h"
@@ -110,21 +111,6 @@ void cuda_lamb_apply(Backend& be, const UpdateBuffers& b, const LambPlanView& p,
         lamb_apply_cuda<T>(b.master, static_cast<T*>(b.copy), b.m, b.v, p.tiles, p.n_tiles,
                            p.row_sums, s, lr, ctx);
     });
-}
-
-// Calls f(T{}) for a floating-point storage type.
-template <typename F>
-void with_float_type(DType t, const char* op, F&& f) {
-    switch (t) {
-        case DType::f32:
-            return f(float{});
-        case DType::bf16:
-            return f(__nv_bfloat16{});
-        case DType::f16:
-            return f(__half{});
-        default:
-            LOOM_ASSERT(false, "{} of {} values on CUDA", op, dtype_name(t));
-    }
 }
 
 void cuda_convert(Backend& be, void* dst, DType dt, const void* src, DType st, int64_t n) {

@@ -7,12 +7,15 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <utility>
+
 #include "core/check.h"
 #include "ops/cuda/activation_cuda.h"
 #include "ops/cuda/attention_cuda.h"
 #include "ops/cuda/dropout_cuda.h"
 #include "ops/cuda/elementwise_cuda.h"
 #include "ops/cuda/embedding_cuda.h"
+#include "ops/cuda/float_dispatch.h"
 #include "ops/cuda/layer_norm_cuda.h"
 #include "ops/cuda/matmul_cuda.h"
 #include "ops/cuda/softmax_xent_cuda.h"
@@ -32,18 +35,7 @@ CudaContext& context(const OpCtx& c) {
 // Calls f(T{}) with T the activation type.
 template <typename F>
 auto with_act(const OpCtx& c, const char* op, F&& f) {
-    switch (c.act) {
-        case DType::f32:
-            return f(float{});
-        case DType::bf16:
-            return f(__nv_bfloat16{});
-        case DType::f16:
-            return f(__half{});
-        default:
-            break;
-    }
-    LOOM_ASSERT(false, "{} on CUDA with {} activations", op, dtype_name(c.act));
-    return f(float{});
+    return with_float_type(c.act, op, std::forward<F>(f));
 }
 
 void check_operands(const OpCtx& c, DType operands, const char* op) {
