@@ -20,6 +20,14 @@
 //                                 runtime_init, but the variables act before
 //                                 MPI_Init allocates)
 //   --stdin none                  mpirun runs in its own process group (below)
+//   OMPI_MCA_orte_tmpdir_base     (environment, local launches) a session
+//                                 directory of this launch's own: Open MPI 4's
+//                                 mpiruns share /tmp/ompi.<host>.<uid> and one
+//                                 ending removes it while another starting
+//                                 creates it, so a few in a hundred of several
+//                                 jobs started at once on a node fail with
+//                                 "A call to mkdir was unable to create the
+//                                 desired directory" (open-mpi/ompi#8510)
 //   the job's custom_mpi_options  (SageMaker's distribution.mpi block)
 // and then `<this loom> <cmd> job.yaml extra...` (cmd defaults to train). The
 // rank count and ranks per node come from launch_plan.h.
@@ -58,6 +66,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <regex>
 #include <string>
 #include <vector>
@@ -156,6 +165,18 @@ std::string self_exe() {
     LOOM_CHECK(n > 0, "launch: cannot find the loom binary (/proc/self/exe): {}",
                std::strerror(errno));
     return std::string(buf, size_t(n));
+}
+
+// A fresh directory for this launch's Open MPI session files, under the base
+// the user gave Open MPI, else TMPDIR, else /tmp; "" if it cannot be made (the
+// launch then runs with Open MPI's default, as before).
+std::string private_session_base() {
+    const char* base = std::getenv("OMPI_MCA_orte_tmpdir_base");
+    if (!base || !*base) base = std::getenv("TMPDIR");
+    if (!base || !*base) base = "/tmp";
+    std::string templ = fmt::format("{}/loom-launch-XXXXXX", base);
+    if (!mkdtemp(templ.data())) return "";
+    return templ;
 }
 
 std::string shell_quote(const std::string& s) {
@@ -261,6 +282,11 @@ int run_launch(const LaunchOptions& o) {
     std::fflush(stdout);
     std::fflush(stderr);
 
+    // Ranks on other hosts would need the directory there too: those keep Open
+    // MPI's default, as one node rarely starts several multi-node jobs at once.
+    const bool local = plan.hosts.empty() && !plan.in_allocation;
+    const std::string session_base = local ? private_session_base() : "";
+
     int err_pipe[2];
     LOOM_CHECK(pipe2(err_pipe, O_CLOEXEC) == 0, "launch: pipe: {}", std::strerror(errno));
     const pid_t parent = getpid();
@@ -271,6 +297,7 @@ int run_launch(const LaunchOptions& o) {
         prctl(PR_SET_PDEATHSIG, SIGTERM);
         if (getppid() != parent) _exit(127);  // the launcher already died
         dup2(err_pipe[1], STDERR_FILENO);
+        if (!session_base.empty()) setenv("OMPI_MCA_orte_tmpdir_base", session_base.c_str(), 1);
         std::vector<char*> cargv;
         for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
         cargv.push_back(nullptr);
@@ -337,6 +364,11 @@ int run_launch(const LaunchOptions& o) {
     int status = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) pass_first_signal();
     int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (!session_base.empty()) {
+        // Open MPI empties it on a clean end; ranks killed hard leave files.
+        std::error_code ec;
+        std::filesystem::remove_all(session_base, ec);
+    }
     if (g_signal != 0) {
         // Ranks that checkpointed and stopped (75) or had finished anyway (0)
         // keep their status; otherwise the shell's "killed by signal".

@@ -58,10 +58,12 @@ void run_rank_info(const RankInfoOptions& o, const std::vector<std::string>& ext
     const char* omp = std::getenv("OMP_NUM_THREADS");
     std::string args;
     for (const auto& a : extra) args += " " + a;
-    fmt::print("rank {} of {}: {} | host {} pid {} | OMP_NUM_THREADS={} threads {} | sum of ranks "
-               "{} | args:{}\n",
-               rank, size, topo.to_string(), host, getpid(), omp ? omp : "(unset)",
-               runtime_threads(), sum, args);
+    const char* session = std::getenv("OMPI_MCA_orte_tmpdir_base");
+    fmt::print(
+        "rank {} of {}: {} | host {} pid {} | OMP_NUM_THREADS={} threads {} | mpi session "
+        "base {} | sum of ranks {} | args:{}\n",
+        rank, size, topo.to_string(), host, getpid(), omp ? omp : "(unset)", runtime_threads(),
+        session ? session : "(default)", sum, args);
     std::fflush(stdout);
     if (o.sleep_s > 0) {
         for (int sig : {SIGINT, SIGTERM})

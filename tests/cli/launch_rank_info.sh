@@ -38,5 +38,34 @@ expect_line "$out" "^rank 0 of 2: DP1-PP1-TP2 rank 0 = \(dp 0, pp 0, tp 0\) .*su
 expect_line "$out" "^rank 1 of 2: DP1-PP1-TP2 rank 1 = \(dp 0, pp 0, tp 1\) .*sum of ranks 1 \| args: job.yaml --set x=1$" "rank 1"
 expect_line "$out" "OMP_NUM_THREADS=$(( cores / 2 > 0 ? cores / 2 : 1 )) " "threads reach the ranks"
 
+# --- several launches at once ------------------------------------------------
+# Each launch gets its own Open MPI session directory under TMPDIR, so jobs
+# started together on one node do not race for /tmp/ompi.<host>.<uid>
+# (open-mpi/ompi#8510), and removes it when it ends. Without that a few in a
+# hundred such mpiruns fail: this catches a regression often, not always.
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+for round in 1 2 3; do
+  for i in 1 2 3 4 5 6; do
+    env -u OMPI_MCA_orte_tmpdir_base TMPDIR="$tmp" timeout 120 "$loom" launch --nproc 2 --threads 1 --cmd rank-info job.yaml \
+      >"$tmp/par$i.out" 2>&1 &
+  done
+  for i in 1 2 3 4 5 6; do wait -n || fail "round $round: a concurrent launch failed"; done
+  for i in 1 2 3 4 5 6; do
+    expect_line "$(cat "$tmp/par$i.out")" "^rank 1 of 2: .*\| mpi session base $tmp/loom-launch-[A-Za-z0-9]{6} \|" \
+      "round $round launch $i: a private session base"
+  done
+  left=$(find "$tmp" -mindepth 1 -maxdepth 1 -name 'loom-launch-*')
+  [[ -z $left ]] || fail "round $round: session directories left behind: $left"
+done
+bases=$(grep -ho "mpi session base [^ ]*" "$tmp"/par*.out | sort -u | wc -l)
+[[ $bases == 6 ]] || fail "6 launches shared session bases ($bases distinct)"
+# A base the user gave Open MPI is kept: the launch's directory goes under it.
+mkdir "$tmp/own"
+out=$(OMPI_MCA_orte_tmpdir_base=$tmp/own timeout 120 "$loom" launch --nproc 2 --threads 1 \
+      --cmd rank-info job.yaml 2>&1) || fail "launch under a given session base: $out"
+expect_line "$out" "^rank 0 of 2: .*\| mpi session base $tmp/own/loom-launch-[A-Za-z0-9]{6} \|" \
+  "the user's OMPI_MCA_orte_tmpdir_base"
+[[ -z $(ls -A "$tmp/own") ]] || fail "left behind under the user's base: $(ls -A "$tmp/own")"
+
 [[ $failures == 0 ]] || { echo "$failures failure(s)" >&2; exit 1; }
 echo "OK"
