@@ -257,15 +257,21 @@ CActPtr StackModel::final_hidden() const {
     return hidden_at(app_end());
 }
 
-const float* StackModel::stage_output() const {
+CActPtr StackModel::stage_output() const {
     LOOM_CHECK(!placement_.part.head, "stage_output: this part ends with the head (it has a loss)");
-    return hidden_at(app_end()).as<const float>();
+    return hidden_at(app_end());
 }
 
-const float* StackModel::stage_input_grad() const {
+CActPtr StackModel::stage_input_grad() const {
     LOOM_CHECK(!placement_.part.embeddings,
                "stage_input_grad: this part starts with the embeddings (no input gradient)");
-    return dh_.as<const float>();
+    return dh_;
+}
+
+void StackModel::copy_in(ActPtr dst, CActPtr src, int64_t n, const char* what) const {
+    LOOM_CHECK(src.dtype() == dst.dtype(), "{}: {} activations handed to a model that keeps {}",
+               what, dtype_name(src.dtype()), dtype_name(dst.dtype()));
+    ctx_.be->copy(dst.get(), src.get(), size_t(n) * dtype_size(dst.dtype()));
 }
 
 bool StackModel::rows_possible() const {
@@ -332,8 +338,7 @@ LossSum StackModel::forward(const ModelInputs& in, const DropoutPlan& dropout) {
     } else {
         LOOM_CHECK(in.stage_input != nullptr,
                    "pipeline stage without embeddings: forward needs the previous stage's output");
-        // Stages exchange f32 activations on the host (comm/comm.h).
-        std::memcpy(hidden_.as<float>(), in.stage_input, size_t(N * C) * sizeof(float));
+        copy_in(hidden_, in.stage_input, N * C, "pipeline stage input");
     }
     choose_last_rows();
     for (int64_t a = app_begin(); a < app_end(); ++a) {
@@ -360,7 +365,7 @@ LossSum StackModel::forward(const ModelInputs& in, const DropoutPlan& dropout) {
     return loss;
 }
 
-void StackModel::backward(double loss_scale, const float* d_stage_output) {
+void StackModel::backward(double loss_scale, CActPtr d_stage_output) {
     LOOM_CHECK(ready_for_backward_, "backward called without a forward");
     const int64_t N = B_ * T_, C = config_.hidden_size;
     if (placement_.part.head) {
@@ -377,7 +382,7 @@ void StackModel::backward(double loss_scale, const float* d_stage_output) {
     } else {
         LOOM_CHECK(d_stage_output != nullptr,
                    "pipeline stage without the head: backward needs the gradient of its output");
-        std::memcpy(dh_.as<float>(), d_stage_output, size_t(N * C) * sizeof(float));
+        copy_in(dh_, d_stage_output, N * C, "pipeline stage output gradient");
     }
     if (sparse_on_) {
         // Nothing but the head writes the word table's gradient now (the

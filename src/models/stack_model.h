@@ -24,9 +24,9 @@ namespace loom {
 class StackModel : public Model {
   public:
     LossSum forward(const ModelInputs& in, const DropoutPlan& dropout) override;
-    void backward(double loss_scale, const float* d_stage_output = nullptr) override;
-    const float* stage_output() const override;
-    const float* stage_input_grad() const override;
+    void backward(double loss_scale, CActPtr d_stage_output = nullptr) override;
+    CActPtr stage_output() const override;
+    CActPtr stage_input_grad() const override;
     void share_parameters(const StageModel& owner) override;
     int64_t num_layer_applications() const override { return int64_t(schedule_.size()); }
     void set_compute_dtype(DType d) override {
@@ -103,6 +103,8 @@ class StackModel : public Model {
         return hidden_ + (a - app_begin()) * B_ * T_ * config_.hidden_size;
     }
     void plan(int64_t B, int64_t T, bool fused);
+    // dst <- src (n elements of the activation type), on the backend.
+    void copy_in(ActPtr dst, CActPtr src, int64_t n, const char* what) const;
     // Whether this batch (B_, T_, mask_) can take the table's fused attention.
     bool fused_attention_fits() const;
     TransformerBlock::Step step_for(int app) const;
