@@ -50,7 +50,8 @@ std::unique_ptr<StepEngines> build_step_engines(EngineSpec spec) {
     if (spec.pipelined()) {
         e->pp_ = std::make_unique<PipelineParallel>(std::move(spec.stage_models), *spec.pp,
                                                     *spec.dp, spec.optimizer, spec.dp_options,
-                                                    spec.schedule, spec.virtual_stages);
+                                                    spec.schedule, spec.virtual_stages,
+                                                    spec.pp_buffers);
         // Replicas start from rank 0's parameters whatever each loaded.
         e->pp_->data_parallel().broadcast_parameters();
         trained = &e->pp_->model();

@@ -63,6 +63,9 @@ struct EngineSpec {
     // parallelism need dp and pp both (one rank each where unused).
     Communicator* dp = nullptr;
     Communicator* pp = nullptr;
+    // The pp group over the stage models' backend memory (NCCL for a GPU),
+    // for the activations between stages; null: pp.
+    Communicator* pp_buffers = nullptr;
     Communicator* tp = nullptr;  // the stage models are already built for its slice
     ScheduleKind schedule = ScheduleKind::one_f_one_b;
     int virtual_stages = 1;  // interleaved schedule: model chunks per rank
