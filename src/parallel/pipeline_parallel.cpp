@@ -119,8 +119,10 @@ PipelineParallel::PipelineParallel(std::vector<std::unique_ptr<StageModel>> stag
     LOOM_CHECK((kind == ScheduleKind::interleaved) == (n_virtual > 1),
                "pipeline: {} model chunks per rank need the interleaved schedule", n_virtual);
     StageModel& m0 = *models_[0];
-    // NOTE: the stage exchange and the row gathers still read host buffers.
-    LOOM_CHECK(!m0.params().staged(), "pipeline stages with parameters on {}: not yet supported",
+    // NOTE: the stage exchange still reads host buffers; one stage (tensor
+    // parallelism alone) exchanges nothing.
+    LOOM_CHECK(!m0.params().staged() || pp.size() == 1,
+               "pipeline stages with parameters on {}: not yet supported",
                m0.params().backend().name());
     for (size_t i = 1; i < models_.size(); ++i) models_[i]->share_parameters(m0);
     if (m0.tp_slice().active()) tp_ = m0.tp_slice().comm;
@@ -381,6 +383,7 @@ std::map<std::string, Tensor> PipelineParallel::gather_params(bool to_all) const
     const ParamTable& t = models_[0]->params();
     std::vector<std::pair<std::string, int>> names;
     for (int i = 0; i < t.size(); ++i) names.emplace_back(t.row(i).name, i);
+    t.download_params();  // the host's view of a device table
     // Whole tensors, assembled over tp and carried over pp row by row.
     return gather_rows(t.param_tensors(), names, to_all);
 }
