@@ -177,7 +177,7 @@ Backend* Trainer::choose_stack_device() {
     // ZeRO-1/2 on the device shards fp32 gradients only: bf16 and fp16 jobs
     // keep the executor there for now.
     const bool narrow = job_.training.bf16 || job_.training.fp16;
-    if (data && narrow && job_.distribution.zero_stage > 0) return nullptr;
+    if ((data || tensor) && narrow && job_.distribution.zero_stage > 0) return nullptr;
     Backend* be = opts_.stack_device();
     if (tensor) {
         // The slices of one model post its collectives together: all on the
@@ -189,13 +189,15 @@ Backend* Trainer::choose_stack_device() {
                    "every rank a GPU, or set hyperparameters.use_cpu: true",
                    int(n), opts_.tp_comm->size(), opts_.tp_comm->rank(), be ? "yes" : "no");
     }
-    if (data) {
-        replicas_agree_on_gpu(be != nullptr, "");
-        if (be) stack_dp_ = opts_.make_stack_group(*opts_.dp_comm);  // collective over dp
-    }
+    if (data) replicas_agree_on_gpu(be != nullptr, "");
+    // DataParallel (tensor parallelism's one-stage layout has one, over a dp
+    // group of one rank) reduces the table's buffers over the dp group's
+    // twin: a CPU group neither reaches device memory nor moves bf16 and fp16.
+    if (be && (data || tensor))
+        stack_dp_ = opts_.make_stack_group(*opts_.dp_comm);  // collective over dp
     // The activations' all-reduces go over the tp group's twin, its
     // scalars over the group itself.
-    if (tensor && be) stack_tp_ = opts_.make_stack_group(*opts_.tp_comm);  // collective over tp
+    if (be && tensor) stack_tp_ = opts_.make_stack_group(*opts_.tp_comm);  // collective over tp
     if (!be) return nullptr;
     load_notes_.push_back(training_on_note(be->name()));
     return be;
@@ -324,7 +326,11 @@ void Trainer::note_pipeline_layout(const PipelineShape& s, bool tensor) {
             "replicated",
             opts_.tp_comm->rank(), opts_.tp_comm->size()));
     if (opts_.dp_comm->size() > 1)
-        load_notes_.push_back("data parallel: " + pp.data_parallel().memory_plan().describe());
+        load_notes_.push_back(
+            (stack_.be && stack_.be->device() == Device::cuda
+                 ? "data parallel on GPUs (the model stack's gradients over NCCL): "
+                 : "data parallel: ") +
+            pp.data_parallel().memory_plan().describe());
 }
 
 // Data parallelism (the CPU, or the one stack on GPUs): what DataParallel holds per rank.

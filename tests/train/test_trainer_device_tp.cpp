@@ -27,6 +27,8 @@ constexpr int k_tp = 2;
 struct TpRun {
     std::vector<TrainResult> ranks = std::vector<TrainResult>(k_tp);
     std::vector<bool> staged = std::vector<bool>(k_tp, false);
+    // The slice's activations reduce over the tp group's twin, not the group.
+    std::vector<bool> twin = std::vector<bool>(k_tp, false);
 };
 
 class TrainerTpOnDevice : public TrainDir, public ::testing::WithParamInterface<std::string> {
@@ -62,6 +64,9 @@ class TrainerTpOnDevice : public TrainDir, public ::testing::WithParamInterface<
                 };
             }
             Trainer t(lm_job(out, true), o);
+            const ModelTp& slice = t.train_model().placement().tp;
+            r.twin[size_t(world.rank())] = slice.buffers != nullptr && slice.buffers != &world &&
+                                           slice.buffers->size() == k_tp && slice.comm == &world;
             const ParamTable& p = t.train_model().params();
             r.staged[size_t(world.rank())] = p.staged();
             poison_host_copies(p);
@@ -83,6 +88,8 @@ TEST_P(TrainerTpOnDevice, TrainsAsTheCpuAndTheOneRankRun) {
         SCOPED_TRACE("tp rank " + std::to_string(r));
         EXPECT_FALSE(cpu.staged[size_t(r)]);
         EXPECT_TRUE(dev.staged[size_t(r)]) << "the stage's table is not on the staged backend";
+        EXPECT_FALSE(cpu.twin[size_t(r)]);
+        EXPECT_TRUE(dev.twin[size_t(r)]) << "no buffer twin of the tp group";
         ASSERT_EQ(cpu.ranks[size_t(r)].step_losses.size(), 4u);
         EXPECT_EQ(dev.ranks[size_t(r)].step_losses, cpu.ranks[size_t(r)].step_losses);
         for (double l : dev.ranks[size_t(r)].step_losses) EXPECT_TRUE(std::isfinite(l));
