@@ -4,7 +4,9 @@
 //   its memory is not host-addressable, so a ParamTable keeps a staging copy
 //   and every host read or write must cross with upload/download, as on a
 //   GPU. A path that forgot a transfer reads stale (or poisoned) staging and
-//   fails the same expectations the CPU run meets.
+//   fails the same expectations the CPU run meets. Its table adds the
+//   reference fused attention (fused_attention_reference.h), so models on it
+//   take the fused path a GPU takes, with the CPU's results.
 // - "cuda" (builds with LOOM_TEST_CUDA): device 0 on its own stream; a test
 //   on it skips where no GPU is visible (skip_if_absent).
 // A suite takes the name as a parameter (ggml's test-backend-ops idea, over
@@ -19,6 +21,7 @@
 
 #include "backend/backend.h"
 #include "core/storage.h"
+#include "fused_attention_reference.h"
 #include "nn/param_table.h"
 #include "ops/device_ops.h"
 
@@ -32,7 +35,7 @@ namespace loom::test {
 
 class StagedBackend final : public Backend {
   public:
-    StagedBackend() : Backend(cpu_backend().ops()) {}
+    StagedBackend() : Backend(cpu_ops_with_fused_attention()) {}
     Device device() const override { return Device::cpu; }
     bool host_addressable() const override { return false; }
     std::string name() const override { return "staged"; }

@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "core/act_ptr.h"
+
 namespace loom {
 
 // One micro-batch: views of int64 (B, T) / (B) arrays owned by the caller.
@@ -18,8 +20,9 @@ struct ModelInputs {
     const int64_t* start_positions = nullptr;  // (B) question answering
     const int64_t* end_positions = nullptr;    // (B)
     // Pipeline stages after the first (ModelPlacement::part): the previous
-    // stage's output, (B, T, C), copied in place of the embeddings.
-    const float* stage_input = nullptr;
+    // stage's output, (B, T, C) in the model's activation type and memory,
+    // copied in place of the embeddings.
+    CActPtr stage_input = nullptr;
 };
 
 }  // namespace loom

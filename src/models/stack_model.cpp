@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/check.h"
+#include "ops/attention.h"
 
 namespace loom {
 
@@ -177,7 +178,14 @@ void StackModel::report_blocks_done(int app, int64_t& reported) const {
     }
 }
 
-void StackModel::plan(int64_t B, int64_t T) {
+bool StackModel::fused_attention_fits() const {
+    if (blocks_.empty()) return false;
+    const SelfAttention& at = blocks_[0].attn;
+    return ctx_.nn().fused_attention(AttnShape{B_, T_, at.NH, at.C / at.NH}) &&
+           attention_every_row_has_a_key(mask_.empty() ? nullptr : mask_.data(), B_, T_, at.causal);
+}
+
+void StackModel::plan(int64_t B, int64_t T, bool fused) {
     const int64_t N = B * T, C = config_.hidden_size;
     const int64_t A = int64_t(schedule_.size());
     acts_.resize(size_t(A));
@@ -193,19 +201,23 @@ void StackModel::plan(int64_t B, int64_t T) {
             final_ = a.take_act(N * C, act);
             final_acts_.plan(a, N);
         }
+        // The row subset keeps (M, NH, T) probabilities: where the table has
+        // both, the last application (and the workspace) stays unfused.
+        const bool rows = fused && rows_possible();
+        const bool fused_ckpt = fused && !(rows && checkpointed(a1 - 1));
         bool shared_planned = false;
         for (int64_t i = a0; i < a1; ++i) {
             const TransformerBlock& blk = blocks_[size_t(schedule_[size_t(i)])];
             if (!checkpointed(i)) {
-                blk.plan(acts_[size_t(i)], a, B, T);
+                blk.plan(acts_[size_t(i)], a, B, T, fused && !(rows && i == a1 - 1));
                 continue;
             }
             // Every block of a model has the same shapes, so one set serves all.
-            if (!shared_planned) blk.plan(ckpt_acts_, a, B, T);
+            if (!shared_planned) blk.plan(ckpt_acts_, a, B, T, fused_ckpt);
             shared_planned = true;
             acts_[size_t(i)] = ckpt_acts_;
         }
-        if (!blocks_.empty()) scratch_.plan(a, B, T, blocks_[0]);
+        if (!blocks_.empty()) scratch_.plan(a, B, T, blocks_[0], fused && !rows);
         dh_ = a.take_act(N * C, act);
         du_ = a.take_act(N * C, act);
         if (placement_.part.embeddings) plan_embeddings(a, B, T);
@@ -219,6 +231,8 @@ void StackModel::plan(int64_t B, int64_t T) {
     planned_B_ = B;
     planned_T_ = T;
     planned_ckpt_every_ = ckpt_every_;
+    planned_fused_ = fused;
+    planned_rows_ = rows_possible();
 }
 
 // One workspace for every tensor-parallel partial: each is reduced and
@@ -258,24 +272,33 @@ CActPtr StackModel::final_hidden() const {
     return hidden_at(app_end());
 }
 
-const float* StackModel::stage_output() const {
+CActPtr StackModel::stage_output() const {
     LOOM_CHECK(!placement_.part.head, "stage_output: this part ends with the head (it has a loss)");
-    return hidden_at(app_end()).as<const float>();
+    return hidden_at(app_end());
 }
 
-const float* StackModel::stage_input_grad() const {
+CActPtr StackModel::stage_input_grad() const {
     LOOM_CHECK(!placement_.part.embeddings,
                "stage_input_grad: this part starts with the embeddings (no input gradient)");
-    return dh_.as<const float>();
+    return dh_;
+}
+
+void StackModel::copy_in(ActPtr dst, CActPtr src, int64_t n, const char* what) const {
+    LOOM_CHECK(src.dtype() == dst.dtype(), "{}: {} activations handed to a model that keeps {}",
+               what, dtype_name(src.dtype()), dtype_name(dst.dtype()));
+    ctx_.be->copy(dst.get(), src.get(), size_t(n) * dtype_size(dst.dtype()));
+}
+
+bool StackModel::rows_possible() const {
+    return scope_ == LogitsScope::labelled_positions && head_ && placement_.part.head &&
+           app_end() == int64_t(schedule_.size()) && app_end() > app_begin() &&
+           blocks_[size_t(schedule_[size_t(app_end() - 1)])].supports_rows();
 }
 
 void StackModel::choose_last_rows() {
     last_rows_on_ = false;
     const int64_t N = B_ * T_;
-    if (scope_ != LogitsScope::labelled_positions || !head_ || !placement_.part.head ||
-        app_end() != int64_t(schedule_.size()) || app_end() <= app_begin())
-        return;
-    if (!blocks_[size_t(schedule_[size_t(app_end() - 1)])].supports_rows()) return;
+    if (!rows_possible()) return;
     HeadBatch hb;
     hb.B = B_;
     hb.T = T_;
@@ -315,7 +338,12 @@ LossSum StackModel::forward(const ModelInputs& in, const DropoutPlan& dropout) {
     if (in.end_positions) ends_.assign(in.end_positions, in.end_positions + B_);
     drop_ = dropout;
 
-    if (B_ != planned_B_ || T_ != planned_T_ || ckpt_every_ != planned_ckpt_every_) plan(B_, T_);
+    // Fused attention where the table has it for this shape, unless a sample
+    // has a query row with no visible key: that batch is re-planned unfused.
+    const bool fused = fused_attention_fits();
+    if (B_ != planned_B_ || T_ != planned_T_ || ckpt_every_ != planned_ckpt_every_ ||
+        fused != planned_fused_ || rows_possible() != planned_rows_)
+        plan(B_, T_, fused);
     upload(ids_dev_, ids_);
     if (!types_.empty()) upload(types_dev_, types_);
     if (!mask_.empty()) upload(mask_dev_, mask_);
@@ -325,8 +353,7 @@ LossSum StackModel::forward(const ModelInputs& in, const DropoutPlan& dropout) {
     } else {
         LOOM_CHECK(in.stage_input != nullptr,
                    "pipeline stage without embeddings: forward needs the previous stage's output");
-        // Stages exchange f32 activations on the host (comm/comm.h).
-        std::memcpy(hidden_.as<float>(), in.stage_input, size_t(N * C) * sizeof(float));
+        copy_in(hidden_, in.stage_input, N * C, "pipeline stage input");
     }
     choose_last_rows();
     for (int64_t a = app_begin(); a < app_end(); ++a) {
@@ -353,7 +380,7 @@ LossSum StackModel::forward(const ModelInputs& in, const DropoutPlan& dropout) {
     return loss;
 }
 
-void StackModel::backward(double loss_scale, const float* d_stage_output) {
+void StackModel::backward(double loss_scale, CActPtr d_stage_output) {
     LOOM_CHECK(ready_for_backward_, "backward called without a forward");
     const int64_t N = B_ * T_, C = config_.hidden_size;
     if (placement_.part.head) {
@@ -370,7 +397,7 @@ void StackModel::backward(double loss_scale, const float* d_stage_output) {
     } else {
         LOOM_CHECK(d_stage_output != nullptr,
                    "pipeline stage without the head: backward needs the gradient of its output");
-        std::memcpy(dh_.as<float>(), d_stage_output, size_t(N * C) * sizeof(float));
+        copy_in(dh_, d_stage_output, N * C, "pipeline stage output gradient");
     }
     if (sparse_on_) {
         // Nothing but the head writes the word table's gradient now (the

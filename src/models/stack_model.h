@@ -24,9 +24,9 @@ namespace loom {
 class StackModel : public Model {
   public:
     LossSum forward(const ModelInputs& in, const DropoutPlan& dropout) override;
-    void backward(double loss_scale, const float* d_stage_output = nullptr) override;
-    const float* stage_output() const override;
-    const float* stage_input_grad() const override;
+    void backward(double loss_scale, CActPtr d_stage_output = nullptr) override;
+    CActPtr stage_output() const override;
+    CActPtr stage_input_grad() const override;
     void share_parameters(const StageModel& owner) override;
     int64_t num_layer_applications() const override { return int64_t(schedule_.size()); }
     void set_compute_dtype(DType d) override {
@@ -102,7 +102,11 @@ class StackModel : public Model {
     ActPtr hidden_at(int64_t a) const {
         return hidden_ + (a - app_begin()) * B_ * T_ * config_.hidden_size;
     }
-    void plan(int64_t B, int64_t T);
+    void plan(int64_t B, int64_t T, bool fused);
+    // dst <- src (n elements of the activation type), on the backend.
+    void copy_in(ActPtr dst, CActPtr src, int64_t n, const char* what) const;
+    // Whether this batch (B_, T_, mask_) can take the table's fused attention.
+    bool fused_attention_fits() const;
     TransformerBlock::Step step_for(int app) const;
     CActPtr final_hidden() const;
 
@@ -131,6 +135,8 @@ class StackModel : public Model {
     LogitsScope scope_ = LogitsScope::all_positions;
     std::vector<int64_t> last_rows_;  // the head's rows, when last_rows_on_
     bool last_rows_on_ = false;
+    // Whether the last layer may run at the head's rows (batch aside).
+    bool rows_possible() const;
     void choose_last_rows();
     bool runs_rows(int64_t app) const { return last_rows_on_ && app == app_end() - 1; }
     AttnRows last_rows() const { return {last_rows_.data(), int64_t(last_rows_.size())}; }
@@ -140,6 +146,7 @@ class StackModel : public Model {
     bool has_labels_ = false;
     bool ready_for_backward_ = false;
     int64_t planned_B_ = -1, planned_T_ = -1, planned_ckpt_every_ = 0;
+    bool planned_fused_ = false, planned_rows_ = false;
     ActPtr hidden_;  // (A + 1, B, T, C) block outputs, [0] = embeddings (A: this part's)
     ActPtr final_;   // (B, T, C) after final_norm_ (GPT-2)
     LayerNorm::Acts final_acts_;

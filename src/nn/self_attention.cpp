@@ -24,8 +24,12 @@ void SelfAttention::forward(ActPtr y, Acts& acts, CActPtr x, int64_t B, int64_t 
     qkv.forward(acts.qkv, x, N, acts.x16);
     const AttnShape shape{B, T, NH, C / NH, head_offset, NH_total};
     const AttnMask mask{key_padding, causal};
-    ctx.nn().attention_forward(ctx, compute, acts.ctx, acts.att, acts.qkv, acts.qkv + C,
-                               acts.qkv + 2 * C, 3 * C, shape, mask, drop_probs);
+    if (acts.lse)
+        ctx.nn().fused_attention_forward(ctx, compute, acts.ctx, acts.lse, acts.qkv, acts.qkv + C,
+                                         acts.qkv + 2 * C, 3 * C, shape, mask, drop_probs);
+    else
+        ctx.nn().attention_forward(ctx, compute, acts.ctx, acts.att, acts.qkv, acts.qkv + C,
+                                   acts.qkv + 2 * C, 3 * C, shape, mask, drop_probs);
     proj.forward(y, acts.ctx, N, acts.ctx16);
 }
 
@@ -37,9 +41,14 @@ void SelfAttention::backward(ActPtr dx, CActPtr dy, const Acts& acts, CActPtr x,
     proj.backward(s.dctx, dy, acts.ctx, N, false, acts.ctx16);
     const AttnShape shape{B, T, NH, C / NH, head_offset, NH_total};
     const AttnMask mask{key_padding, causal};
-    ctx.nn().attention_backward(ctx, compute, s.dqkv, s.dqkv + C, s.dqkv + 2 * C, s.datt, s.dctx,
-                                acts.att, acts.qkv, acts.qkv + C, acts.qkv + 2 * C, 3 * C, shape,
-                                mask, drop_probs);
+    if (acts.lse)
+        ctx.nn().fused_attention_backward(ctx, compute, s.dqkv, s.dqkv + C, s.dqkv + 2 * C, s.dctx,
+                                          acts.ctx, acts.lse, acts.qkv, acts.qkv + C,
+                                          acts.qkv + 2 * C, 3 * C, shape, mask, drop_probs);
+    else
+        ctx.nn().attention_backward(ctx, compute, s.dqkv, s.dqkv + C, s.dqkv + 2 * C, s.datt,
+                                    s.dctx, acts.att, acts.qkv, acts.qkv + C, acts.qkv + 2 * C,
+                                    3 * C, shape, mask, drop_probs);
     qkv.backward(dx, s.dqkv, x, N, accumulate_dx, acts.x16);
 }
 

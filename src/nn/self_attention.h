@@ -32,17 +32,21 @@ struct SelfAttention {
     Linear proj;  // C -> C
     OpCtx ctx;
 
+    // fused: the table's fused attention (NnOps::fused_attention_forward)
+    // runs, keeping lse instead of att; the model decides per batch.
     struct Acts {
-        ActPtr qkv;  // (B, T, 3C)
-        ActPtr att;  // (B, NH, T, T) softmax probabilities
-        ActPtr ctx;  // (B, T, C) attention output, before proj
+        ActPtr qkv;            // (B, T, 3C)
+        ActPtr att;            // (B, NH, T, T) softmax probabilities; null when fused
+        float* lse = nullptr;  // (B, NH, T) log-sum-exp of the scaled scores; fused only
+        ActPtr ctx;            // (B, T, C) attention output, before proj
         // bf16 compute only: the linears' inputs as forward rounded them.
         uint16_t* x16 = nullptr;    // (B, T, qkv.in)
         uint16_t* ctx16 = nullptr;  // (B, T, C)
-        void plan(ActArena& a, int64_t B, int64_t T, const SelfAttention& m) {
+        void plan(ActArena& a, int64_t B, int64_t T, const SelfAttention& m, bool fused) {
             const DType t = m.ctx.act;
             qkv = a.take_act(B * T * 3 * m.C, t);
-            att = a.take_act(B * m.NH * T * T, t);
+            att = fused ? ActPtr() : a.take_act(B * m.NH * T * T, t);
+            lse = fused ? a.take(B * m.NH * T) : nullptr;
             ctx = a.take_act(B * T * m.C, t);
             x16 = m.qkv.rounds_operands() ? a.take16(B * T * m.qkv.in) : nullptr;
             ctx16 = m.proj.rounds_operands() ? a.take16(B * T * m.proj.in) : nullptr;
@@ -51,11 +55,11 @@ struct SelfAttention {
     // Backward workspace, shared by every layer.
     struct Scratch {
         ActPtr dqkv;  // (B, T, 3C)
-        ActPtr datt;  // (B, NH, T, T)
+        ActPtr datt;  // (B, NH, T, T); null when fused
         ActPtr dctx;  // (B, T, C)
-        void plan(ActArena& a, int64_t B, int64_t T, int64_t C, int64_t NH, DType t) {
+        void plan(ActArena& a, int64_t B, int64_t T, int64_t C, int64_t NH, DType t, bool fused) {
             dqkv = a.take_act(B * T * 3 * C, t);
-            datt = a.take_act(B * NH * T * T, t);
+            datt = fused ? ActPtr() : a.take_act(B * NH * T * T, t);
             dctx = a.take_act(B * T * C, t);
         }
     };

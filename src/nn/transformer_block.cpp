@@ -14,9 +14,9 @@
 
 namespace loom {
 
-void TransformerBlock::plan(Acts& acts, ActArena& a, int64_t B, int64_t T) const {
+void TransformerBlock::plan(Acts& acts, ActArena& a, int64_t B, int64_t T, bool fused) const {
     const int64_t N = B * T;
-    acts.attn.plan(a, B, T, attn);
+    acts.attn.plan(a, B, T, attn, fused);
     acts.mlp.plan(a, N, mlp);
     acts.ln1.plan(a, N);
     acts.ln2.plan(a, N);

@@ -48,10 +48,10 @@ struct TransformerBlock {
         ActPtr u;   // (B, T, C)
         // C: the residual width; the attention and MLP parts take the block's
         // local sizes (tensor parallelism).
-        void plan(ActArena& a, int64_t B, int64_t T, const TransformerBlock& blk) {
+        void plan(ActArena& a, int64_t B, int64_t T, const TransformerBlock& blk, bool fused) {
             const int64_t C = blk.C, I = blk.I;
             const DType act = blk.ctx.act;
-            attn.plan(a, B, T, blk.attn.C, blk.attn.NH, act);
+            attn.plan(a, B, T, blk.attn.C, blk.attn.NH, act, fused);
             dI = a.take_act(B * T * I, act);
             t = a.take_act(B * T * C, act);
             u = a.take_act(B * T * C, act);
@@ -64,7 +64,8 @@ struct TransformerBlock {
         DropoutSpec drop_probs, drop_attn_out, drop_ffn_out;
     };
 
-    void plan(Acts& acts, ActArena& a, int64_t B, int64_t T) const;
+    // fused: attention through the table's fused entries (SelfAttention::Acts).
+    void plan(Acts& acts, ActArena& a, int64_t B, int64_t T, bool fused) const;
     // Tensor parallelism: attention and MLP keep this rank's heads and I/tp
     // slice (before allocate); the LayerNorms and the residual stream stay
     // whole, replicated on tp. No-op for tp 1.

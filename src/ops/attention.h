@@ -62,4 +62,13 @@ void attention_backward_bf16(float* dq, float* dk, float* dv, float* scratch, co
                              int64_t ld, const AttnShape& s, const AttnMask& mask,
                              const DropoutSpec& drop);
 
+// Whether every query row of every sample sees at least one key, the
+// precondition of fused (flash) kernels, which lack the uniform-weights rule
+// above. key_padding_host is (B, T) host memory (1 = attend, 0 = padding) or
+// null. Without a causal mask a sample needs one unpadded key; with one, its
+// first key must be unpadded (query 0 sees only key 0, and then every query
+// sees it).
+bool attention_every_row_has_a_key(const int64_t* key_padding_host, int64_t B, int64_t T,
+                                   bool causal);
+
 }  // namespace loom

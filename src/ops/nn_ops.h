@@ -99,6 +99,22 @@ struct NnOps {
                                void* scratch, const void* dy, const void* att, const void* q,
                                const void* k, const void* v, int64_t ld, const AttnShape&,
                                const AttnMask&, const DropoutSpec&) = nullptr;
+    // Fused attention (FlashAttention-2's scheme; null where the device has
+    // none): saves lse (B, NH, T) f32, the log-sum-exp of each row's scaled
+    // scores, instead of the probabilities, and backward recomputes them from
+    // it and y, the forward's output. Same semantics as the entries above for
+    // the shapes fused_attention_supported accepts, when every query row sees
+    // a key (attention_every_row_has_a_key); other batches take the unfused
+    // entries. key_padding in the backend's memory.
+    bool (*fused_attention_supported)(const AttnShape&) = nullptr;
+    void (*fused_attention_forward)(const OpCtx&, DType operands, void* y, float* lse,
+                                    const void* q, const void* k, const void* v, int64_t ld,
+                                    const AttnShape&, const AttnMask&,
+                                    const DropoutSpec&) = nullptr;
+    void (*fused_attention_backward)(const OpCtx&, DType operands, void* dq, void* dk, void* dv,
+                                     const void* dy, const void* y, const float* lse, const void* q,
+                                     const void* k, const void* v, int64_t ld, const AttnShape&,
+                                     const AttnMask&, const DropoutSpec&) = nullptr;
     // Attention at the query rows `rows` only (ops/attention_rows.h).
     void (*attention_rows_forward)(const OpCtx&, void* y, void* att, const void* q, const void* k,
                                    const void* v, int64_t ld, const AttnShape&, const AttnMask&,
@@ -143,6 +159,9 @@ struct NnOps {
                                 int64_t N, int64_t Vl, int64_t valid, int64_t first, int64_t V,
                                 double scale) = nullptr;
 
+    bool fused_attention(const AttnShape& s) const {
+        return fused_attention_forward != nullptr && fused_attention_supported(s);
+    }
     bool rows_supported() const {
         return dropout_rows != nullptr && attention_rows_forward != nullptr &&
                attention_rows_backward != nullptr;

@@ -112,18 +112,19 @@ ModelPart pipeline_chunk_part(int64_t n_apps, int pp_size, int n_virtual, int pp
 PipelineParallel::PipelineParallel(std::vector<std::unique_ptr<StageModel>> stage_models,
                                    Communicator& pp, Communicator& dp,
                                    const OptimizerConfig& optimizer, DpOptions dp_options,
-                                   ScheduleKind kind, int n_virtual)
-    : models_(std::move(stage_models)), pp_(pp), kind_(kind), n_virtual_(n_virtual) {
+                                   ScheduleKind kind, int n_virtual, Communicator* pp_buffers)
+    : models_(std::move(stage_models)),
+      pp_(pp),
+      pp_buf_(pp_buffers ? *pp_buffers : pp),
+      kind_(kind),
+      n_virtual_(n_virtual) {
     LOOM_CHECK(!models_.empty() && n_virtual >= 1 && int(models_.size()) % n_virtual == 0,
                "pipeline stage: {} model instances for {} chunks", models_.size(), n_virtual);
     LOOM_CHECK((kind == ScheduleKind::interleaved) == (n_virtual > 1),
                "pipeline: {} model chunks per rank need the interleaved schedule", n_virtual);
     StageModel& m0 = *models_[0];
-    // NOTE: the stage exchange still reads host buffers; one stage (tensor
-    // parallelism alone) exchanges nothing.
-    LOOM_CHECK(!m0.params().staged() || pp.size() == 1,
-               "pipeline stages with parameters on {}: not yet supported",
-               m0.params().backend().name());
+    be_ = &m0.params().backend();
+    act_ = m0.params().op_ctx().act;
     for (size_t i = 1; i < models_.size(); ++i) models_[i]->share_parameters(m0);
     if (m0.tp_slice().active()) tp_ = m0.tp_slice().comm;
     C_ = m0.hidden_width();
@@ -187,10 +188,14 @@ double PipelineParallel::run(const std::vector<MicroBatch>& micro, double loss_s
     std::vector<std::vector<int>> free_slots(static_cast<size_t>(V));
     for (int c = 0; c < V; ++c)
         for (int s = n_slots(); s-- > 0;) free_slots[size_t(c)].push_back(c * n_slots() + s);
-    auto buffer = [&](std::vector<std::vector<float>>& v, int c, int m) -> float* {
-        std::vector<float>& b = v[size_t(c * M + m)];
-        if (int64_t(b.size()) < numel(m)) b.resize(size_t(numel(m)));
-        return b.data();
+    const size_t esize = dtype_size(act_);
+    auto buffer = [&](std::vector<Message>& v, int c, int m) -> ActPtr {
+        Message& b = v[size_t(c * M + m)];
+        if (b.capacity < numel(m)) {
+            b.mem = be_->alloc(size_t(numel(m)) * esize);
+            b.capacity = numel(m);
+        }
+        return ActPtr(b.mem->data(), act_);
     };
 
     double loss_sum = 0;
@@ -200,7 +205,7 @@ double PipelineParallel::run(const std::vector<MicroBatch>& micro, double loss_s
         if (action_is_comm(a.kind)) {
             // Consecutive communication actions go out together (the schedule's
             // pairing; pipeline_sim.h proves the lists cannot deadlock).
-            pp_.group_start();
+            pp_buf_.group_start();
             for (; i < actions.size() && action_is_comm(actions[i].kind); ++i) {
                 const Action& c = actions[i];
                 const int m = c.micro;
@@ -219,22 +224,22 @@ double PipelineParallel::run(const std::vector<MicroBatch>& micro, double loss_s
                 const int tag = ((m * S + boundary) * 2 + (grad ? 1 : 0)) % 32768;
                 switch (c.kind) {
                     case ActionKind::send_act:
-                        pp_.send(buffer(act_out_, v, m), n, DType::f32, peer, tag);
+                        pp_buf_.send(buffer(act_out_, v, m), n, act_, peer, tag);
                         break;
                     case ActionKind::recv_act:
-                        pp_.recv(buffer(act_in_, v, m), n, DType::f32, peer, tag);
+                        pp_buf_.recv(buffer(act_in_, v, m), n, act_, peer, tag);
                         break;
                     case ActionKind::send_grad:
-                        pp_.send(buffer(grad_out_, v, m), n, DType::f32, peer, tag);
+                        pp_buf_.send(buffer(grad_out_, v, m), n, act_, peer, tag);
                         break;
                     case ActionKind::recv_grad:
-                        pp_.recv(buffer(grad_in_, v, m), n, DType::f32, peer, tag);
+                        pp_buf_.recv(buffer(grad_in_, v, m), n, act_, peer, tag);
                         break;
                     default:
                         break;
                 }
             }
-            pp_.group_end()->wait();
+            pp_buf_.group_end()->wait();
             continue;
         }
         const int m = a.micro, v = a.virtual_stage;
@@ -259,8 +264,8 @@ double PipelineParallel::run(const std::vector<MicroBatch>& micro, double loss_s
                             mb.label_count);
                 loss_sum += l.sum;
             } else {
-                std::memcpy(buffer(act_out_, v, m), models_[size_t(s)]->stage_output(),
-                            size_t(numel(m)) * sizeof(float));
+                be_->copy(buffer(act_out_, v, m), models_[size_t(s)]->stage_output(),
+                          size_t(numel(m)) * esize);
             }
         } else if (a.kind == ActionKind::backward) {
             if (mb.inputs.B == 0) continue;
@@ -270,11 +275,11 @@ double PipelineParallel::run(const std::vector<MicroBatch>& micro, double loss_s
             if (mb.label_count > 0) {
                 model.backward(loss_scale, is_last(v) ? nullptr : buffer(grad_in_, v, m));
                 if (!is_first(v))
-                    std::memcpy(buffer(grad_out_, v, m), model.stage_input_grad(),
-                                size_t(numel(m)) * sizeof(float));
+                    be_->copy(buffer(grad_out_, v, m), model.stage_input_grad(),
+                              size_t(numel(m)) * esize);
             } else if (!is_first(v)) {
                 // No labels, no loss: nothing flows back (every stage knows).
-                std::fill_n(buffer(grad_out_, v, m), numel(m), 0.0f);
+                be_->zero(buffer(grad_out_, v, m), size_t(numel(m)) * esize);
             }
             slot = -1;
             free.push_back(s);
@@ -288,22 +293,28 @@ void PipelineParallel::finalize_grads() {
     // 1. Rows several stages hold: every holder gets the sum of their partial
     //    gradients (Megatron's embedding group, generalised). One all-reduce
     //    on pp; stages without the row add zeros.
+    //    In the gradients' own type and memory (the table's backend).
     if (!shared_rows_.empty()) {
         const ParamTable& t = model().params();
+        const DType g = t.op_ctx().act;  // the gradients' type
+        const size_t esize = dtype_size(g);
         int64_t total = 0;
         for (int r : shared_rows_) total += t.row(r).numel();
-        std::vector<float> buf(size_t(total), 0.0f);
+        if (!shared_buf_ || shared_buf_->nbytes() < size_t(total) * esize)
+            shared_buf_ = be_->alloc(size_t(total) * esize);
+        std::byte* buf = static_cast<std::byte*>(shared_buf_->data());
+        be_->zero(buf, size_t(total) * esize);
         int64_t off = 0;
         for (int r : shared_rows_) {
-            if (t.row(r).local)
-                std::memcpy(buf.data() + off, t.grad(r), size_t(t.row(r).numel()) * sizeof(float));
+            const size_t n = size_t(t.row(r).numel()) * esize;
+            if (t.row(r).local) be_->copy(buf + size_t(off) * esize, t.device_grad(r), n);
             off += t.row(r).numel();
         }
-        pp_.all_reduce(buf.data(), total, DType::f32, ReduceOp::sum)->wait();
+        pp_buf_.all_reduce(buf, total, g, ReduceOp::sum)->wait();
         off = 0;
         for (int r : shared_rows_) {
-            if (t.row(r).local)
-                std::memcpy(t.grad(r), buf.data() + off, size_t(t.row(r).numel()) * sizeof(float));
+            const size_t n = size_t(t.row(r).numel()) * esize;
+            if (t.row(r).local) be_->copy(t.device_grad(r), buf + size_t(off) * esize, n);
             off += t.row(r).numel();
         }
     }
@@ -383,7 +394,7 @@ std::map<std::string, Tensor> PipelineParallel::gather_params(bool to_all) const
     const ParamTable& t = models_[0]->params();
     std::vector<std::pair<std::string, int>> names;
     for (int i = 0; i < t.size(); ++i) names.emplace_back(t.row(i).name, i);
-    t.download_params();  // the host's view of a device table
+    t.download_params();  // the host copy, where the table keeps one
     // Whole tensors, assembled over tp and carried over pp row by row.
     return gather_rows(t.param_tensors(), names, to_all);
 }

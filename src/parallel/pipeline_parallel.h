@@ -43,7 +43,9 @@
 #include <utility>
 #include <vector>
 
+#include "backend/backend.h"
 #include "comm/comm.h"
+#include "core/storage.h"
 #include "parallel/dp_step.h"
 #include "parallel/model_part.h"
 #include "parallel/pipeline_schedule.h"
@@ -80,16 +82,19 @@ class PipelineParallel : public StepEngine {
     // number each (chunk c's at [c * n, (c + 1) * n)), built with each chunk's
     // part; the first owns the buffers, the others are made to share them.
     // pp and dp must outlive this object.
+    // `pp_buffers`: the pp group over the stages' backend memory (NCCL on
+    // its stream for a GPU; null: pp itself), which carries the activations,
+    // their gradients and the shared rows' sums; scalars go over pp.
     PipelineParallel(std::vector<std::unique_ptr<StageModel>> stage_models, Communicator& pp,
                      Communicator& dp, const OptimizerConfig& optimizer, DpOptions dp_options,
-                     ScheduleKind kind, int n_virtual = 1);
+                     ScheduleKind kind, int n_virtual = 1, Communicator* pp_buffers = nullptr);
     // The same from models of a type derived from StageModel (models/'s Model).
     template <class M>
     PipelineParallel(std::vector<std::unique_ptr<M>> stage_models, Communicator& pp,
                      Communicator& dp, const OptimizerConfig& optimizer, DpOptions dp_options,
-                     ScheduleKind kind, int n_virtual = 1)
+                     ScheduleKind kind, int n_virtual = 1, Communicator* pp_buffers = nullptr)
         : PipelineParallel(as_stages(std::move(stage_models)), pp, dp, optimizer, dp_options, kind,
-                           n_virtual) {}
+                           n_virtual, pp_buffers) {}
     ~PipelineParallel();
     PipelineParallel(const PipelineParallel&) = delete;
     PipelineParallel& operator=(const PipelineParallel&) = delete;
@@ -169,6 +174,7 @@ class PipelineParallel : public StepEngine {
     }
     std::vector<std::unique_ptr<StageModel>> models_;
     Communicator& pp_;
+    Communicator& pp_buf_;
     Communicator* tp_ = nullptr;  // the stage models' tp group; null: tp 1
     std::unique_ptr<DataParallel> dp_;
     ScheduleKind kind_;
@@ -180,9 +186,17 @@ class PipelineParallel : public StepEngine {
     // by a lower stage in the norm), and on tp ranks other than 0 the rows
     // tp replicates (Megatron's "not a tensor-parallel duplicate" rule).
     std::vector<std::pair<int64_t, int64_t>> norm_excluded_;
-    // Per (chunk, micro-batch) message buffers, kept across steps (first touch
-    // is slow); index chunk * n_micro + micro.
-    std::vector<std::vector<float>> act_in_, act_out_, grad_in_, grad_out_;
+    // The stages' backend and activation type: the messages' memory and type.
+    Backend* be_ = nullptr;
+    DType act_ = DType::f32;
+    // Per (chunk, micro-batch) message buffers on be_, kept across steps
+    // (first touch is slow); index chunk * n_micro + micro.
+    struct Message {
+        std::shared_ptr<Storage> mem;
+        int64_t capacity = 0;  // elements
+    };
+    std::vector<Message> act_in_, act_out_, grad_in_, grad_out_;
+    std::shared_ptr<Storage> shared_buf_;  // the shared rows' gradients, packed
 };
 
 }  // namespace loom

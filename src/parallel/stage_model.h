@@ -45,14 +45,15 @@ class StageModel {
     // Accumulates d(loss_scale * loss_sum)/d(params) into the gradient buffer,
     // for the last forward (which must have had labels). A stage without the
     // head takes the gradient of its output, (B, T, C), instead of a loss:
-    // `d_stage_output`.
-    virtual void backward(double loss_scale, const float* d_stage_output = nullptr) = 0;
+    // `d_stage_output`, in the activation type and memory of the model.
+    virtual void backward(double loss_scale, CActPtr d_stage_output = nullptr) = 0;
 
     // Pipeline stages: the last forward's output, (B, T, C), on a stage
     // without the head; after backward, the gradient of the stage input on a
-    // stage without the embeddings. Views valid until the next forward.
-    virtual const float* stage_output() const { return nullptr; }
-    virtual const float* stage_input_grad() const { return nullptr; }
+    // stage without the embeddings. Views of the model's activations (its
+    // backend's memory, its activation type), valid until the next forward.
+    virtual CActPtr stage_output() const { return nullptr; }
+    virtual CActPtr stage_input_grad() const { return nullptr; }
     // Uses `owner`'s parameter and gradient buffers (a model built from the
     // same config and part): pipeline schedules keep several micro-batches in
     // flight, one model instance (one set of activations) each.

@@ -47,7 +47,7 @@ class GpuEvalModel final : public Model {
         }
         return l;
     }
-    void backward(double, const float*) override {
+    void backward(double, CActPtr) override {
         LOOM_FAIL("GpuEvalModel is an evaluation view: train through CudaModel");
     }
     void share_parameters(const StageModel&) override {

@@ -3,8 +3,10 @@
 // type), each entry through `OpCtx::nn()` on both backends, the CUDA result
 // within the type's tolerance of the CPU's f32 one. What the one model stack
 // needs of a device is exactly this table, so a pass here is what lets the
-// CPU-proven modules run on the GPU, the vocab-parallel entries included. Also: the row-subset
-// entries are absent on CUDA, and operands other than the activation type are refused.
+// CPU-proven modules run on the GPU (the fused attention entries, which the
+// CPU lacks, against its unfused ones; the vocab-parallel entries with the
+// ranks' collectives done on the host). Also: the row-subset entries are
+// absent on CUDA, and operands other than the activation type are refused.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -225,6 +227,49 @@ TYPED_TEST(CudaNnOps, AttentionMatchesTheCpuEntry) {
         const std::string tag = causal ? "causal " : "padded ";
         EXPECT_TRUE(all_close(tag + "y", download(gy), y, this->tol(5e-5, 1e-4)));
         EXPECT_TRUE(all_close(tag + "probabilities", download(gatt), att, this->tol()));
+        EXPECT_TRUE(all_close(tag + "dqkv", download(gdqkv), dqkv, this->tol(1e-4, 1e-3)));
+    }
+}
+
+// The fused entries keep lse instead of the probabilities; their y and
+// gradients are the CPU's unfused ones. Every row here sees a key.
+TYPED_TEST(CudaNnOps, FusedAttentionMatchesTheCpuEntry) {
+    const AttnShape s{2, 19, 2, 16};
+    ASSERT_TRUE(this->gpu_ops().fused_attention(s));
+    EXPECT_FALSE(this->cpu_ops().fused_attention(s));
+    const int64_t C = s.NH * s.HS, ld = 3 * C, N = s.B * s.T;
+    const DType t = this->gpu_.act;
+    std::vector<int64_t> pad(size_t(N), 1);
+    for (int64_t j = 12; j < s.T; ++j) pad[size_t(j)] = 0;  // sample 0's tail
+    DropoutSpec d;
+    d.p = 0.1f;
+    d.stream = PhiloxStream(5, 1, 2);
+    for (bool causal : {false, true}) {
+        const AttnMask cpu_mask{pad.data(), causal};
+        ASSERT_TRUE(attention_every_row_has_a_key(pad.data(), s.B, s.T, causal));
+        auto qkv = this->in(size_t(N * ld), 27), dy = this->in(size_t(N * C), 28);
+        const size_t n_att = size_t(s.B * s.NH * s.T * s.T);
+        std::vector<float> y(size_t(N * C), 0.0f), att(n_att, 0.0f), dqkv(qkv.size()),
+            scratch(n_att, 0.0f);
+        const float* q = qkv.data();
+        this->cpu_ops().attention_forward(this->cpu_, DType::f32, y.data(), att.data(), q, q + C,
+                                          q + 2 * C, ld, s, cpu_mask, d);
+        this->cpu_ops().attention_backward(this->cpu_, DType::f32, dqkv.data(), dqkv.data() + C,
+                                           dqkv.data() + 2 * C, scratch.data(), dy.data(),
+                                           att.data(), q, q + C, q + 2 * C, ld, s, cpu_mask, d);
+        auto gpad = upload_raw(pad);
+        const AttnMask gpu_mask{gpad->get(), causal};
+        auto *gqkv = this->up(qkv), *gdy = this->up(dy);
+        DeviceBuffer<TypeParam> gy{size_t(N * C)}, gdqkv(qkv.size());
+        DeviceBuffer<float> glse{size_t(s.B * s.NH * s.T)};
+        const TypeParam* gq = gqkv->get();
+        this->gpu_ops().fused_attention_forward(this->gpu_, t, gy.get(), glse.get(), gq, gq + C,
+                                                gq + 2 * C, ld, s, gpu_mask, d);
+        this->gpu_ops().fused_attention_backward(
+            this->gpu_, t, gdqkv.get(), gdqkv.get() + C, gdqkv.get() + 2 * C, gdy->get(), gy.get(),
+            glse.get(), gq, gq + C, gq + 2 * C, ld, s, gpu_mask, d);
+        const std::string tag = causal ? "fused causal " : "fused padded ";
+        EXPECT_TRUE(all_close(tag + "y", download(gy), y, this->tol(5e-5, 1e-4)));
         EXPECT_TRUE(all_close(tag + "dqkv", download(gdqkv), dqkv, this->tol(1e-4, 1e-3)));
     }
 }

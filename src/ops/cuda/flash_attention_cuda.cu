@@ -404,20 +404,6 @@ bool flash_attention_supported(const AttnShape& s) {
            std::end(k_head_sizes);
 }
 
-bool attention_every_row_has_a_key(const int64_t* key_padding_host, int64_t B, int64_t T,
-                                   bool causal) {
-    if (key_padding_host == nullptr || T == 0) return true;
-    for (int64_t b = 0; b < B; ++b) {
-        const int64_t* pad = key_padding_host + b * T;
-        if (causal) {
-            if (pad[0] == 0) return false;
-        } else if (std::none_of(pad, pad + T, [](int64_t x) { return x != 0; })) {
-            return false;
-        }
-    }
-    return true;
-}
-
 template <typename T>
 void flash_attention_forward_cuda(T* out, float* lse, const T* q, const T* k, const T* v,
                                   int64_t ld, const AttnShape& s, const AttnMask& mask,

@@ -16,7 +16,7 @@
 // Precondition: every query row has at least one visible key. The CPU gives a
 // row with every key masked uniform weights by HF's rule (ops/attention.cpp);
 // these kernels do not implement that rule. Check with
-// attention_every_row_has_a_key() and take the unfused path when it fails.
+// attention_every_row_has_a_key() (ops/attention.h) and take the unfused path when it fails.
 // (Such a row comes out of the kernels as zeros with lse = -inf and sends no
 // gradient anywhere, never as NaN.)
 //
@@ -43,14 +43,6 @@ namespace loom {
 // steps), so it must be a multiple of 16 and at most 128, and each value costs
 // compile time; others take the unfused path. Any B, T >= 0, NH and ld work.
 bool flash_attention_supported(const AttnShape& s);
-
-// Whether every query row of every sample sees at least one key: host-side
-// check of the fused kernels' precondition. key_padding_host is (B, T) host
-// memory (1 = attend, 0 = padding) or null. Without a causal mask a sample
-// needs one unpadded key; with one, its first key must be unpadded (query 0
-// sees only key 0, and then every query sees it).
-bool attention_every_row_has_a_key(const int64_t* key_padding_host, int64_t B, int64_t T,
-                                   bool causal);
 
 template <typename T>
 void flash_attention_forward_cuda(T* out,      // (B, T, NH*HS) contiguous

@@ -18,6 +18,7 @@
 #include "ops/cuda/dropout_cuda.h"
 #include "ops/cuda/elementwise_cuda.h"
 #include "ops/cuda/embedding_cuda.h"
+#include "ops/cuda/flash_attention_cuda.h"
 #include "ops/cuda/float_dispatch.h"
 #include "ops/cuda/layer_norm_cuda.h"
 #include "ops/cuda/matmul_cuda.h"
@@ -193,6 +194,29 @@ void attention_bwd(const OpCtx& c, DType operands, void* dq, void* dk, void* dv,
     });
 }
 
+void fused_attention_fwd(const OpCtx& c, DType operands, void* y, float* lse, const void* q,
+                         const void* k, const void* v, int64_t ld, const AttnShape& s,
+                         const AttnMask& m, const DropoutSpec& d) {
+    check_operands(c, operands, "fused_attention_forward");
+    with_act(c, "fused_attention_forward", [&](auto t) {
+        using T = decltype(t);
+        flash_attention_forward_cuda<T>(P<T>(y), lse, P<T>(q), P<T>(k), P<T>(v), ld, s, m, d,
+                                        context(c));
+    });
+}
+
+void fused_attention_bwd(const OpCtx& c, DType operands, void* dq, void* dk, void* dv,
+                         const void* dy, const void* y, const float* lse, const void* q,
+                         const void* k, const void* v, int64_t ld, const AttnShape& s,
+                         const AttnMask& m, const DropoutSpec& d) {
+    check_operands(c, operands, "fused_attention_backward");
+    with_act(c, "fused_attention_backward", [&](auto t) {
+        using T = decltype(t);
+        flash_attention_backward_cuda<T>(P<T>(dq), P<T>(dk), P<T>(dv), P<T>(dy), P<T>(y), lse,
+                                         P<T>(q), P<T>(k), P<T>(v), ld, s, m, d, context(c));
+    });
+}
+
 XentSum xent_fwd(const OpCtx& c, void* losses, const void* logits, const int64_t* targets,
                  int64_t N, int64_t V) {
     return with_act(c, "softmax_xent_forward", [&](auto t) {
@@ -293,6 +317,9 @@ constinit const NnOps k_cuda_nn_ops{
     .embedding_backward = embedding_bwd,
     .attention_forward = attention_fwd,
     .attention_backward = attention_bwd,
+    .fused_attention_supported = flash_attention_supported,
+    .fused_attention_forward = fused_attention_fwd,
+    .fused_attention_backward = fused_attention_bwd,
     .attention_rows_forward = nullptr,
     .attention_rows_backward = nullptr,
     .softmax_xent_forward = xent_fwd,
