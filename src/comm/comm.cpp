@@ -247,6 +247,16 @@ void reduce_typed(T* dst, const T* src, int64_t n, ReduceOp op) {
         for (int64_t i = 0; i < n; ++i) dst[i] += src[i];
     }
 }
+// bf16 and f16 by value: widened, combined in fp32, rounded back.
+template <float (*Load)(uint16_t), uint16_t (*Store)(float)>
+void reduce_narrow(void* dst_v, const void* src_v, int64_t n, ReduceOp op) {
+    uint16_t* dst = static_cast<uint16_t*>(dst_v);
+    const uint16_t* src = static_cast<const uint16_t*>(src_v);
+    for (int64_t i = 0; i < n; ++i) {
+        const float a = Load(dst[i]), b = Load(src[i]);
+        dst[i] = Store(op == ReduceOp::max ? std::max(a, b) : a + b);
+    }
+}
 }  // namespace
 
 void comm_reduce_into(void* dst, const void* src, int64_t count, DType dtype, ReduceOp op) {
@@ -263,6 +273,12 @@ void comm_reduce_into(void* dst, const void* src, int64_t count, DType dtype, Re
         case DType::i64:
             reduce_typed(static_cast<int64_t*>(dst), static_cast<const int64_t*>(src), count, op);
             return;
+        case DType::bf16:
+            reduce_narrow<bf16_to_f32, f32_to_bf16>(dst, src, count, op);
+            return;
+        case DType::f16:
+            reduce_narrow<f16_to_f32, f32_to_f16>(dst, src, count, op);
+            return;
         default: LOOM_FAIL("reduction over dtype {} is not supported", dtype_name(dtype));
     }
 }
@@ -274,6 +290,13 @@ void comm_divide(void* buf, int64_t count, DType dtype, int n) {
     } else if (dtype == DType::f64) {
         double* p = static_cast<double*>(buf);
         for (int64_t i = 0; i < count; ++i) p[i] /= double(n);
+    } else if (dtype == DType::bf16 || dtype == DType::f16) {
+        uint16_t* p = static_cast<uint16_t*>(buf);
+        const bool bf = dtype == DType::bf16;
+        for (int64_t i = 0; i < count; ++i) {
+            const float x = (bf ? bf16_to_f32(p[i]) : f16_to_f32(p[i])) / float(n);
+            p[i] = bf ? f32_to_bf16(x) : f32_to_f16(x);
+        }
     } else {
         LOOM_FAIL("avg over dtype {} is not supported", dtype_name(dtype));
     }

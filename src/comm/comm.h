@@ -223,7 +223,8 @@ protected:
     virtual void on_group_start() {}
     virtual void on_group_end() {}
     // Element types this implementation moves and reduces. CPU communicators:
-    // f32, f64, i32, i64; CommNccl adds bf16 and f16 (device gradients).
+    // f32, f64, i32, i64; CommNccl and CommLocal add bf16 and f16 (device
+    // gradients; CommLocal sums them in fp32, rounding each partial sum).
     virtual bool accepts_dtype(DType d) const {
         return d == DType::f32 || d == DType::f64 || d == DType::i32 || d == DType::i64;
     }

@@ -119,7 +119,20 @@ void residual_fwd(const OpCtx& c, void* y, const void* a, const void* b, int64_t
     residual_forward(F(y), F(a), F(b), n);
 }
 
+// Also over narrow buffers by value (widened, added, rounded): ZeRO-2 sums
+// gradient shards with it, which a staged test backend keeps in bf16 or f16.
 void add_inplace_cpu(const OpCtx& c, void* y, const void* x, int64_t n) {
+    if (c.act == DType::bf16 || c.act == DType::f16) {
+        const bool bf = c.act == DType::bf16;
+        uint16_t* yy = static_cast<uint16_t*>(y);
+        const uint16_t* xx = static_cast<const uint16_t*>(x);
+        for (int64_t i = 0; i < n; ++i) {
+            const float a = bf ? bf16_to_f32(yy[i]) : f16_to_f32(yy[i]);
+            const float b = bf ? bf16_to_f32(xx[i]) : f16_to_f32(xx[i]);
+            yy[i] = bf ? f32_to_bf16(a + b) : f32_to_f16(a + b);
+        }
+        return;
+    }
     check_act(c, "add_inplace");
     add_inplace(F(y), F(x), n);
 }

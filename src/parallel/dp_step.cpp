@@ -107,6 +107,7 @@ double DataParallel::run(const std::vector<MicroBatch>& micro, double loss_scale
 
 void DataParallel::finalize_grads() {
     sync_->finalize(1.0);
+    if (zero_) zero_->take_grads();
 }
 
 double DataParallel::clip_grad_norm(double max_norm) {
@@ -131,7 +132,7 @@ void DataParallel::scale_grads(float s) {
     ParamTable& t = model_.params();
     Backend& be = t.backend();
     if (zero_)
-        be.ops().scale(be, sync_->shard_grads(), sync_->dtype(), sync_->shard_size(), s);
+        zero_->scale_grads(s);
     else
         be.ops().scale(be, t.device_grads(), t.op_ctx().act, t.flat_numel(), s);
 }

@@ -53,11 +53,9 @@ const GradSync& checked_sync(const ParamTable& table, const GradSync& sync) {
     LOOM_ASSERT(table.allocated(), "ZeRO over an unallocated parameter table");
     LOOM_CHECK(sync.zero() != ZeroStage::none,
                "a sharded optimizer needs a ZeRO-1 or ZeRO-2 GradSync (got stage none)");
-    // NOTE: the parameters' all-gather is staged in the gradient shard, which
-    // therefore holds fp32.
-    LOOM_CHECK(sync.dtype() == DType::f32,
-               "ZeRO-1/2 with {} gradients on {}: only fp32 gradients are sharded so far",
-               dtype_name(sync.dtype()), table.backend().name());
+    LOOM_CHECK(
+        sync.dtype() == DType::f32 || sync.dtype() == DType::bf16 || sync.dtype() == DType::f16,
+        "ZeRO-1/2 with {} gradients: expected fp32, bf16 or fp16", dtype_name(sync.dtype()));
     return sync;
 }
 
@@ -93,10 +91,12 @@ OptimizerShard ZeroOptimizer::optimizer_shard(DecayPolicy decay) {
     for (const GradBucket& b : sync_.buckets())
         if (b.padded(sync_.dp_size()))
             staging_ = sync_.backend().alloc(size_t(b.chunk * sync_.dp_size()) * sizeof(float));
+    if (sync_.dtype() != DType::f32)
+        wide_ = sync_.backend().alloc(size_t(sync_.shard_size()) * sizeof(float));
     OptimizerShard s;
     s.segments = shard_segments(table_, sync_.pieces(), decay);
     s.numel = sync_.shard_size();
-    s.grads = sync_.shard_grads().as<float>();
+    s.grads = grads().as<float>();
     s.all_reduce_sum = [this](double* buf, int64_t n) {
         sync_.comm().all_reduce(buf, n, DType::f64, ReduceOp::sum)->wait();
     };
@@ -108,7 +108,7 @@ double ZeroOptimizer::grad_norm_sq(const std::vector<std::pair<int64_t, int64_t>
     const auto ranges = kept_shard_ranges(segments(), exclude);
     std::vector<double> parts(ranges.size());
     Backend& be = sync_.backend();
-    be.ops().sum_squares(be, sync_.shard_grads(), sync_.dtype(), ranges, parts.data());
+    be.ops().sum_squares(be, grads(), DType::f32, ranges, parts.data());
     double local = 0;
     for (double p : parts) local += p;
     // Partial sums of all shards, summed on the dp group.
@@ -122,9 +122,21 @@ double ZeroOptimizer::clip_grad_norm(double max_norm) {
     if (max_norm > 0 && c < 1.0) {
         Backend& be = sync_.backend();
         for (const ShardSegment& s : segments())
-            be.ops().scale(be, sync_.shard_grads() + s.shard, sync_.dtype(), s.n, float(c));
+            be.ops().scale(be, grads() + s.shard, DType::f32, s.n, float(c));
     }
     return total;
+}
+
+void ZeroOptimizer::take_grads() {
+    if (!wide_) return;
+    Backend& be = sync_.backend();
+    be.ops().convert(be, wide_->data(), DType::f32, sync_.shard_grads(), sync_.dtype(),
+                     sync_.shard_size());
+}
+
+void ZeroOptimizer::scale_grads(float s) {
+    Backend& be = sync_.backend();
+    be.ops().scale(be, grads(), DType::f32, sync_.shard_size(), s);
 }
 
 void ZeroOptimizer::step(double lr) {
@@ -133,10 +145,10 @@ void ZeroOptimizer::step(double lr) {
     float* p = table_.device_master();
     // All-gather on the dp group: every rank's updated chunks into every
     // rank's parameter buffer. The send side is a copy (MPI forbids a send
-    // buffer inside the receive buffer), staged in the gradient shard, which
-    // this step has consumed (begin_step clears it).
+    // buffer inside the receive buffer), staged in the fp32 gradient shard,
+    // which this step has consumed (begin_step clears it).
     Communicator& dp = sync_.comm();
-    float* send_base = sync_.shard_grads().as<float>();
+    float* send_base = grads().as<float>();
     float* stage = staging_ ? static_cast<float*>(staging_->data()) : nullptr;
     const auto& buckets = sync_.buckets();
     const auto& pieces = sync_.pieces();

@@ -62,6 +62,13 @@ class ZeroOptimizer {
     double grad_norm_sq(const std::vector<std::pair<int64_t, int64_t>>* exclude = nullptr) const;
     // torch clip_grad_norm_ on the global norm; returns the norm before clipping.
     double clip_grad_norm(double max_norm);
+    // The reduced shard, once the sync has finished (GradSync::finalize), as
+    // the norm, the clipping and the update read it: narrow (bf16, f16)
+    // shards are widened to fp32 here, so unscaling and clipping multiply
+    // fp32 values and lose nothing an in-place narrow multiply would.
+    void take_grads();
+    // Those gradients *= s (unscaling).
+    void scale_grads(float s);
     // The update on this shard, then all-gather the parameters (collective). The
     // gradient shard is reused as the all-gather's send buffer: it is stale
     // afterwards (the next GradSync::begin_step clears it).
@@ -89,6 +96,10 @@ class ZeroOptimizer {
     Communicator& scalars_;
     // (dp * chunk) fp32, the padded bottom bucket's, in the backend's memory.
     std::shared_ptr<Storage> staging_;
+    // Narrow gradients: the shard widened (take_grads), fp32, shard_size().
+    std::shared_ptr<Storage> wide_;
+    // The fp32 gradient shard: wide_, or the sync's own.
+    ActPtr grads() const { return wide_ ? ActPtr(wide_->data(), DType::f32) : sync_.shard_grads(); }
     FlatOptimizer opt_;                   // over this rank's shard
 };
 

@@ -15,17 +15,18 @@
 
 #include "comm/comm_local.h"
 #include "core/check.h"
+#include "ops/device_ops.h"
 #include "optim/adamw.h"
 #include "optim/grad_clip.h"
-#include "ops/device_ops.h"
 #include "parallel/zero.h"
+#include "test_backends.h"
 
 namespace loom {
 namespace {
 
 // Rows of awkward sizes: decay and no-decay neighbours, a frozen row, an
 // unaligned row glued to its predecessor.
-std::unique_ptr<ParamTable> make_table() {
+std::unique_ptr<ParamTable> make_table(ParamDevice device = {}) {
     auto t = std::make_unique<ParamTable>();
     auto row = [&](const std::string& name, Shape shape, bool decay, bool trainable = true,
                    bool align = true) {
@@ -44,7 +45,7 @@ std::unique_ptr<ParamTable> make_table() {
     row("c.bias", Shape{11}, false, true, false);
     row("d.weight", Shape{7, 13}, true);
     row("norm.weight", Shape{64}, false);
-    t->allocate();
+    t->allocate(device);
     t->init_all(99);
     return t;
 }
@@ -188,6 +189,90 @@ std::vector<ZeroRun> run_zero(int dp, int ga, ZeroStage z, int steps, double max
         for (auto& [n, v] : opt.gather_state()) run.state[n] = v;
     });
     return out;
+}
+
+// The same with the gradients in a narrow type on the staged backend (host
+// memory the table reaches only through uploads), scaled by `loss_scale`
+// and unscaled as DataParallel does: the reduced shard is widened to fp32
+// (take_grads) before the norm, the clipping and the update.
+std::vector<ZeroRun> run_zero_narrow(DType type, int dp, int ga, ZeroStage z, int steps,
+                                     double max_norm, float loss_scale) {
+    std::vector<ZeroRun> out(static_cast<size_t>(dp));
+    test::StagedBackend staged;
+    const auto narrow = [type](float x) {
+        return type == DType::bf16 ? f32_to_bf16(x) : f32_to_f16(x);
+    };
+    const auto wide = [type](uint16_t h) {
+        return type == DType::bf16 ? bf16_to_f32(h) : f16_to_f32(h);
+    };
+    comm_local_run(dp, [&](Communicator& world) {
+        const int r = world.rank();
+        auto t = make_table(ParamDevice{&staged, type});
+        GradSyncOptions o;
+        o.zero = z;
+        o.bucket_elems = k_bucket;
+        GradSync sync(t->device_grads(), t->flat_numel(), world, o, staged);
+        ZeroOptimizer opt(*t, sync, hyper());
+        ZeroRun& run = out[size_t(r)];
+        const size_t n = size_t(t->flat_numel());
+        std::vector<uint16_t> g(n);
+        for (int s = 0; s < steps; ++s) {
+            t->zero_grad();
+            sync.begin_step();
+            for (int k = 0; k < ga; ++k) {
+                sync.begin_micro_batch(k == ga - 1);
+                // The device gradients += this micro-batch's share, scaled.
+                staged.to_host(g.data(), t->device_grads(), n * sizeof(uint16_t));
+                for (int i = 0; i < t->size(); ++i) {
+                    if (!t->row(i).trainable) continue;
+                    for (int64_t j = 0; j < t->row(i).numel(); ++j) {
+                        const size_t e = size_t(t->row(i).offset + j);
+                        const float add = share(s, int64_t(e), r * ga + k, dp * ga) * loss_scale;
+                        g[e] = narrow(wide(g[e]) + add);
+                    }
+                }
+                staged.to_device(t->device_grads(), g.data(), n * sizeof(uint16_t));
+                sync.grads_ready(0, t->flat_numel());
+                sync.end_micro_batch();
+            }
+            sync.finalize();
+            opt.take_grads();
+            if (loss_scale != 1.0f) opt.scale_grads(1.0f / loss_scale);
+            run.norms.push_back(opt.clip_grad_norm(max_norm));
+            opt.step(hyper().lr);
+        }
+        t->download_params();
+        run.params.assign(t->params_data(), t->params_data() + t->flat_numel());
+    });
+    return out;
+}
+
+// Narrow shards: with gradients whose sums are exact in bf16 and fp16 (and
+// a power-of-two loss scale), ZeRO-1/2 over narrow gradients must give the
+// fp32 run's parameters and norms bit for bit.
+TEST(ZeroOptimizer, NarrowGradientShardsTrainAsFp32) {
+    const int steps = 2;
+    for (double max_norm : {1e9, 0.3}) {
+        const std::vector<float> ref = reference_params(steps, max_norm);
+        for (DType type : {DType::bf16, DType::f16}) {
+            for (ZeroStage z : {ZeroStage::optimizer, ZeroStage::gradients}) {
+                for (int dp : {1, 3}) {
+                    const int ga = dp == 1 ? 2 : 1;
+                    const float scale = type == DType::f16 ? 256.0f : 1.0f;
+                    const std::string what =
+                        std::string(dtype_name(type)) + " " + std::string(zero_stage_name(z)) +
+                        " dp " + std::to_string(dp) + " max_norm " + std::to_string(max_norm);
+                    const auto fp32 = run_zero(dp, ga, z, steps, max_norm);
+                    const auto runs = run_zero_narrow(type, dp, ga, z, steps, max_norm, scale);
+                    for (int r = 0; r < dp; ++r) {
+                        ASSERT_TRUE(runs[size_t(r)].params == ref) << what << " rank " << r;
+                        EXPECT_EQ(runs[size_t(r)].norms, fp32[size_t(r)].norms)
+                            << what << " rank " << r;
+                    }
+                }
+            }
+        }
+    }
 }
 
 TEST(ZeroOptimizer, MatchesUnshardedAdamWBitwise) {
