@@ -205,7 +205,7 @@ int run_train(const TrainOptions& o) {
         topts.make_gpu_group = [device](Communicator& cpu_group) -> std::unique_ptr<Communicator> {
             return CommNccl::from_mpi(cpu_group, device, nullptr);
         };
-        // The one stack's data parallelism: NCCL ordered after its backend's stream.
+        // The one stack's data and tensor parallelism: NCCL ordered after its backend's stream.
         topts.make_stack_group =
             [device](Communicator& cpu_group) -> std::unique_ptr<Communicator> {
             return CommNccl::from_mpi(cpu_group, device, gpu_backend(device)->cuda()->stream());

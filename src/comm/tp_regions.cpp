@@ -72,6 +72,10 @@ void reduce_from_tp_forward(T* out, const T* in, int64_t n, Communicator& tp) {
     if (tp.size() > 1) tp.all_reduce(out, n, dtype_of<T>(), ReduceOp::sum)->wait();
 }
 
+void tp_sum_inplace(void* buf, int64_t n, DType dtype, Communicator& tp) {
+    if (tp.size() > 1 && n > 0) tp.all_reduce(buf, n, dtype, ReduceOp::sum)->wait();
+}
+
 template <typename T>
 void reduce_from_tp_backward(T* dinp, const T* dout, int64_t n, Communicator& /*tp*/) {
     copy_if_distinct(dinp, dout, n);

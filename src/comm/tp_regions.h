@@ -46,6 +46,12 @@ void reduce_from_tp_forward(T* out, const T* in, int64_t n, Communicator& tp);
 template <typename T>
 void reduce_from_tp_backward(T* dinp, const T* dout, int64_t n, Communicator& tp);
 
+// In place, the element type given at run time: buf (n) = all_reduce(sum,
+// tp) of buf; what "f" bwd and "g" fwd post on activations of any type, in
+// memory the group reaches (host memory for CPU groups, device memory for a
+// device twin). Waited on, as everything here.
+void tp_sum_inplace(void* buf, int64_t n, DType dtype, Communicator& tp);
+
 // out (N, D) = concat over tp ranks of in (N, D/tp) along the last dim
 // (all_gather on tp). D is the global (gathered) width.
 template <typename T>

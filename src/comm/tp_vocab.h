@@ -27,6 +27,11 @@
 // returns the loss sum and label count (the caller normalises), its backward
 // overwrites dlogits and leaves 0 on ignored rows.
 //
+// The local steps between the collectives are ops/vocab_parallel.h's; the one
+// model stack posts the same collectives around its device table's steps
+// (nn/embedding.h, nn/vocab_xent.h, whose backward reuses the forward's
+// reduced maxima and sums instead of recomputing them).
+//
 // Not here: the tied LM head GEMM (a column-parallel linear over the local
 // table rows, tp_layers.h) and label smoothing.
 #pragma once

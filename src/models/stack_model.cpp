@@ -222,12 +222,27 @@ void StackModel::plan(int64_t B, int64_t T, bool fused) {
         du_ = a.take_act(N * C, act);
         if (placement_.part.embeddings) plan_embeddings(a, B, T);
         if (head_ && with_head) head_->plan(a, B, T);
+        if (placement_.tp.active()) {
+            tp_work_ = a.take_act(N * std::max(C, config_.embedding_size), act);
+            tp_ids_work_ = a.take_i64(N);
+        }
     });
+    if (placement_.tp.active()) lend_tp_work();
     planned_B_ = B;
     planned_T_ = T;
     planned_ckpt_every_ = ckpt_every_;
     planned_fused_ = fused;
     planned_rows_ = rows_possible();
+}
+
+// One workspace for every tensor-parallel partial: each is reduced and
+// consumed before the next module runs.
+void StackModel::lend_tp_work() {
+    for (TransformerBlock& b : blocks_)
+        for (Linear* l : {&b.attn.qkv, &b.attn.proj, &b.mlp.fc, &b.mlp.proj}) l->tp_work = tp_work_;
+    Embedding& w = word_embeddings();
+    w.tp_work = tp_work_;
+    w.tp_ids_work = tp_ids_work_;
 }
 
 void StackModel::set_activation_checkpointing(int64_t every_k) {

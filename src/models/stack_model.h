@@ -161,6 +161,11 @@ class StackModel : public Model {
     TransformerBlock::Scratch scratch_;
     ActPtr dh_;  // (B, T, C) gradient flowing down the stack
     ActPtr du_;  // (B, T, C) gradient into final_norm_
+    // Tensor parallelism: the partials the linears and the word embeddings
+    // reduce apart (Linear::tp_work, Embedding::tp_work, tp_ids_work).
+    ActPtr tp_work_;                  // (B, T, max(C, E))
+    int64_t* tp_ids_work_ = nullptr;  // (B, T)
+    void lend_tp_work();
 };
 
 }  // namespace loom

@@ -1,8 +1,7 @@
 // Embedding module: rows and op calls.
 #include "nn/embedding.h"
 
-#include <vector>
-
+#include "comm/tp_regions.h"
 #include "comm/tp_vocab.h"
 #include "core/check.h"
 #include "ops/device_ops.h"
@@ -30,7 +29,7 @@ Embedding Embedding::make(ParamTable& t, const std::string& name, int64_t V, int
 void Embedding::shard(ParamTable& t, const ModelTp& tp_ctx) {
     if (!tp_ctx.active()) return;
     t.shard_vocab_row(table.row, tp_ctx.size, tp_ctx.rank);
-    tp = tp_ctx.comm;
+    tp = tp_ctx.buffer_comm();
 }
 
 void Embedding::forward(ActPtr out, const int64_t* ids, int64_t N, bool accumulate) const {
@@ -38,17 +37,16 @@ void Embedding::forward(ActPtr out, const int64_t* ids, int64_t N, bool accumula
         ctx.nn().embedding_forward(ctx, out, ids, table.data, N, V, C, accumulate);
         return;
     }
-    if (!accumulate) {
-        vocab_parallel_embedding_forward(out.as<float>(), ids, table.data.as<const float>(), N, V,
-                                         C, *tp);
-        return;
-    }
     // The all-reduce must see only this table's lookups, not what `out` holds.
-    thread_local std::vector<float> looked_up;
-    looked_up.resize(size_t(N * C));
-    vocab_parallel_embedding_forward(looked_up.data(), ids, table.data.as<const float>(), N, V, C,
-                                     *tp);
-    ctx.nn().add_inplace(ctx, out, looked_up.data(), N * C);
+    LOOM_ASSERT(!accumulate || tp_work,
+                "a vocab-parallel lookup added into its output without "
+                "the model's tp workspace");
+    const ActPtr looked_up = accumulate ? tp_work : out;
+    const TpVocabRange r = tp_vocab_range(V, tp->size(), tp->rank());
+    ctx.nn().vocab_embedding_forward(ctx, looked_up, ids, table.data, N, V, C, r.first, r.count);
+    // Megatron "g" forward: exactly one rank contributes each row.
+    tp_sum_inplace(looked_up, N * C, looked_up.dtype(), *tp);
+    if (accumulate) ctx.nn().add_inplace(ctx, out, looked_up, N * C);
 }
 
 void Embedding::backward(CActPtr dout, const int64_t* ids, int64_t N) const {
@@ -63,11 +61,15 @@ void Embedding::backward(CActPtr dout, const int64_t* ids, int64_t N) const {
         rows_out->padding_idx = padding_idx;
         return;
     }
-    if (tp)
-        vocab_parallel_embedding_backward(table.grad.as<float>(), ids, dout.as<const float>(), N, V,
-                                          C, *tp, padding_idx);
-    else
+    if (!tp) {
         ctx.nn().embedding_backward(ctx, table.grad, ids, dout, N, V, C, padding_idx);
+        return;
+    }
+    // Megatron "g" bwd is the identity (dout is replicated): each rank adds
+    // into its own rows only.
+    const TpVocabRange r = tp_vocab_range(V, tp->size(), tp->rank());
+    ctx.nn().vocab_embedding_backward(ctx, table.grad, ids, dout, N, V, C, r.first, r.count,
+                                      padding_idx, tp_ids_work);
 }
 
 }  // namespace loom

@@ -8,6 +8,8 @@
 // slice of the vocabulary's rows; each rank looks up the ids it owns and
 // Megatron "g" all-reduces (sum, on tp) the lookups, so the output is whole
 // and replicated on tp. Backward needs no collective (dout is replicated).
+// The lookups are the device table's (NnOps::vocab_embedding_*), the
+// all-reduce runs on the output's memory in its type.
 #pragma once
 
 #include <cstdint>
@@ -39,7 +41,14 @@ struct Embedding {
     int64_t padding_idx = -1;
     ParamRef table;
     OpCtx ctx;
-    Communicator* tp = nullptr;  // the tp group once vocab-parallel; null: whole table
+    // Once vocab-parallel, the tp group's twin that reaches the table's
+    // backend (ModelTp::buffer_comm); null: whole table.
+    Communicator* tp = nullptr;
+    // Vocab-parallel workspace of the backend's memory, the model's arena's
+    // (set at each plan): (N, C) for a lookup added into its output, (N)
+    // ids a device remaps in backward.
+    ActPtr tp_work;
+    int64_t* tp_ids_work = nullptr;
     // Set: backward records (ids, dout) here instead of adding into the
     // table's gradient (Model::set_sparse_embedding_grad). Whole tables only.
     EmbeddingGradRows* rows_out = nullptr;

@@ -3,7 +3,6 @@
 
 #include <vector>
 
-#include "comm/comm.h"
 #include "comm/tp_regions.h"
 #include "core/check.h"
 #include "ops/device_ops.h"
@@ -116,7 +115,7 @@ void Linear::shard(ParamTable& t, const ModelTp& tp) {
         out /= tp.size;
     else
         in /= tp.size;
-    this->tp = tp.comm;
+    this->tp = tp.buffer_comm();
 }
 
 // Operands narrower than the activations (the CPU's bf16) are rounded as
@@ -168,7 +167,7 @@ void Linear::forward_input(ActPtr y, const Input& x, int64_t N) const {
     // Megatron "g": the partial products of the input-feature slices summed
     // on tp; the bias joins after the sum, or it would count tp times.
     gemm_forward(y, x, nullptr, N);
-    reduce_from_tp_forward(y.as<float>(), y.as<float>(), N * out, *tp);
+    tp_sum_inplace(y, N * out, y.dtype(), *tp);
     if (b) ctx.nn().add_bias(ctx, y, b, N, out);
 }
 
@@ -183,19 +182,18 @@ void Linear::backward(ActPtr dx, CActPtr dy, CActPtr x, int64_t N, bool accumula
     }
     if (!accumulate_dx) {
         gemm_backward(dx, dy, x, N, false, x16);
-        copy_to_tp_backward(dx.as<float>(), dx.as<float>(), N * in, *tp);
+        tp_sum_inplace(dx, N * in, dx.dtype(), *tp);
         return;
     }
     // NOTE: dx already holds the residual stream's gradient, the same on
     // every rank; only this branch's partial gradient may be summed over tp,
-    // so it is computed apart, reduced, then added.
-    // thread_local: one workspace per rank thread (CommLocal tests run ranks
-    // as threads), grown to the largest (N, C) seen.
-    thread_local std::vector<float> partial;
-    partial.resize(size_t(N * in));
-    gemm_backward(partial.data(), dy, x, N, false, x16);
-    copy_to_tp_backward(partial.data(), partial.data(), N * in, *tp);
-    ctx.nn().add_inplace(ctx, dx, partial.data(), N * in);
+    // so it is computed apart (in the model's workspace), reduced, then added.
+    LOOM_ASSERT(tp_work,
+                "a column-parallel linear accumulates its input gradient without the "
+                "model's tp workspace");
+    gemm_backward(tp_work, dy, x, N, false, x16);
+    tp_sum_inplace(tp_work, N * in, tp_work.dtype(), *tp);
+    ctx.nn().add_inplace(ctx, dx, tp_work, N * in);
 }
 
 }  // namespace loom

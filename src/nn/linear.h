@@ -14,7 +14,8 @@
 //           all-reduce(sum, tp) of the input gradient bwd
 //   row     input features split; Megatron "g" on the output: all-reduce(sum,
 //           tp) fwd, then the replicated bias (added once, after the sum)
-// With tp = 1 (or TpRole::none) no collective is posted.
+// The all-reduces run on the activations' memory in their type, so the same
+// code serves every backend. With tp = 1 (or TpRole::none) no collective is posted.
 #pragma once
 
 #include <cstdint>
@@ -51,7 +52,13 @@ struct Linear {
     TpRole tp_role = TpRole::none;
     int tp_blocks = 1;           // see LinearInit
     int n_fused = 1;             // HF linears packed by make_fused (rows weight.row + k)
-    Communicator* tp = nullptr;  // the tp group once sharded; null: whole layer, no collective
+    // Once sharded, the tp group's twin that reaches the table's backend
+    // (ModelTp::buffer_comm); null: whole layer, no collective.
+    Communicator* tp = nullptr;
+    // Column parallel, accumulating its input gradient: (N, C) of the
+    // backend's memory the partial gradient is reduced in before it is
+    // added; the model's arena workspace, set at each plan.
+    ActPtr tp_work;
     OpCtx ctx;
 
     // Rows "<prefix>.weight" (OC, C) or (C, OC) and "<prefix>.bias" (OC).

@@ -130,6 +130,35 @@ struct NnOps {
                                   const int64_t* targets, int64_t N, int64_t V,
                                   double scale) = nullptr;
 
+    // Vocab-parallel pieces (ops/vocab_parallel.h; the caller posts the
+    // collectives between them): this rank's vocabulary slice is ids
+    // [first, first + count), the first `valid` of them real. Row maxima and
+    // stats are f32 in backend memory; ids and targets i64 there.
+    // y (N, C) = table[id - first] where owned, 0 elsewhere (overwrites).
+    void (*vocab_embedding_forward)(const OpCtx&, void* y, const int64_t* ids, const void* table,
+                                    int64_t N, int64_t V, int64_t C, int64_t first,
+                                    int64_t count) = nullptr;
+    // dtable (count, C) += dy's owned rows but padding_idx's. ids_work: (N)
+    // i64 of backend memory a device may remap the ids into.
+    void (*vocab_embedding_backward)(const OpCtx&, void* dtable, const int64_t* ids, const void* dy,
+                                     int64_t N, int64_t V, int64_t C, int64_t first, int64_t count,
+                                     int64_t padding_idx, int64_t* ids_work) = nullptr;
+    // row_max (N) over the valid columns of (N, Vl) logits.
+    void (*vocab_xent_max)(const OpCtx&, float* row_max, const void* logits, int64_t N, int64_t Vl,
+                           int64_t valid) = nullptr;
+    // stats (2N) = [sums of exp(x - row_max) | the target's logit where owned, else 0].
+    void (*vocab_xent_stats)(const OpCtx&, float* stats, const void* logits, const int64_t* targets,
+                             const float* row_max, int64_t N, int64_t Vl, int64_t valid,
+                             int64_t first, int64_t V) = nullptr;
+    // From the reduced row_max and stats; the sums come back to the host.
+    XentSum (*vocab_xent_loss)(const OpCtx&, const float* row_max, const float* stats,
+                               const int64_t* targets, int64_t N, int64_t V) = nullptr;
+    // dlogits (N, Vl) overwritten, from the reduced row_max and stats.
+    void (*vocab_xent_backward)(const OpCtx&, void* dlogits, const void* logits,
+                                const int64_t* targets, const float* row_max, const float* stats,
+                                int64_t N, int64_t Vl, int64_t valid, int64_t first, int64_t V,
+                                double scale) = nullptr;
+
     bool fused_attention(const AttnShape& s) const {
         return fused_attention_forward != nullptr && fused_attention_supported(s);
     }

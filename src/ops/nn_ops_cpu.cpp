@@ -13,6 +13,7 @@
 #include "ops/layer_norm.h"
 #include "ops/matmul.h"
 #include "ops/softmax_xent.h"
+#include "ops/vocab_parallel.h"
 
 namespace loom {
 
@@ -199,6 +200,45 @@ void xent_bwd(const OpCtx& c, void* dlogits, const void* logits, const int64_t* 
     softmax_xent_backward<float>(F(dlogits), F(logits), targets, N, V, scale);
 }
 
+void vocab_embedding_fwd(const OpCtx& c, void* y, const int64_t* ids, const void* table, int64_t N,
+                         int64_t V, int64_t C, int64_t first, int64_t count) {
+    check_act(c, "vocab_embedding_forward");
+    vocab_lookup_local(F(y), ids, F(table), N, V, C, first, count);
+}
+
+void vocab_embedding_bwd(const OpCtx& c, void* dtable, const int64_t* ids, const void* dy,
+                         int64_t N, int64_t V, int64_t C, int64_t first, int64_t count,
+                         int64_t padding_idx, int64_t*) {
+    check_act(c, "vocab_embedding_backward");
+    vocab_embedding_backward_local(F(dtable), ids, F(dy), N, V, C, first, count, padding_idx);
+}
+
+void vocab_xent_max_fn(const OpCtx& c, float* row_max, const void* logits, int64_t N, int64_t Vl,
+                       int64_t valid) {
+    check_act(c, "vocab_xent_max");
+    vocab_xent_local_max(row_max, F(logits), N, Vl, valid);
+}
+
+void vocab_xent_stats_fn(const OpCtx& c, float* stats, const void* logits, const int64_t* targets,
+                         const float* row_max, int64_t N, int64_t Vl, int64_t valid, int64_t first,
+                         int64_t V) {
+    check_act(c, "vocab_xent_stats");
+    vocab_xent_local_stats(stats, F(logits), targets, row_max, N, Vl, valid, first, V);
+}
+
+XentSum vocab_xent_loss_fn(const OpCtx&, const float* row_max, const float* stats,
+                           const int64_t* targets, int64_t N, int64_t) {
+    return vocab_xent_loss_sum<float>(nullptr, row_max, stats, targets, N);
+}
+
+void vocab_xent_bwd(const OpCtx& c, void* dlogits, const void* logits, const int64_t* targets,
+                    const float* row_max, const float* stats, int64_t N, int64_t Vl, int64_t valid,
+                    int64_t first, int64_t V, double scale) {
+    check_act(c, "vocab_xent_backward");
+    vocab_xent_backward_local(F(dlogits), F(logits), targets, row_max, stats, N, Vl, valid, first,
+                              V, scale);
+}
+
 }  // namespace
 
 extern constinit const NnOps k_cpu_nn_ops;
@@ -223,6 +263,12 @@ constinit const NnOps k_cpu_nn_ops{
     .attention_rows_backward = attention_rows_bwd,
     .softmax_xent_forward = xent_fwd,
     .softmax_xent_backward = xent_bwd,
+    .vocab_embedding_forward = vocab_embedding_fwd,
+    .vocab_embedding_backward = vocab_embedding_bwd,
+    .vocab_xent_max = vocab_xent_max_fn,
+    .vocab_xent_stats = vocab_xent_stats_fn,
+    .vocab_xent_loss = vocab_xent_loss_fn,
+    .vocab_xent_backward = vocab_xent_bwd,
 };
 
 }  // namespace loom

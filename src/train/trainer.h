@@ -119,13 +119,15 @@ struct TrainerOptions {
     // Backend: a CUDA backend on this rank's GPU, set by `loom train` in a
     // CUDA build). A one-process job (no data, tensor or pipeline
     // parallelism) without activation offloading builds its model there and
-    // steps it with SingleStep; with make_stack_group, a data-parallel job
-    // (no tensor or pipeline parallelism) too, with DataParallel. Other jobs
-    // use make_gpu_model. Null: the CPU.
+    // steps it with SingleStep; with make_stack_group, data- and
+    // tensor-parallel jobs (no pipeline parallelism) too, with DataParallel
+    // or the one-stage pipeline layout. Other jobs use make_gpu_model. Null:
+    // the CPU.
     std::function<Backend*()> stack_device;
     // The twin of a CPU group that reduces stack_device's memory (NCCL on its
-    // stream); collective over the group. Null: data-parallel jobs do not
-    // train the one stack on the device.
+    // stream); collective over the group: the dp group's carries the
+    // gradients, the tp group's the activations. Null: data- and
+    // tensor-parallel jobs do not train the one stack on the device.
     std::function<std::unique_ptr<Communicator>(Communicator&)> make_stack_group;
     // Data parallel on GPUs (dp_comm with more than one rank): the gradient
     // reduction for the executor make_gpu_model built (NCCL, set by `loom
@@ -176,6 +178,9 @@ class Trainer {
     EvalOutput evaluate(bool keep_outputs = false);
 
     Model& model() { return *model_; }
+    // The model this rank trains: its stage's or tensor-parallel slice, or
+    // the whole one.
+    Model& train_model();
     const ModelConfig& model_config() const { return config_; }
     const StepPlan& plan() const { return plan_; }
     const TrainState& state() const { return state_; }
@@ -294,8 +299,6 @@ class Trainer {
     // The pipeline layout (pipeline or tensor parallel), null without one.
     PipelineParallel* pipeline() const { return engines_ ? engines_->pipeline() : nullptr; }
     DType compute_dtype() const;
-    // The model this rank trains: its stage's, or the whole one.
-    Model& train_model();
     // Pipeline stages at the end: the whole model's rows, gathered on the
     // main rank only, for the export (no whole Model is built for it).
     std::map<std::string, Tensor> gathered_params_;
@@ -311,6 +314,11 @@ class Trainer {
     // Data parallel on the one stack's device: the dp group's twin that
     // reduces its gradients (DpOptions::buffers); outlives engines_.
     std::unique_ptr<Communicator> stack_dp_;
+    // Tensor parallel on the one stack's device: the tp group's twin its
+    // modules reduce activations over (ModelTp::buffers).
+    std::unique_ptr<Communicator> stack_tp_;
+    // Where the one stack's models live (choose_stack_device; the CPU by default).
+    ParamDevice stack_;
     std::unique_ptr<Communicator> gpu_pp_;
     std::unique_ptr<CudaModel> gpu_;  // training on a GPU: parameters live there between steps
     // Data parallel on GPUs: reduces gpu_'s gradients (declared after gpu_:

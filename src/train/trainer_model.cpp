@@ -76,18 +76,20 @@ void Trainer::build_model_and_optimizer() {
     // pp is 1): it already builds models for a placement, gathers rows into
     // global tensors for checkpoints and owns the global grad norm.
     const bool pipeline = spec.pipelined();
-    Backend* stack = pipeline ? nullptr : choose_stack_device();
+    const bool stages = opts_.pp_comm && opts_.pp_comm->size() > 1;
+    Backend* stack = stages ? nullptr : choose_stack_device();
     spec.dp_options.buffers = stack_dp_.get();
+    if (stack) {
+        // The CPU keeps f32 activations and rounds GEMM operands; a GPU
+        // keeps activations, the compute copy and gradients in the compute type.
+        stack_.be = stack;
+        stack_.act = stack->device() == Device::cpu ? DType::f32 : compute_dtype();
+    }
     // Pipeline stages build only their part (build_engines); the whole model
     // is built when evaluation or export first needs it (ensure_full_model).
     if (!pipeline) {
         ModelPlacement place;
-        if (stack) {
-            // The CPU keeps f32 activations and rounds GEMM operands; a GPU
-            // keeps activations, the compute copy and gradients in the compute type.
-            place.device.be = stack;
-            place.device.act = stack->device() == Device::cpu ? DType::f32 : compute_dtype();
-        }
+        place.device = stack_;
         model_ = build_model(config_, place);
         load_or_init(*model_);
         model_->set_compute_dtype(compute_dtype());
@@ -165,22 +167,37 @@ void Trainer::load_or_init(Model& m) {
 
 Backend* Trainer::choose_stack_device() {
     const auto several = [](const Communicator* c) { return c && c->size() > 1; };
-    const bool data = several(opts_.dp_comm);
-    // The same answer on every replica, but for the device itself (below).
-    if (!opts_.stack_device || job_.training.use_cpu || several(opts_.tp_comm) ||
-        several(opts_.pp_comm) || (data && !opts_.make_stack_group) ||
+    const bool data = several(opts_.dp_comm), tensor = several(opts_.tp_comm);
+    // The same answer on every rank, but for the device itself (below).
+    if (!opts_.stack_device || job_.training.use_cpu || several(opts_.pp_comm) ||
+        ((data || tensor) && !opts_.make_stack_group) ||
         // The executor's copy stream moves offloaded activations; the one stack has none yet.
         job_.distribution.offload_activations)
         return nullptr;
     // ZeRO-1/2 on the device shards fp32 gradients only: bf16 and fp16 jobs
     // keep the executor there for now.
     const bool narrow = job_.training.bf16 || job_.training.fp16;
-    if (data && narrow && job_.distribution.zero_stage > 0) return nullptr;
+    if ((data || tensor) && narrow && job_.distribution.zero_stage > 0) return nullptr;
     Backend* be = opts_.stack_device();
-    if (data) {
-        replicas_agree_on_gpu(be != nullptr, "");
-        if (be) stack_dp_ = opts_.make_stack_group(*opts_.dp_comm);  // collective over dp
+    if (tensor) {
+        // The slices of one model post its collectives together: all on the
+        // device or none.
+        double n = be ? 1.0 : 0.0;
+        opts_.tp_comm->all_reduce(&n, 1, DType::f64, ReduceOp::sum)->wait();
+        LOOM_CHECK(n == 0 || int(n) == opts_.tp_comm->size(),
+                   "{} of the {} tensor-parallel ranks can train on a GPU (tp rank {}: {}); give "
+                   "every rank a GPU, or set hyperparameters.use_cpu: true",
+                   int(n), opts_.tp_comm->size(), opts_.tp_comm->rank(), be ? "yes" : "no");
     }
+    if (data) replicas_agree_on_gpu(be != nullptr, "");
+    // DataParallel (tensor parallelism's one-stage layout has one, over a dp
+    // group of one rank) reduces the table's buffers over the dp group's
+    // twin: a CPU group neither reaches device memory nor moves bf16 and fp16.
+    if (be && (data || tensor))
+        stack_dp_ = opts_.make_stack_group(*opts_.dp_comm);  // collective over dp
+    // The activations' all-reduces go over the tp group's twin, its
+    // scalars over the group itself.
+    if (be && tensor) stack_tp_ = opts_.make_stack_group(*opts_.tp_comm);  // collective over tp
     if (!be) return nullptr;
     load_notes_.push_back(training_on_note(be->name()));
     return be;
@@ -250,7 +267,10 @@ std::vector<std::unique_ptr<Model>> Trainer::build_stage_models(const PipelineSh
                                                                 bool tensor) const {
     const DistributionArgs& dist = job_.distribution;
     ModelPlacement place;
-    if (tensor) place.tp = ModelTp{opts_.tp_comm->rank(), opts_.tp_comm->size(), opts_.tp_comm};
+    if (tensor)
+        place.tp =
+            ModelTp{opts_.tp_comm->rank(), opts_.tp_comm->size(), opts_.tp_comm, stack_tp_.get()};
+    place.device = stack_;
     std::vector<std::unique_ptr<Model>> models;
     for (int k = 0; k < s.slots * s.V; ++k) {
         place.part = pipeline_chunk_part(s.n_apps, s.P, s.V, s.stage, k / s.slots, s.partition);
@@ -306,7 +326,11 @@ void Trainer::note_pipeline_layout(const PipelineShape& s, bool tensor) {
             "replicated",
             opts_.tp_comm->rank(), opts_.tp_comm->size()));
     if (opts_.dp_comm->size() > 1)
-        load_notes_.push_back("data parallel: " + pp.data_parallel().memory_plan().describe());
+        load_notes_.push_back(
+            (stack_.be && stack_.be->device() == Device::cuda
+                 ? "data parallel on GPUs (the model stack's gradients over NCCL): "
+                 : "data parallel: ") +
+            pp.data_parallel().memory_plan().describe());
 }
 
 // Data parallelism (the CPU, or the one stack on GPUs): what DataParallel holds per rank.

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Tensor parallelism on GPUs: `mpirun -np 2 loom train` with
 # tensor_parallel_degree 2, one GPU per rank, the Megatron collectives of the
-# sharded linears, the vocab-parallel embedding and cross-entropy posted by the
-# CUDA executor on an NCCL twin of the tp group, against the same job on one
-# GPU:
+# sharded linears, the vocab-parallel embedding and cross-entropy posted on an
+# NCCL twin of the tp group by the one model stack (pp 1) or the CUDA executor
+# (pp 2), against the same job on one GPU:
 #   - fp32: per-step losses and clipped global grad norms (tp-replicated rows
 #     counted once) within relative 1e-4, final parameters within 1e-3 after
 #     10 AdamW steps at lr 1e-2, for BERT masked LM and GPT-2 causal LM

@@ -4,8 +4,9 @@
 // within the type's tolerance of the CPU's f32 one. What the one model stack
 // needs of a device is exactly this table, so a pass here is what lets the
 // CPU-proven modules run on the GPU (the fused attention entries, which the
-// CPU lacks, against its unfused ones). Also: the row-subset entries are absent
-// on CUDA, and operands other than the activation type are refused.
+// CPU lacks, against its unfused ones; the vocab-parallel entries with the
+// ranks' collectives done on the host). Also: the row-subset entries are
+// absent on CUDA, and operands other than the activation type are refused.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -283,6 +284,84 @@ TYPED_TEST(CudaNnOps, Copy2dMatchesTheCpuBackend) {
     DeviceBuffer<TypeParam> gdst{20};
     this->gpu_.be->copy_2d(gdst.get(), 2 * e, gsrc->get() + 3, 4 * e, e, 10);
     EXPECT_TRUE(all_close("copy_2d", download(gdst), dst, Tol{0, 0}));
+}
+
+// The vocab-parallel entries of two tp ranks' slices of a vocabulary that
+// does not divide (37 -> 2 x 19, the last column padding); the collectives
+// between the steps are the host's (max and sum over the ranks' CPU results).
+TYPED_TEST(CudaNnOps, VocabParallelEntriesMatchTheCpuEntries) {
+    const int64_t V = 37, C = 8, N = 12, Vl = 19, tp = 2;
+    const std::vector<int64_t> ids = random_ids(size_t(N), V, 21);
+    std::vector<int64_t> targets = random_ids(size_t(N), V, 22);
+    targets[3] = k_ignore_index;
+    auto gids = upload_raw(ids), gtargets = upload_raw(targets);
+    DeviceBuffer<int64_t> ids_work{size_t(N)};
+    std::vector<std::vector<float>> logits(tp), row_max(tp), stats(tp);
+    for (int64_t r = 0; r < tp; ++r) {
+        SCOPED_TRACE("rank " + std::to_string(r));
+        const int64_t first = r * Vl, valid = std::min(Vl, V - first);
+        auto table = this->in(size_t(Vl * C), uint32_t(23 + r)), dy = this->in(size_t(N * C), 25);
+        std::vector<float> e(size_t(N * C)), dt(size_t(Vl * C), 0.0f);
+        this->cpu_ops().vocab_embedding_forward(this->cpu_, e.data(), ids.data(), table.data(), N,
+                                                V, C, first, Vl);
+        this->cpu_ops().vocab_embedding_backward(this->cpu_, dt.data(), ids.data(), dy.data(), N, V,
+                                                 C, first, Vl, ids[0], nullptr);
+        auto *gt = this->up(table), *gdy = this->up(dy);
+        DeviceBuffer<TypeParam> ge{size_t(N * C)};
+        auto* gdt = this->up(std::vector<float>(size_t(Vl * C), 0.0f));
+        this->gpu_ops().vocab_embedding_forward(this->gpu_, ge.get(), gids->get(), gt->get(), N, V,
+                                                C, first, Vl);
+        this->gpu_ops().vocab_embedding_backward(this->gpu_, gdt->get(), gids->get(), gdy->get(), N,
+                                                 V, C, first, Vl, ids[0], ids_work.get());
+        EXPECT_TRUE(all_close("vocab lookup", download(ge), e, this->tol()));
+        EXPECT_TRUE(all_close("vocab embedding backward", download(*gdt), dt, this->tol()));
+
+        logits[size_t(r)] = this->in(size_t(N * Vl), uint32_t(26 + r), -3.0f, 3.0f);
+        row_max[size_t(r)].resize(size_t(N));
+        this->cpu_ops().vocab_xent_max(this->cpu_, row_max[size_t(r)].data(),
+                                       logits[size_t(r)].data(), N, Vl, valid);
+        auto* gl = this->up(logits[size_t(r)]);
+        DeviceBuffer<float> gmax{size_t(N)};
+        this->gpu_ops().vocab_xent_max(this->gpu_, gmax.get(), gl->get(), N, Vl, valid);
+        EXPECT_TRUE(all_close("row maxima", download(gmax), row_max[size_t(r)], Tol{0, 0}));
+    }
+    std::vector<float> m(static_cast<size_t>(N)), sums(static_cast<size_t>(2 * N), 0.0f);
+    for (int64_t n = 0; n < N; ++n)
+        m[size_t(n)] = std::max(row_max[0][size_t(n)], row_max[1][size_t(n)]);
+    auto gm = upload_raw(m);
+    for (int64_t r = 0; r < tp; ++r) {
+        const int64_t first = r * Vl, valid = std::min(Vl, V - first);
+        stats[size_t(r)].resize(size_t(2 * N));
+        this->cpu_ops().vocab_xent_stats(this->cpu_, stats[size_t(r)].data(),
+                                         logits[size_t(r)].data(), targets.data(), m.data(), N, Vl,
+                                         valid, first, V);
+        auto* gl = this->up(logits[size_t(r)]);
+        DeviceBuffer<float> gstats{size_t(2 * N)};
+        this->gpu_ops().vocab_xent_stats(this->gpu_, gstats.get(), gl->get(), gtargets->get(),
+                                         gm->get(), N, Vl, valid, first, V);
+        EXPECT_TRUE(all_close("stats", download(gstats), stats[size_t(r)], tol_for<float>()));
+        for (size_t i = 0; i < sums.size(); ++i) sums[i] += stats[size_t(r)][i];
+    }
+    auto gsums = upload_raw(sums);
+    const XentSum s =
+        this->cpu_ops().vocab_xent_loss(this->cpu_, m.data(), sums.data(), targets.data(), N, V);
+    const XentSum gs =
+        this->gpu_ops().vocab_xent_loss(this->gpu_, gm->get(), gsums->get(), gtargets->get(), N, V);
+    EXPECT_EQ(gs.count, s.count);
+    EXPECT_EQ(s.count, N - 1);
+    EXPECT_NEAR(gs.loss_sum, s.loss_sum, 1e-5 * double(s.count));
+    for (int64_t r = 0; r < tp; ++r) {
+        const int64_t first = r * Vl, valid = std::min(Vl, V - first);
+        std::vector<float> dl(size_t(N * Vl));
+        this->cpu_ops().vocab_xent_backward(this->cpu_, dl.data(), logits[size_t(r)].data(),
+                                            targets.data(), m.data(), sums.data(), N, Vl, valid,
+                                            first, V, 0.5);
+        auto* gl = this->up(logits[size_t(r)]);
+        DeviceBuffer<TypeParam> gdl{size_t(N * Vl)};
+        this->gpu_ops().vocab_xent_backward(this->gpu_, gdl.get(), gl->get(), gtargets->get(),
+                                            gm->get(), gsums->get(), N, Vl, valid, first, V, 0.5);
+        EXPECT_TRUE(all_close("vocab dlogits", download(gdl), dl, this->tol()));
+    }
 }
 
 TYPED_TEST(CudaNnOps, LacksTheRowEntriesAndRefusesOtherOperandTypes) {

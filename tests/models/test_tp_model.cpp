@@ -11,6 +11,11 @@
 // rows hold the same gradient on every tp rank. Init from a seed draws the
 // 1-rank values exactly.
 //
+// On the staged stand-in (tests/test_backends.h: host memory behind a backend
+// the host may not read, its host copies poisoned), a tp slice computes the
+// CPU slice's loss, outputs and gradients bit for bit: the regions' and the
+// vocab-parallel ops' collectives run on the backend's memory.
+//
 // Not here: optimizer steps, data/pipeline parallelism and checkpoint files
 // (tests/cli/train_tp.sh runs those through `loom train`).
 #include <gtest/gtest.h>
@@ -24,6 +29,7 @@
 #include "comm/comm_local.h"
 #include "hf_fixture.h"
 #include "parallel/tp_layers.h"
+#include "test_backends.h"
 
 namespace loom::test {
 namespace {
@@ -57,6 +63,7 @@ StepOut run(Model& m, const ModelInputs& in, Communicator* tp) {
     EXPECT_GT(l.count, 0);
     m.backward(1.0 / double(l.count));
     const ParamTable& t = m.params();
+    t.download_grads();  // the host's view of a device table
     for (int i = 0; i < t.size(); ++i) {
         const ParamRow& row = t.row(i);
         if (!row.trainable) continue;
@@ -140,6 +147,45 @@ TEST(TensorParallelModel, LossOutputsAndGradientsEqualTheWholeModel) {
         // Replicated rows: the same gradient on every tp rank, bit for bit,
         // so they stay identical without a sum over tp.
         for (const auto& [n, g0] : replicated[0]) EXPECT_EQ(replicated[1].at(n), g0) << n;
+    }
+}
+
+TEST(TensorParallelModel, OnTheStagedBackendAsOnTheCpu) {
+    for (const std::string& name : hf_fixture_names()) {
+        SCOPED_TRACE(name);
+        const Fixture f(name);
+        ModelConfig c = f.config;
+        c.hidden_dropout = c.embedding_dropout = c.attention_dropout = 0.2;
+        const ModelInputs in = f.inputs();
+        const std::string weights = f.dir + "/model.safetensors";
+        std::vector<StepOut> cpu(k_tp), dev(k_tp);
+        for (const bool staged : {false, true}) {
+            comm_local_run(k_tp, [&](Communicator& tp) {
+                ModelPlacement place;
+                place.tp = ModelTp{tp.rank(), tp.size(), &tp};
+                if (staged) place.device.be = &test_backend("staged");
+                auto m = build_model(c, place);
+                m->load(SafetensorsFile::open(weights));
+                EXPECT_EQ(m->params().staged(), staged);
+                poison_host_copies(m->params());
+                (staged ? dev : cpu)[size_t(tp.rank())] = run(*m, in, &tp);
+            });
+        }
+        for (int r = 0; r < k_tp; ++r) {
+            SCOPED_TRACE("tp rank " + std::to_string(r));
+            const StepOut &g = dev[size_t(r)], &want = cpu[size_t(r)];
+            EXPECT_EQ(g.count, want.count);
+            EXPECT_EQ(g.loss, want.loss);
+            EXPECT_TRUE(std::isfinite(g.loss));
+            ASSERT_EQ(g.grads.size(), want.grads.size());
+            for (const auto& [n, w] : want.grads) {
+                const std::vector<float>& x = g.grads.at(n);
+                ASSERT_EQ(x.size(), w.size()) << n;
+                EXPECT_EQ(std::memcmp(x.data(), w.data(), x.size() * sizeof(float)), 0) << n;
+            }
+            ASSERT_EQ(g.outputs.size(), want.outputs.size());
+            for (const auto& [n, w] : want.outputs) EXPECT_EQ(g.outputs.at(n), w) << n;
+        }
     }
 }
 

@@ -6,9 +6,9 @@
 // tp) giving (B, T, Vp/tp) local logits, scored by Megatron's vocab-parallel
 // cross-entropy; the full logits are never gathered. Under tp, outputs()
 // reports no logits (a rank holds only a slice of them).
-#include "comm/tp_vocab.h"
 #include "core/check.h"
 #include "models/heads/head.h"
+#include "nn/vocab_xent.h"
 #include "ops/device_ops.h"
 
 namespace loom {
@@ -43,8 +43,8 @@ class CausalLmHead final : public Head {
         t.shard_vocab_row(decoder_.weight.row, tp.size, tp.rank);
         decoder_.out = t.row(decoder_.weight.row).shape[0];
         decoder_.tp_role = TpRole::column;
-        decoder_.tp = tp.comm;
-        tp_ = tp.comm;
+        decoder_.tp = tp.buffer_comm();
+        xent_.tp = tp.buffer_comm();
     }
 
     HeadView view() const override {
@@ -62,6 +62,7 @@ class CausalLmHead final : public Head {
         dlogits_ = a.take_act(B * T * decoder_.out, ctx_.act);
         targets_.resize(size_t(B * T));
         targets_dev_ = a.take_i64(B * T);
+        if (xent_.tp) xent_.plan(a, B * T);
     }
 
     LossSum forward(CActPtr hidden, const HeadBatch& hb, const DropoutPlan&) override {
@@ -75,11 +76,9 @@ class CausalLmHead final : public Head {
                 targets_[size_t(b * T_ + t)] =
                     t + 1 < T_ ? hb.labels[b * T_ + t + 1] : k_ignore_index;
         ctx_.be->to_device(targets_dev_, targets_.data(), size_t(N) * sizeof(int64_t));
-        // The vocab-parallel cross-entropy (comm/tp_vocab.h) runs on host f32.
-        const XentSum x = tp_ ? vocab_parallel_xent_forward<float>(
-                                    nullptr, logits_.as<float>(), targets_dev_, N, spec_.V, *tp_)
-                              : ctx_.nn().softmax_xent_forward(ctx_, nullptr, logits_,
-                                                               targets_dev_, N, spec_.V);
+        const XentSum x = xent_.tp ? xent_.forward(ctx_, logits_, targets_dev_, N, spec_.V)
+                                   : ctx_.nn().softmax_xent_forward(ctx_, nullptr, logits_,
+                                                                    targets_dev_, N, spec_.V);
         l.sum = x.loss_sum;
         l.count = x.count;
         return l;
@@ -88,9 +87,8 @@ class CausalLmHead final : public Head {
     void backward(ActPtr dhidden, CActPtr hidden, double scale) override {
         LOOM_CHECK(has_labels_, "causal-LM backward needs 'labels' in the batch");
         const int64_t N = B_ * T_;
-        if (tp_)
-            vocab_parallel_xent_backward(dlogits_.as<float>(), logits_.as<float>(), targets_dev_, N,
-                                         spec_.V, scale, *tp_);
+        if (xent_.tp)
+            xent_.backward(ctx_, dlogits_, logits_, targets_dev_, N, spec_.V, scale);
         else
             ctx_.nn().softmax_xent_backward(ctx_, dlogits_, logits_, targets_dev_, N, spec_.V,
                                             scale);
@@ -98,7 +96,7 @@ class CausalLmHead final : public Head {
     }
 
     void outputs(const ActArena& a, std::map<std::string, Tensor>& out) const override {
-        if (tp_) return;  // a vocabulary slice is not HF's logits
+        if (xent_.tp) return;  // a vocabulary slice is not HF's logits
         out["logits"] = a.view(logits_, Shape{B_, T_, spec_.V}, "logits");
     }
 
@@ -108,7 +106,7 @@ class CausalLmHead final : public Head {
     Linear decoder_;
     int64_t B_ = 0, T_ = 0;
     bool has_labels_ = false;
-    Communicator* tp_ = nullptr;    // vocab-parallel on this tp group; null: whole vocabulary
+    VocabXent xent_;                // vocab-parallel (xent_.tp set); else the whole vocabulary
     ActPtr logits_;                 // (B, T, V), or (B, T, Vp/tp) vocab-parallel
     ActPtr dlogits_;                // like logits_
     std::vector<int64_t> targets_;  // (B, T) labels shifted left, -100 at the end

@@ -15,9 +15,9 @@
 // reports no logits (a rank holds only a slice of them).
 #include <cstring>
 
-#include "comm/tp_vocab.h"
 #include "core/check.h"
 #include "models/heads/head.h"
+#include "nn/vocab_xent.h"
 #include "ops/device_ops.h"
 
 namespace loom {
@@ -77,8 +77,8 @@ class MlmHead final : public Head {
         t.shard_vocab_row(decoder_.bias.row, tp.size, tp.rank);
         decoder_.out = t.row(decoder_.weight.row).shape[0];
         decoder_.tp_role = TpRole::column;
-        decoder_.tp = tp.comm;
-        tp_ = tp.comm;
+        decoder_.tp = tp.buffer_comm();
+        xent_.tp = tp.buffer_comm();
     }
 
     HeadView view() const override {
@@ -110,6 +110,7 @@ class MlmHead final : public Head {
         rows_.resize(size_t(N));
         targets_.resize(size_t(N));
         targets_dev_ = a.take_i64(N);
+        if (xent_.tp) xent_.plan(a, N);
     }
 
     LossSum forward(CActPtr hidden, const HeadBatch& hb, const DropoutPlan&) override {
@@ -140,10 +141,9 @@ class MlmHead final : public Head {
         norm_.forward(t3_, norm_acts_, t2_, M_);
         decoder_.forward(logits_, t3_, M_);
         if (labels_) {
-            const XentSum x =
-                tp_ ? vocab_parallel_xent_forward<float>(nullptr, logits_.as<float>(), targets, M_,
-                                                         spec_.V, *tp_)
-                    : ctx_.nn().softmax_xent_forward(ctx_, nullptr, logits_, targets, M_, spec_.V);
+            const XentSum x = xent_.tp ? xent_.forward(ctx_, logits_, targets, M_, spec_.V)
+                                       : ctx_.nn().softmax_xent_forward(ctx_, nullptr, logits_,
+                                                                        targets, M_, spec_.V);
             l.sum = x.loss_sum;
             l.count = x.count;
         }
@@ -156,9 +156,8 @@ class MlmHead final : public Head {
         ActPtr dx = sparse_ ? dxg_ : dhidden;
         if (M_ > 0) {
             const int64_t* targets = targets_dev_;
-            if (tp_)
-                vocab_parallel_xent_backward(dlogits_.as<float>(), logits_.as<float>(), targets,
-                                             M_, spec_.V, scale, *tp_);
+            if (xent_.tp)
+                xent_.backward(ctx_, dlogits_, logits_, targets, M_, spec_.V, scale);
             else
                 ctx_.nn().softmax_xent_backward(ctx_, dlogits_, logits_, targets, M_, spec_.V,
                                                 scale);
@@ -176,7 +175,7 @@ class MlmHead final : public Head {
     }
 
     void outputs(const ActArena& a, std::map<std::string, Tensor>& out) const override {
-        if (tp_) return;  // a vocabulary slice is not HF's logits
+        if (xent_.tp) return;  // a vocabulary slice is not HF's logits
         if (sparse_)
             out["labelled_logits"] = a.view(logits_, Shape{M_, spec_.V}, "labelled_logits");
         else
@@ -190,7 +189,7 @@ class MlmHead final : public Head {
     LayerNorm norm_;
     LayerNorm::Acts norm_acts_;
     LogitsScope scope_ = LogitsScope::all_positions;
-    Communicator* tp_ = nullptr;  // vocab-parallel on this tp group; null: whole vocabulary
+    VocabXent xent_;  // vocab-parallel (xent_.tp set); else the whole vocabulary
     bool sparse_ = false;
     int64_t B_ = 0, T_ = 0, M_ = 0;  // M: rows the head ran on (N, or the labelled ones)
     const int64_t* labels_ = nullptr;

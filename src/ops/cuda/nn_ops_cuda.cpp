@@ -3,12 +3,15 @@
 // the parameters' compute copy and gradients all share that type, so a GEMM's
 // and attention's operands are the activations themselves: `operands` must
 // equal OpCtx::act. The row-subset entries (dropout_rows, attention_rows_*)
-// have no kernels here and are null, so a block computes every row.
+// have no kernels here and are null, so a block computes every row. The
+// vocab-parallel entries are the executor's kernels (tp_vocab_cuda.h); the
+// loss entry synchronises, as softmax_xent_forward does.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <utility>
 
+#include "backend/cuda/cuda_check.h"
 #include "core/check.h"
 #include "ops/cuda/activation_cuda.h"
 #include "ops/cuda/attention_cuda.h"
@@ -231,6 +234,69 @@ void xent_bwd(const OpCtx& c, void* dlogits, const void* logits, const int64_t* 
     });
 }
 
+// The vocab-parallel pieces: the executor's kernels (tp_vocab_cuda.h).
+void vocab_embedding_fwd(const OpCtx& c, void* y, const int64_t* ids, const void* table, int64_t N,
+                         int64_t V, int64_t C, int64_t first, int64_t count) {
+    with_act(c, "vocab_embedding_forward", [&](auto t) {
+        using T = decltype(t);
+        vocab_parallel_lookup_cuda<T>(P<T>(y), ids, P<T>(table), N, V, C, first, count, context(c));
+    });
+}
+
+// Ids this rank does not own (and padding_idx) map to an extra row that the
+// deterministic embedding backward skips as padding.
+void vocab_embedding_bwd(const OpCtx& c, void* dtable, const int64_t* ids, const void* dy,
+                         int64_t N, int64_t, int64_t C, int64_t first, int64_t count,
+                         int64_t padding_idx, int64_t* ids_work) {
+    LOOM_ASSERT(ids_work != nullptr || N == 0, "vocab_embedding_backward on CUDA without ids_work");
+    with_act(c, "vocab_embedding_backward", [&](auto t) {
+        using T = decltype(t);
+        vocab_parallel_backward_ids_cuda(ids_work, ids, N, first, count, padding_idx, context(c));
+        embedding_backward_cuda<T>(P<T>(dtable), ids_work, P<T>(dy), N, count + 1, C, count,
+                                   context(c));
+    });
+}
+
+void vocab_xent_max_fn(const OpCtx& c, float* row_max, const void* logits, int64_t N, int64_t Vl,
+                       int64_t valid) {
+    with_act(c, "vocab_xent_max", [&](auto t) {
+        using T = decltype(t);
+        vocab_xent_local_max_cuda<T>(row_max, P<T>(logits), N, Vl, valid, context(c));
+    });
+}
+
+void vocab_xent_stats_fn(const OpCtx& c, float* stats, const void* logits, const int64_t* targets,
+                         const float* row_max, int64_t N, int64_t Vl, int64_t valid, int64_t first,
+                         int64_t V) {
+    with_act(c, "vocab_xent_stats", [&](auto t) {
+        using T = decltype(t);
+        vocab_xent_local_stats_cuda<T>(stats, P<T>(logits), targets, row_max, N, Vl, valid, first,
+                                       V, context(c));
+    });
+}
+
+XentSum vocab_xent_loss_fn(const OpCtx& c, const float* row_max, const float* stats,
+                           const int64_t* targets, int64_t N, int64_t V) {
+    CudaContext& ctx = context(c);
+    auto* result = static_cast<XentSum*>(ctx.scratch(sizeof(XentSum)));
+    vocab_xent_loss_sum_cuda(result, row_max, stats, targets, N, V, ctx);
+    XentSum out{};
+    LOOM_CUDA_CHECK(
+        cudaMemcpyAsync(&out, result, sizeof out, cudaMemcpyDeviceToHost, ctx.stream()));
+    ctx.check_device_errors();  // synchronises
+    return out;
+}
+
+void vocab_xent_bwd(const OpCtx& c, void* dlogits, const void* logits, const int64_t* targets,
+                    const float* row_max, const float* stats, int64_t N, int64_t Vl, int64_t valid,
+                    int64_t first, int64_t V, double scale) {
+    with_act(c, "vocab_xent_backward", [&](auto t) {
+        using T = decltype(t);
+        vocab_xent_backward_cuda<T>(P<T>(dlogits), P<T>(logits), targets, row_max, stats, N, Vl,
+                                    valid, first, V, scale, context(c));
+    });
+}
+
 }  // namespace
 
 extern constinit const NnOps k_cuda_nn_ops;
@@ -258,6 +324,12 @@ constinit const NnOps k_cuda_nn_ops{
     .attention_rows_backward = nullptr,
     .softmax_xent_forward = xent_fwd,
     .softmax_xent_backward = xent_bwd,
+    .vocab_embedding_forward = vocab_embedding_fwd,
+    .vocab_embedding_backward = vocab_embedding_bwd,
+    .vocab_xent_max = vocab_xent_max_fn,
+    .vocab_xent_stats = vocab_xent_stats_fn,
+    .vocab_xent_loss = vocab_xent_loss_fn,
+    .vocab_xent_backward = vocab_xent_bwd,
 };
 
 }  // namespace loom
