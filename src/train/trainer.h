@@ -317,6 +317,7 @@ class Trainer {
     // Tensor parallel on the one stack's device: the tp group's twin its
     // modules reduce activations over (ModelTp::buffers).
     std::unique_ptr<Communicator> stack_tp_;
+    std::unique_ptr<Communicator> stack_pp_;  // the pp group's twin (pipeline stages)
     // Where the one stack's models live (choose_stack_device; the CPU by default).
     ParamDevice stack_;
     std::unique_ptr<Communicator> gpu_pp_;

@@ -76,9 +76,9 @@ void Trainer::build_model_and_optimizer() {
     // pp is 1): it already builds models for a placement, gathers rows into
     // global tensors for checkpoints and owns the global grad norm.
     const bool pipeline = spec.pipelined();
-    const bool stages = opts_.pp_comm && opts_.pp_comm->size() > 1;
-    Backend* stack = stages ? nullptr : choose_stack_device();
+    Backend* stack = choose_stack_device();
     spec.dp_options.buffers = stack_dp_.get();
+    spec.pp_buffers = stack_pp_.get();
     if (stack) {
         // The CPU keeps f32 activations and rounds GEMM operands; a GPU
         // keeps activations, the compute copy and gradients in the compute type.
@@ -167,37 +167,43 @@ void Trainer::load_or_init(Model& m) {
 
 Backend* Trainer::choose_stack_device() {
     const auto several = [](const Communicator* c) { return c && c->size() > 1; };
-    const bool data = several(opts_.dp_comm), tensor = several(opts_.tp_comm);
+    const bool data = several(opts_.dp_comm), tensor = several(opts_.tp_comm),
+               stages = several(opts_.pp_comm);
     // The same answer on every rank, but for the device itself (below).
-    if (!opts_.stack_device || job_.training.use_cpu || several(opts_.pp_comm) ||
-        ((data || tensor) && !opts_.make_stack_group) ||
+    if (!opts_.stack_device || job_.training.use_cpu ||
+        ((data || tensor || stages) && !opts_.make_stack_group) ||
         // The executor's copy stream moves offloaded activations; the one stack has none yet.
         job_.distribution.offload_activations)
         return nullptr;
-    // ZeRO-1/2 on the device shards fp32 gradients only: bf16 and fp16 jobs
-    // keep the executor there for now.
-    const bool narrow = job_.training.bf16 || job_.training.fp16;
-    if ((data || tensor) && narrow && job_.distribution.zero_stage > 0) return nullptr;
     Backend* be = opts_.stack_device();
-    if (tensor) {
-        // The slices of one model post its collectives together: all on the
-        // device or none.
+    // The slices of one model post its collectives together, and stages hand
+    // activations to each other, and every group below is made collectively:
+    // the whole job on the device or none of it (a rank that stopped alone
+    // would leave the others waiting in a collective).
+    const auto agree = [be](Communicator& group, const char* what) {
         double n = be ? 1.0 : 0.0;
-        opts_.tp_comm->all_reduce(&n, 1, DType::f64, ReduceOp::sum)->wait();
-        LOOM_CHECK(n == 0 || int(n) == opts_.tp_comm->size(),
-                   "{} of the {} tensor-parallel ranks can train on a GPU (tp rank {}: {}); give "
+        group.all_reduce(&n, 1, DType::f64, ReduceOp::sum)->wait();
+        LOOM_CHECK(n == 0 || int(n) == group.size(),
+                   "{} of the {} ranks of this {} job can train on a GPU (rank {}: {}); give "
                    "every rank a GPU, or set hyperparameters.use_cpu: true",
-                   int(n), opts_.tp_comm->size(), opts_.tp_comm->rank(), be ? "yes" : "no");
-    }
+                   int(n), group.size(), what, group.rank(), be ? "yes" : "no");
+    };
+    if ((tensor || stages) && opts_.world_comm)
+        agree(*opts_.world_comm, stages ? "pipeline-parallel" : "tensor-parallel");
+    else if (tensor)
+        agree(*opts_.tp_comm, "tensor-parallel");
     if (data) replicas_agree_on_gpu(be != nullptr, "");
     // DataParallel (tensor parallelism's one-stage layout has one, over a dp
     // group of one rank) reduces the table's buffers over the dp group's
     // twin: a CPU group neither reaches device memory nor moves bf16 and fp16.
-    if (be && (data || tensor))
+    if (be && (data || tensor || stages))
         stack_dp_ = opts_.make_stack_group(*opts_.dp_comm);  // collective over dp
     // The activations' all-reduces go over the tp group's twin, its
     // scalars over the group itself.
     if (be && tensor) stack_tp_ = opts_.make_stack_group(*opts_.tp_comm);  // collective over tp
+    // The stages' activations and the shared rows' sums go over the pp
+    // group's twin.
+    if (be && stages) stack_pp_ = opts_.make_stack_group(*opts_.pp_comm);  // collective over pp
     if (!be) return nullptr;
     load_notes_.push_back(training_on_note(be->name()));
     return be;
@@ -301,6 +307,11 @@ void Trainer::note_pipeline_layout(const PipelineShape& s, bool tensor) {
         "micro-batches per step)",
         s.stage, s.P, layers, pp.model().params().num_local_parameters(),
         pp.model().params().num_parameters(), s.slots, schedule_kind_name(s.kind), s.n_micro));
+    if (s.P > 1 && stack_.be && stack_.be->device() == Device::cuda)
+        load_notes_.push_back(fmt::format(
+            "pipeline on GPUs: the model stack's stages on {}, their activations and gradients "
+            "in {} over NCCL",
+            stack_.be->name(), dtype_name(stack_.act)));
     std::string sizes;
     for (int64_t n : s.partition) sizes += fmt::format("{}{}", sizes.empty() ? "" : ", ", n);
     load_notes_.push_back(

@@ -1,17 +1,20 @@
-// Tensor parallelism on the one model stack over a device backend: two tp
-// ranks (CommLocal threads) train a tiny BERT masked LM and a tiny GPT-2
-// causal LM (tied head: the vocab-parallel word table and cross-entropy) on
-// the staged stand-in (tests/test_backends.h), the activations' all-reduces
-// going over the tp group's twin (TrainerOptions::make_stack_group), the
-// stage's host copies poisoned with NaN so that any host read of the
-// backend's memory shows. The run must be the CPU's tp 2 run bit for bit
-// (per-step losses, evaluation, checkpoint, exported model) and the 1-rank
-// run within the limits tests/cli/train_tp.sh holds tp 2 to.
+// Tensor and pipeline parallelism on the one model stack over a device
+// backend: tp 2, pp 2 and pp 2 x tp 2 (CommLocal threads) train a tiny BERT
+// masked LM and a tiny GPT-2 causal LM (tied head: the vocab-parallel word
+// table and cross-entropy; under pp the word table's gradient summed between
+// the first and the last stage) on the staged stand-in
+// (tests/test_backends.h), the activations' all-reduces and the stages'
+// messages going over the groups' twins (TrainerOptions::make_stack_group),
+// each stage's host copies poisoned with NaN so that any host read of the
+// backend's memory shows. The run must be the CPU's run of the same layout
+// bit for bit (per-step losses, evaluation, checkpoint, exported model) and
+// the 1-rank run within the limits tests/cli/train_tp.sh holds tp 2 to.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <numeric>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "comm/comm_local.h"
@@ -22,39 +25,58 @@
 namespace loom::test {
 namespace {
 
-constexpr int k_tp = 2;
-
-struct TpRun {
-    std::vector<TrainResult> ranks = std::vector<TrainResult>(k_tp);
-    std::vector<bool> staged = std::vector<bool>(k_tp, false);
-    // The slice's activations reduce over the tp group's twin, not the group.
-    std::vector<bool> twin = std::vector<bool>(k_tp, false);
+struct Layout {
+    const char* name;
+    int pp = 1, tp = 1;
+    int ranks() const { return pp * tp; }
 };
 
-class TrainerTpOnDevice : public TrainDir, public ::testing::WithParamInterface<std::string> {
+struct TpRun {
+    explicit TpRun(int n) : ranks(size_t(n)), staged(size_t(n), false), twin(size_t(n), false) {}
+    std::vector<TrainResult> ranks;
+    std::vector<bool> staged;
+    // The slice's activations reduce over the tp group's twin, not the group
+    // (tp > 1; true where tp is 1).
+    std::vector<bool> twin;
+};
+
+class TrainerTpOnDevice : public TrainDir,
+                          public ::testing::WithParamInterface<std::tuple<std::string, Layout>> {
   protected:
-    Job lm_job(const std::string& out, bool tensor) const {
+    const Layout& layout() const { return std::get<1>(GetParam()); }
+    Job lm_job(const std::string& out, bool parallel) const {
         std::vector<std::string> o;
-        if (tensor) o.push_back("distribution.tensor_parallel_degree=2");
-        return job(job_text(GetParam(), out,
+        if (parallel && layout().tp > 1)
+            o.push_back("distribution.tensor_parallel_degree=" + std::to_string(layout().tp));
+        if (parallel && layout().pp > 1) {
+            o.push_back("distribution.pipeline_parallel_degree=" + std::to_string(layout().pp));
+            o.push_back("distribution.microbatches=2");
+        }
+        return job(job_text(std::get<0>(GetParam()), out,
                             "  max_steps: 4\n  max_grad_norm: 1.0\n  weight_decay: 0.01\n"
                             "  eval_strategy: steps\n  eval_steps: 2\n"
                             "  save_strategy: steps\n  save_steps: 4\n"),
                    o);
     }
 
-    // tp 2 over CommLocal threads (dp and pp of one rank each); on the
-    // staged backend when `device`.
+    // The layout over CommLocal threads (dp of one rank; ranks pp-major:
+    // rank = stage * tp + tp rank); on the staged backend when `device`.
     TpRun run_tp(bool device, const std::string& out) const {
-        TpRun r;
-        comm_local_run(k_tp, [&](Communicator& world) {
-            const std::unique_ptr<Communicator> dp = world.split({world.rank()}, "dp");
-            const std::unique_ptr<Communicator> pp = world.split({world.rank()}, "pp");
+        const Layout l = layout();
+        TpRun r(l.ranks());
+        comm_local_run(l.ranks(), [&](Communicator& world) {
+            const int rank = world.rank(), stage = rank / l.tp, tr = rank % l.tp;
+            std::vector<int> pp_ranks, tp_ranks;
+            for (int s = 0; s < l.pp; ++s) pp_ranks.push_back(s * l.tp + tr);
+            for (int k = 0; k < l.tp; ++k) tp_ranks.push_back(stage * l.tp + k);
+            const std::unique_ptr<Communicator> dp = world.split({rank}, "dp");
+            const std::unique_ptr<Communicator> pp = world.split(pp_ranks, "pp");
+            const std::unique_ptr<Communicator> tp = world.split(tp_ranks, "tp");
             TrainerOptions o = quiet();
             o.world_comm = &world;
             o.dp_comm = dp.get();
             o.pp_comm = pp.get();
-            o.tp_comm = &world;
+            o.tp_comm = tp.get();
             if (device) {
                 o.stack_device = [] { return &test_backend("staged"); };
                 o.make_stack_group = [](Communicator& g) {
@@ -65,12 +87,13 @@ class TrainerTpOnDevice : public TrainDir, public ::testing::WithParamInterface<
             }
             Trainer t(lm_job(out, true), o);
             const ModelTp& slice = t.train_model().placement().tp;
-            r.twin[size_t(world.rank())] = slice.buffers != nullptr && slice.buffers != &world &&
-                                           slice.buffers->size() == k_tp && slice.comm == &world;
+            r.twin[size_t(rank)] =
+                l.tp == 1 || (slice.buffers != nullptr && slice.buffers != tp.get() &&
+                              slice.buffers->size() == l.tp && slice.comm == tp.get());
             const ParamTable& p = t.train_model().params();
-            r.staged[size_t(world.rank())] = p.staged();
+            r.staged[size_t(rank)] = p.staged();
             poison_host_copies(p);
-            r.ranks[size_t(world.rank())] = t.train();
+            r.ranks[size_t(rank)] = t.train();
         });
         return r;
     }
@@ -84,11 +107,14 @@ class TrainerTpOnDevice : public TrainDir, public ::testing::WithParamInterface<
 TEST_P(TrainerTpOnDevice, TrainsAsTheCpuAndTheOneRankRun) {
     const TpRun cpu = run_tp(false, "cpu");
     const TpRun dev = run_tp(true, "dev");
-    for (int r = 0; r < k_tp; ++r) {
-        SCOPED_TRACE("tp rank " + std::to_string(r));
+    const int n_ranks = layout().ranks();
+    for (int r = 0; r < n_ranks; ++r) {
+        SCOPED_TRACE("rank " + std::to_string(r));
         EXPECT_FALSE(cpu.staged[size_t(r)]);
         EXPECT_TRUE(dev.staged[size_t(r)]) << "the stage's table is not on the staged backend";
-        EXPECT_FALSE(cpu.twin[size_t(r)]);
+        if (layout().tp > 1) {
+            EXPECT_FALSE(cpu.twin[size_t(r)]);
+        }
         EXPECT_TRUE(dev.twin[size_t(r)]) << "no buffer twin of the tp group";
         ASSERT_EQ(cpu.ranks[size_t(r)].step_losses.size(), 4u);
         EXPECT_EQ(dev.ranks[size_t(r)].step_losses, cpu.ranks[size_t(r)].step_losses);
@@ -105,8 +131,9 @@ TEST_P(TrainerTpOnDevice, TrainsAsTheCpuAndTheOneRankRun) {
             EXPECT_EQ(got[i].second, ref[i].second) << ref[i].first;
         }
     }
-    // The tp ranks report one loss.
-    EXPECT_EQ(dev.ranks[0].step_losses, dev.ranks[1].step_losses);
+    // Every rank reports the one loss.
+    for (int r = 1; r < n_ranks; ++r)
+        EXPECT_EQ(dev.ranks[size_t(r)].step_losses, dev.ranks[0].step_losses);
 
     // Checkpoints and the export hold global tensors: the same bytes.
     for (const char* f : {"checkpoint-4/model.safetensors", "checkpoint-4/optimizer.safetensors",
@@ -146,11 +173,15 @@ TEST_P(TrainerTpOnDevice, TrainsAsTheCpuAndTheOneRankRun) {
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(Tasks, TrainerTpOnDevice, ::testing::Values("masked-lm", "causal-lm"),
-                         [](const ::testing::TestParamInfo<std::string>& i) {
-                             return i.param == "masked-lm" ? std::string("BertMlm")
-                                                           : std::string("Gpt2CausalLm");
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Tasks, TrainerTpOnDevice,
+    ::testing::Combine(::testing::Values("masked-lm", "causal-lm"),
+                       ::testing::Values(Layout{"tp2", 1, 2}, Layout{"pp2", 2, 1},
+                                         Layout{"pp2_tp2", 2, 2})),
+    [](const ::testing::TestParamInfo<std::tuple<std::string, Layout>>& i) {
+        return std::string(std::get<0>(i.param) == "masked-lm" ? "BertMlm" : "Gpt2CausalLm") + "_" +
+               std::get<1>(i.param).name;
+    });
 
 }  // namespace
 }  // namespace loom::test
