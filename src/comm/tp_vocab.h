@@ -11,6 +11,12 @@
 // Megatron's padded-vocab loss. With tp = 1 and V already a multiple, nothing
 // is padded.
 //
+// Here: that layout (the padded size, each rank's range, a slice of a whole
+// table and the whole table from the slices, for loading and checkpoints).
+// The vocab-parallel embedding and cross-entropy themselves are
+// nn/embedding.h and nn/vocab_xent.h: their local steps go through the device
+// table (ops/vocab_parallel.h on the CPU), with Megatron's collectives posted
+// around them:
 //   embedding fwd  each rank looks up the ids it owns, zeros elsewhere, then
 //                  Megatron "g": all_reduce(sum) on tp -> out (N, C) replicated
 //   embedding bwd  Megatron "g" bwd is the identity: dout is replicated, each
@@ -19,18 +25,7 @@
 //                  exp(x - max) and the target's logit (only its owner adds
 //                  it): one all_reduce(sum) on tp of both
 //   xent bwd       dlogits_local = scale * (softmax - onehot) on the rank's
-//                  columns; recomputes max and sum-exp (two all_reduces on tp
-//                  of N values each) rather than keeping (N, V/tp) softmax
-//
-// Same semantics as ops/embedding.h and ops/softmax_xent.h: ids outside [0, V)
-// and targets outside [0, V) other than -100 are errors; the xent forward
-// returns the loss sum and label count (the caller normalises), its backward
-// overwrites dlogits and leaves 0 on ignored rows.
-//
-// The local steps between the collectives are ops/vocab_parallel.h's; the one
-// model stack posts the same collectives around its device table's steps
-// (nn/embedding.h, nn/vocab_xent.h, whose backward reuses the forward's
-// reduced maxima and sums instead of recomputing them).
+//                  columns, from the forward's reduced maxima and sums
 //
 // Not here: the tied LM head GEMM (a column-parallel linear over the local
 // table rows, tp_layers.h) and label smoothing.
@@ -39,7 +34,6 @@
 #include <cstdint>
 
 #include "comm/comm.h"
-#include "ops/softmax_xent.h"
 
 namespace loom {
 
@@ -59,31 +53,5 @@ void tp_vocab_shard_for_rank(T* table_local, const T* table, int64_t V, int64_t 
 // the padding rows dropped. Checkpoint saving.
 template <typename T>
 void tp_vocab_assemble(T* table, const T* table_local, int64_t V, int64_t C, Communicator& tp);
-
-template <typename T>
-void vocab_parallel_embedding_forward(T* out,                // (N, C), replicated on tp
-                                      const int64_t* ids,    // (N), replicated on tp
-                                      const T* table_local,  // (Vl, C)
-                                      int64_t N, int64_t V, int64_t C, Communicator& tp);
-
-// dtable_local (Vl, C) +=; ids equal to padding_idx get no gradient (< 0: none).
-template <typename T>
-void vocab_parallel_embedding_backward(T* dtable_local, const int64_t* ids,
-                                       const T* dout,  // (N, C), replicated on tp
-                                       int64_t N, int64_t V, int64_t C, Communicator& tp,
-                                       int64_t padding_idx = -1);
-
-// Loss sum and count over all N rows (identical on every rank of tp).
-template <typename T>
-XentSum vocab_parallel_xent_forward(T* losses,               // (N) or null, replicated
-                                    const T* logits_local,   // (N, Vl)
-                                    const int64_t* targets,  // (N), global ids, replicated
-                                    int64_t N, int64_t V, Communicator& tp);
-
-// dlogits_local (N, Vl) = scale * (softmax - onehot(target)) on this rank's
-// columns; 0 on ignored rows and padding columns. Overwrites.
-template <typename T>
-void vocab_parallel_xent_backward(T* dlogits_local, const T* logits_local, const int64_t* targets,
-                                  int64_t N, int64_t V, double scale, Communicator& tp);
 
 }  // namespace loom

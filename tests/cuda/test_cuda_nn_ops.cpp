@@ -50,6 +50,27 @@ class CudaNnOps : public CudaTypedOpTest<T> {
         return tol_for<T>(f32_abs, f32_rel);
     }
 
+    // The CPU's unfused attention over packed qkv (ld 3C): the reference
+    // for both GPU attention paths.
+    struct CpuAttention {
+        std::vector<float> y, att, dqkv;
+    };
+    CpuAttention cpu_attention(const std::vector<float>& qkv, const std::vector<float>& dy,
+                               const AttnShape& s, const AttnMask& mask, const DropoutSpec& d) {
+        const int64_t C = s.NH * s.HS, ld = 3 * C;
+        const size_t n_att = size_t(s.B * s.NH * s.T * s.T);
+        CpuAttention r{std::vector<float>(size_t(s.B * s.T * C), 0.0f),
+                       std::vector<float>(n_att, 0.0f), std::vector<float>(qkv.size())};
+        std::vector<float> scratch(n_att, 0.0f);
+        const float* q = qkv.data();
+        float* dq = r.dqkv.data();
+        cpu_ops().attention_forward(cpu_, DType::f32, r.y.data(), r.att.data(), q, q + C, q + 2 * C,
+                                    ld, s, mask, d);
+        cpu_ops().attention_backward(cpu_, DType::f32, dq, dq + C, dq + 2 * C, scratch.data(),
+                                     dy.data(), r.att.data(), q, q + C, q + 2 * C, ld, s, mask, d);
+        return r;
+    }
+
     OpCtx cpu_{&cpu_backend(), DType::f32};
     OpCtx gpu_;
 
@@ -206,14 +227,7 @@ TYPED_TEST(CudaNnOps, AttentionMatchesTheCpuEntry) {
         const AttnMask cpu_mask{pad.data(), causal};
         auto qkv = this->in(size_t(N * ld), 17), dy = this->in(size_t(N * C), 18);
         const size_t n_att = size_t(s.B * s.NH * s.T * s.T);
-        std::vector<float> y(size_t(N * C), 0.0f), att(n_att, 0.0f), dqkv(qkv.size()),
-            scratch(n_att, 0.0f);
-        const float* q = qkv.data();
-        this->cpu_ops().attention_forward(this->cpu_, DType::f32, y.data(), att.data(), q, q + C,
-                                          q + 2 * C, ld, s, cpu_mask, d);
-        this->cpu_ops().attention_backward(this->cpu_, DType::f32, dqkv.data(), dqkv.data() + C,
-                                           dqkv.data() + 2 * C, scratch.data(), dy.data(),
-                                           att.data(), q, q + C, q + 2 * C, ld, s, cpu_mask, d);
+        const auto ref = this->cpu_attention(qkv, dy, s, cpu_mask, d);
         auto gpad = upload_raw(pad);
         const AttnMask gpu_mask{gpad->get(), causal};
         auto *gqkv = this->up(qkv), *gdy = this->up(dy);
@@ -225,9 +239,9 @@ TYPED_TEST(CudaNnOps, AttentionMatchesTheCpuEntry) {
                                            gdqkv.get() + 2 * C, gs.get(), gdy->get(), gatt.get(),
                                            gq, gq + C, gq + 2 * C, ld, s, gpu_mask, d);
         const std::string tag = causal ? "causal " : "padded ";
-        EXPECT_TRUE(all_close(tag + "y", download(gy), y, this->tol(5e-5, 1e-4)));
-        EXPECT_TRUE(all_close(tag + "probabilities", download(gatt), att, this->tol()));
-        EXPECT_TRUE(all_close(tag + "dqkv", download(gdqkv), dqkv, this->tol(1e-4, 1e-3)));
+        EXPECT_TRUE(all_close(tag + "y", download(gy), ref.y, this->tol(5e-5, 1e-4)));
+        EXPECT_TRUE(all_close(tag + "probabilities", download(gatt), ref.att, this->tol()));
+        EXPECT_TRUE(all_close(tag + "dqkv", download(gdqkv), ref.dqkv, this->tol(1e-4, 1e-3)));
     }
 }
 
@@ -248,15 +262,7 @@ TYPED_TEST(CudaNnOps, FusedAttentionMatchesTheCpuEntry) {
         const AttnMask cpu_mask{pad.data(), causal};
         ASSERT_TRUE(attention_every_row_has_a_key(pad.data(), s.B, s.T, causal));
         auto qkv = this->in(size_t(N * ld), 27), dy = this->in(size_t(N * C), 28);
-        const size_t n_att = size_t(s.B * s.NH * s.T * s.T);
-        std::vector<float> y(size_t(N * C), 0.0f), att(n_att, 0.0f), dqkv(qkv.size()),
-            scratch(n_att, 0.0f);
-        const float* q = qkv.data();
-        this->cpu_ops().attention_forward(this->cpu_, DType::f32, y.data(), att.data(), q, q + C,
-                                          q + 2 * C, ld, s, cpu_mask, d);
-        this->cpu_ops().attention_backward(this->cpu_, DType::f32, dqkv.data(), dqkv.data() + C,
-                                           dqkv.data() + 2 * C, scratch.data(), dy.data(),
-                                           att.data(), q, q + C, q + 2 * C, ld, s, cpu_mask, d);
+        const auto ref = this->cpu_attention(qkv, dy, s, cpu_mask, d);
         auto gpad = upload_raw(pad);
         const AttnMask gpu_mask{gpad->get(), causal};
         auto *gqkv = this->up(qkv), *gdy = this->up(dy);
@@ -269,8 +275,8 @@ TYPED_TEST(CudaNnOps, FusedAttentionMatchesTheCpuEntry) {
             this->gpu_, t, gdqkv.get(), gdqkv.get() + C, gdqkv.get() + 2 * C, gdy->get(), gy.get(),
             glse.get(), gq, gq + C, gq + 2 * C, ld, s, gpu_mask, d);
         const std::string tag = causal ? "fused causal " : "fused padded ";
-        EXPECT_TRUE(all_close(tag + "y", download(gy), y, this->tol(5e-5, 1e-4)));
-        EXPECT_TRUE(all_close(tag + "dqkv", download(gdqkv), dqkv, this->tol(1e-4, 1e-3)));
+        EXPECT_TRUE(all_close(tag + "y", download(gy), ref.y, this->tol(5e-5, 1e-4)));
+        EXPECT_TRUE(all_close(tag + "dqkv", download(gdqkv), ref.dqkv, this->tol(1e-4, 1e-3)));
     }
 }
 

@@ -24,6 +24,10 @@
 #include "comm/tp_vocab.h"
 #include "core/check.h"
 #include "core/tensor.h"
+#include "nn/embedding.h"
+#include "nn/param_table.h"
+#include "nn/vocab_xent.h"
+#include "ops/device_ops.h"
 #include "ops/embedding.h"
 #include "ops/matmul.h"
 #include "ops/softmax_xent.h"
@@ -535,13 +539,19 @@ TEST(TpVocabEmbedding, MatchesUnshardedWithIdsOnEveryShard) {
     for (int tp_size : k_tp_sizes) {
         run_tp(tp_size, [&](Communicator& tp) {
             const TpVocabRange r = tp_vocab_range(V, tp.size(), tp.rank());
-            std::vector<float> local(size_t(r.count * C)), dlocal(local.size());
-            tp_vocab_shard_for_rank(local.data(), table.data(), V, C, tp.size(), tp.rank());
-            tp_vocab_shard_for_rank(dlocal.data(), dtable0.data(), V, C, tp.size(), tp.rank());
+            // The model's vocab-parallel Embedding over this rank's slice.
+            ParamTable t;
+            Embedding e = Embedding::make(t, "w", V, C, padding_idx, 0.02);
+            e.shard(t, ModelTp{tp.rank(), tp.size(), &tp});
+            t.allocate();
+            e.bind(t);
+            float* local = t.param(e.table.row);
+            float* dlocal = t.grad(e.table.row);
+            tp_vocab_shard_for_rank(local, table.data(), V, C, tp.size(), tp.rank());
+            tp_vocab_shard_for_rank(dlocal, dtable0.data(), V, C, tp.size(), tp.rank());
             std::vector<float> got(size_t(N * C), 9.f);
-            vocab_parallel_embedding_forward(got.data(), ids.data(), local.data(), N, V, C, tp);
-            vocab_parallel_embedding_backward(dlocal.data(), ids.data(), dout.data(), N, V, C, tp,
-                                              padding_idx);
+            e.forward(got.data(), ids.data(), N);
+            e.backward(dout.data(), ids.data(), N);
             // Every row comes from exactly one rank and the backward sums rows
             // in the op's order: both are exact.
             expect_close(got, out, 0, where(tp, "embedding out"));
@@ -549,22 +559,26 @@ TEST(TpVocabEmbedding, MatchesUnshardedWithIdsOnEveryShard) {
             // leave the other ranks waiting in the next collective.
             int64_t padding_grads = 0;
             for (int64_t i = std::max<int64_t>(0, V - r.first) * C; i < r.count * C; ++i)
-                padding_grads += dlocal[size_t(i)] != 0.f;
+                padding_grads += dlocal[i] != 0.f;
             EXPECT_EQ(padding_grads, 0) << where(tp, "padding rows got a gradient");
             std::vector<float> g_dtable(dtable.size());
-            tp_vocab_assemble(g_dtable.data(), dlocal.data(), V, C, tp);
+            tp_vocab_assemble(g_dtable.data(), dlocal, V, C, tp);
             expect_close(g_dtable, dtable, 0, where(tp, "embedding dtable"));
             std::vector<float> g_table(table.size());
-            tp_vocab_assemble(g_table.data(), local.data(), V, C, tp);
+            tp_vocab_assemble(g_table.data(), local, V, C, tp);
             expect_close(g_table, table, 0, where(tp, "table round trip"));
         });
     }
     std::vector<int64_t> bad = {0, V};
     EXPECT_THROW(run_tp(2,
                         [&](Communicator& tp) {
-                            std::vector<float> local(19 * C), o(2 * C);
-                            vocab_parallel_embedding_forward(o.data(), bad.data(), local.data(), 2,
-                                                             V, C, tp);
+                            ParamTable t;
+                            Embedding e = Embedding::make(t, "w", V, C, padding_idx, 0.02);
+                            e.shard(t, ModelTp{tp.rank(), tp.size(), &tp});
+                            t.allocate();
+                            e.bind(t);
+                            std::vector<float> o(2 * C);
+                            e.forward(o.data(), bad.data(), 2);
                         }),
                  Error);
 }
@@ -593,15 +607,19 @@ TEST(TpVocabXent, MatchesUnshardedWithIgnoredTargets) {
                           padded.begin() + n * Vp);
             scatter_to_tp_forward(local.data(), padded.data(), N, Vp, tp);
 
-            std::vector<float> got_losses(N, -1.f), dlocal(local.size(), 9.f);
-            const XentSum got = vocab_parallel_xent_forward(got_losses.data(), local.data(),
-                                                            targets.data(), N, V, tp);
-            vocab_parallel_xent_backward(dlocal.data(), local.data(), targets.data(), N, V, scale,
-                                         tp);
+            // The LM heads' VocabXent on the CPU table, its workspace here.
+            std::vector<float> dlocal(local.size(), 9.f), row_max(N), stats(2 * N);
+            VocabXent xent;
+            xent.tp = &tp;
+            xent.row_max = row_max.data();
+            xent.stats = stats.data();
+            xent.planned_rows = N;
+            const OpCtx ctx{&cpu_backend(), DType::f32};
+            const XentSum got = xent.forward(ctx, local.data(), targets.data(), N, V);
+            xent.backward(ctx, dlocal.data(), local.data(), targets.data(), N, V, scale);
             EXPECT_EQ(got.count, want.count) << where(tp, "xent count");
             EXPECT_NEAR(got.loss_sum, want.loss_sum, k_rel * std::fabs(want.loss_sum))
                 << where(tp, "xent loss sum");
-            expect_close(got_losses, losses, k_rel, where(tp, "xent per-row losses"));
 
             std::vector<float> g_padded(size_t(N * Vp)), g_dlogits(size_t(N * V));
             gather_from_tp_forward(g_padded.data(), dlocal.data(), N, Vp, tp);
@@ -617,13 +635,18 @@ TEST(TpVocabXent, MatchesUnshardedWithIgnoredTargets) {
         });
     }
     const std::vector<int64_t> bad = {1, V};
-    EXPECT_THROW(run_tp(2,
-                        [&](Communicator& tp) {
-                            std::vector<float> local(2 * 19);
-                            vocab_parallel_xent_forward<float>(nullptr, local.data(), bad.data(), 2,
-                                                               V, tp);
-                        }),
-                 Error);
+    EXPECT_THROW(
+        run_tp(2,
+               [&](Communicator& tp) {
+                   std::vector<float> local(2 * 19), row_max(2), stats(4);
+                   VocabXent xent;
+                   xent.tp = &tp;
+                   xent.row_max = row_max.data();
+                   xent.stats = stats.data();
+                   xent.planned_rows = 2;
+                   xent.forward(OpCtx{&cpu_backend(), DType::f32}, local.data(), bad.data(), 2, V);
+               }),
+        Error);
 }
 
 }  // namespace
