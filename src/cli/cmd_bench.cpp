@@ -32,6 +32,14 @@
 #include "models/model_config.h"
 #include "ops/gemm.h"
 #include "optim/adamw.h"
+#include "optim/flat_optimizer.h"
+
+#if defined(LOOM_HAVE_CUDA)
+#include <cuda_runtime.h>
+
+#include "backend/cuda/cuda_context.h"
+#include "ops/cuda/device_ops_cuda.h"
+#endif
 
 namespace loom::cli {
 
@@ -42,6 +50,7 @@ struct BenchOptions {
     std::string task;  // default: the preset's
     int64_t seq = 0, batch = 8, steps = 10, warmup = 3;
     std::string dtype = "bf16", device = "cpu";
+    std::string engine = "stack";  // cuda: the model stack (what `loom train` runs) or executor
     int gpu = 0, threads = 0;
     uint64_t seed = 1;
 };
@@ -174,6 +183,46 @@ Timing run_cpu(Model& model, const ModelInputs& in, const BenchOptions& o) {
 }
 
 #if defined(LOOM_HAVE_CUDA)
+// The model stack on a CUDA backend, as `loom train` runs it: activations,
+// the compute copy and gradients in the compute type, AdamW (FlatOptimizer)
+// on fp32 master weights.
+Timing run_stack_cuda(const ModelConfig& c, const ModelInputs& in, const BenchOptions& o) {
+    CudaContext ctx(o.gpu);
+    const std::unique_ptr<Backend> be = make_cuda_backend(ctx);
+    const DType act = o.dtype == "bf16" ? DType::bf16 : DType::f32;
+    ModelPlacement place;
+    place.device = ParamDevice{be.get(), act};
+    auto model = build_model(c, place);
+    model->init(o.seed);
+    model->set_logits_scope(LogitsScope::all_positions);
+    model->set_compute_dtype(act);
+    OptimizerConfig oc;
+    oc.hp = AdamWParams{1e-4, 0.9, 0.999, 1e-8, 0.01};
+    FlatOptimizer opt(model->params(), oc);
+    Timing r;
+    r.device_name = be->name();
+    auto one = [&] {
+        model->zero_grad();
+        const LossSum l = model->forward(in, DropoutPlan{});
+        model->backward(1.0 / double(std::max<int64_t>(l.count, 1)));
+        opt.step(1e-4);
+        r.loss = l.mean();
+    };
+    for (int64_t s = 0; s < o.warmup; ++s) one();
+    be->synchronize();
+    const auto t0 = Clock::now();
+    for (int64_t s = 0; s < o.steps; ++s) one();
+    be->synchronize();
+    r.step_ms =
+        std::chrono::duration<double, std::milli>(Clock::now() - t0).count() / double(o.steps);
+    // The stack plans its memory up front, so what is in use after the
+    // steps is its peak (plus the CUDA context and cuBLAS's workspace).
+    size_t free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess)
+        r.peak_gib = double(total_b - free_b) / double(1ull << 30);
+    return r;
+}
+
 Timing run_cuda(Model& model, const ModelInputs& in, const BenchOptions& o) {
     CudaModelOptions co;
     co.device = o.gpu;
@@ -230,7 +279,9 @@ void run_bench(const BenchOptions& o) {
     Timing r;
     if (o.device == "cuda") {
 #if defined(LOOM_HAVE_CUDA)
-        r = run_cuda(*model, batch.in, o);
+        LOOM_CHECK(o.engine == "stack" || o.engine == "executor",
+                   "--engine {}: expected stack or executor", o.engine);
+        r = o.engine == "stack" ? run_stack_cuda(c, batch.in, o) : run_cuda(*model, batch.in, o);
 #else
         LOOM_FAIL(
             "--device cuda: this loom was built without CUDA (configure with -DLOOM_CUDA=ON, "
@@ -261,12 +312,13 @@ void run_bench(const BenchOptions& o) {
     const std::string mfu =
         peak > 0 ? fmt::format("{:.4f}", flops_per_token * tokens_per_s / (peak * 1e12)) : "null";
     fmt::print(
-        "{{\"side\":\"loom\",\"model\":\"{}\",\"task\":\"{}\",\"device\":\"{}\",\"dtype\":\"{}\","
+        "{{\"side\":\"loom\",\"model\":\"{}\",\"task\":\"{}\",\"device\":\"{}\",\"engine\":\"{}\","
+        "\"dtype\":\"{}\","
         "\"batch\":{},\"seq\":{},\"steps\":{},\"params\":{},\"step_ms\":{:.3f},"
         "\"tokens_per_s\":{:.1f},\"flops_per_token\":{:.6g},\"mfu\":{},\"peak_mem_gib\":{:.3f},"
         "\"peak_tflops\":{},\"peak_source\":{},\"gpu\":\"{}\",\"loss\":{:.6f}}}\n",
-        o.model, task_name(c.task), o.device, o.dtype, o.batch, T, o.steps, int64_t(N), r.step_ms,
-        tokens_per_s, flops_per_token, mfu, r.peak_gib,
+        o.model, task_name(c.task), o.device, o.device == "cuda" ? o.engine : "stack", o.dtype,
+        o.batch, T, o.steps, int64_t(N), r.step_ms, tokens_per_s, flops_per_token, mfu, r.peak_gib,
         peak > 0 ? fmt::format("{:.6g}", peak) : "null", peak_source, r.device_name, r.loss);
     fmt::print(stderr, "{:.1f} ms/step, {:.0f} tokens/s, MFU {}, peak memory {:.2f} GiB\n",
                r.step_ms, tokens_per_s, mfu, r.peak_gib);
@@ -299,6 +351,10 @@ void setup(CLI::App& app) {
         ->capture_default_str();
     cmd->add_option("--device", o->device, "cpu | cuda")->capture_default_str();
     cmd->add_option("--gpu", o->gpu, "CUDA device index")->capture_default_str();
+    cmd->add_option("--engine", o->engine,
+                    "cuda only: stack (the model stack `loom train` runs) | executor (the older "
+                    "CUDA-only copy of the model, kept for comparison until it is removed)")
+        ->capture_default_str();
     cmd->add_option("--threads", o->threads, "CPU threads (default: all cores)");
     cmd->add_option("--seed", o->seed, "weights and token ids")->capture_default_str();
     cmd->callback([o] { run_bench(*o); });

@@ -117,6 +117,7 @@ class BertFamilyModel final : public StackModel {
     }
 
     Embedding& word_embeddings() override { return word_; }
+    void set_embeddings_compute(DType d) override { mapping_in_.compute = d; }
 
     EmbeddingsView embeddings_view() const override {
         EmbeddingsView v;

@@ -245,6 +245,15 @@ void StackModel::lend_tp_work() {
     w.tp_ids_work = tp_ids_work_;
 }
 
+void StackModel::set_compute_dtype(DType d) {
+    for (TransformerBlock& b : blocks_) {
+        b.attn.qkv.compute = b.attn.proj.compute = b.mlp.fc.compute = b.mlp.proj.compute = d;
+        b.attn.compute = d;
+    }
+    set_embeddings_compute(d);
+    if (head_) head_->set_compute_dtype(d);
+}
+
 void StackModel::set_activation_checkpointing(int64_t every_k) {
     LOOM_CHECK(every_k >= 0, "activation checkpointing: every_k must be >= 0, got {}", every_k);
     ckpt_every_ = every_k;

@@ -29,12 +29,7 @@ class StackModel : public Model {
     CActPtr stage_input_grad() const override;
     void share_parameters(const StageModel& owner) override;
     int64_t num_layer_applications() const override { return int64_t(schedule_.size()); }
-    void set_compute_dtype(DType d) override {
-        for (TransformerBlock& b : blocks_) {
-            b.attn.qkv.compute = b.attn.proj.compute = b.mlp.fc.compute = b.mlp.proj.compute = d;
-            b.attn.compute = d;
-        }
-    }
+    void set_compute_dtype(DType d) override;
     void set_logits_scope(LogitsScope scope) override {
         scope_ = scope;
         if (head_) head_->set_logits_scope(scope);
@@ -67,6 +62,8 @@ class StackModel : public Model {
     virtual EmbeddingsView embeddings_view() const = 0;
     // The word table, which tensor parallelism splits by vocabulary.
     virtual Embedding& word_embeddings() = 0;
+    // The embeddings' own GEMMs (ALBERT's E -> C mapping) follow the blocks.
+    virtual void set_embeddings_compute(DType) {}
 
     std::vector<TransformerBlock> blocks_;  // distinct parameter sets
     std::vector<int> schedule_;             // layer application -> block

@@ -130,8 +130,10 @@ double rel_l2(const float* x, const float* ref, int64_t n) {
     return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
 }
 
-// The switch reaches every block's attention, not only its linears.
-TEST(MixedPrecision, ComputeTypeReachesAttention) {
+// The switch reaches every GEMM: each block's attention and linears, the
+// head's linears and ALBERT's embedding mapping (a GPU's bf16 activations
+// leave no fp32 operand for a linear left behind).
+TEST(MixedPrecision, ComputeTypeReachesEveryGemm) {
     for (const std::string& name : hf_fixture_names()) {
         SCOPED_TRACE(name);
         auto model = Fixture(name).load_model();
@@ -139,7 +141,24 @@ TEST(MixedPrecision, ComputeTypeReachesAttention) {
         ASSERT_NE(stack, nullptr);
         for (DType d : {DType::bf16, DType::f32}) {
             model->set_compute_dtype(d);
-            for (const TransformerBlock& b : *stack->view().blocks) EXPECT_EQ(b.attn.compute, d);
+            const StackView v = stack->view();
+            int linears = 0;
+            auto expect = [&](const Linear* l, const char* what) {
+                if (l == nullptr) return;
+                EXPECT_EQ(l->compute, d) << what;
+                ++linears;
+            };
+            for (const TransformerBlock& b : *v.blocks) {
+                EXPECT_EQ(b.attn.compute, d);
+                expect(&b.attn.qkv, "qkv");
+                expect(&b.attn.proj, "attention output");
+                expect(&b.mlp.fc, "mlp fc");
+                expect(&b.mlp.proj, "mlp proj");
+            }
+            expect(v.embeddings.mapping, "embedding mapping");
+            expect(v.head.dense, "head dense");
+            expect(v.head.decoder, "head decoder");
+            EXPECT_GE(linears, 4 * int(v.blocks->size()) + 1);
         }
     }
 }

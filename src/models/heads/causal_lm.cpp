@@ -47,6 +47,7 @@ class CausalLmHead final : public Head {
         xent_.tp = tp.buffer_comm();
     }
 
+    void set_compute_dtype(DType d) override { decoder_.compute = d; }
     HeadView view() const override {
         HeadView v;
         v.kind = Task::causal_lm;

@@ -43,6 +43,10 @@ class Head {
     virtual void backward(ActPtr dhidden, CActPtr hidden, double loss_scale) = 0;
     virtual void outputs(const ActArena& a, std::map<std::string, Tensor>& out) const = 0;
     virtual void set_logits_scope(LogitsScope) {}
+    // The GEMMs' operand type, as the blocks' (Model::set_compute_dtype):
+    // autocast runs the head's linears in bf16 too, and a GPU's bf16
+    // activations leave no fp32 operand to read.
+    virtual void set_compute_dtype(DType d) = 0;
     // The positions b * T + t (increasing) whose final hidden state forward
     // will read, when that is only some of them: token 0 of each sample for
     // classification, the labelled positions for a masked-LM head under

@@ -81,6 +81,7 @@ class MlmHead final : public Head {
         xent_.tp = tp.buffer_comm();
     }
 
+    void set_compute_dtype(DType d) override { dense_.compute = decoder_.compute = d; }
     HeadView view() const override {
         HeadView v;
         v.kind = Task::masked_lm;

@@ -25,6 +25,7 @@ class QaHead final : public Head {
         out_.bind(t);
     }
 
+    void set_compute_dtype(DType d) override { out_.compute = d; }
     HeadView view() const override {
         HeadView v;
         v.kind = Task::question_answering;

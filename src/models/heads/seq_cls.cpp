@@ -28,6 +28,7 @@ class SeqClsHead final : public Head {
         out_.bind(t);
     }
 
+    void set_compute_dtype(DType d) override { dense_.compute = out_.compute = d; }
     HeadView view() const override {
         HeadView v;
         v.kind = Task::sequence_classification;

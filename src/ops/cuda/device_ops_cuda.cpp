@@ -186,7 +186,10 @@ class CudaBackend final : public Backend {
         nbytes = std::max<size_t>(nbytes, 1);
         void* p = nullptr;
         LOOM_CUDA_CHECK(cudaMalloc(&p, nbytes));
-        LOOM_CUDA_CHECK(cudaMemset(p, 0, nbytes));
+        // On the backend's stream, not cudaMemset's legacy default stream:
+        // the stream is non-blocking, so a default-stream memset could land
+        // after the first upload into this memory and wipe it.
+        LOOM_CUDA_CHECK(cudaMemsetAsync(p, 0, nbytes, ctx_.stream()));
         return Storage::wrap(
             p, nbytes, [p] { (void)cudaFree(p); }, Device::cuda);
     }
