@@ -58,9 +58,59 @@ class StagedBackend final : public Backend {
     void zero(void* p, size_t nbytes) override {
         if (nbytes) std::memset(p, 0, nbytes);
     }
-    void synchronize() override {}
+    void synchronize() override { run_copies(base_ + copies_.size()); }
 
-    size_t uploaded = 0, downloaded = 0;
+    // The copy queue (activation offloading). Compute runs at once, in
+    // program order. Copies run either at once too (`eager`: as early as a
+    // device could run them, which exposes a copy into memory compute still
+    // needs) or as late as ordering allows (`deferred`: only when compute
+    // waits on a marker set after them, or at synchronize, which exposes a
+    // missing wait and a source overwritten before its copy-out ran).
+    enum class CopyMode { eager, deferred };
+    CopyMode copy_mode = CopyMode::eager;
+    struct StagedMarker final : Marker {
+        size_t copies = 0;  // copies enqueued before the marked point, ever
+    };
+    std::unique_ptr<Marker> new_marker() override { return std::make_unique<StagedMarker>(); }
+    void mark(Marker& m, Queue q) override {
+        if (q == Queue::copy) static_cast<StagedMarker&>(m).copies = base_ + copies_.size();
+    }
+    void wait_for(Queue q, const Marker& m) override {
+        if (q == Queue::compute) run_copies(static_cast<const StagedMarker&>(m).copies);
+    }
+    void copy_out(void* host, const void* src, size_t nbytes) override {
+        offloaded += nbytes;
+        enqueue(host, src, nbytes);
+    }
+    void copy_back(void* dst, const void* host, size_t nbytes) override {
+        reloaded += nbytes;
+        enqueue(dst, host, nbytes);
+    }
+
+    size_t uploaded = 0, downloaded = 0, offloaded = 0, reloaded = 0;
+
+  private:
+    struct Copy {
+        void* dst;
+        const void* src;
+        size_t n;
+    };
+    void enqueue(void* dst, const void* src, size_t n) {
+        copies_.push_back({dst, src, n});
+        if (copy_mode == CopyMode::eager) run_copies(base_ + copies_.size());
+    }
+    // Runs the copies enqueued before position `upto` (counted over all time).
+    void run_copies(size_t upto) {
+        for (; base_ + done_ < upto; ++done_)
+            std::memcpy(copies_[done_].dst, copies_[done_].src, copies_[done_].n);
+        if (done_ == copies_.size()) {
+            base_ += done_;
+            copies_.clear();
+            done_ = 0;
+        }
+    }
+    std::vector<Copy> copies_;  // not yet dropped; [0, done_) have run
+    size_t base_ = 0, done_ = 0;
 };
 
 inline std::vector<std::string> test_backend_names() {

@@ -48,6 +48,32 @@ class Backend {
                          size_t row_bytes, size_t rows) = 0;
     virtual void zero(void* p, size_t nbytes) = 0;
     virtual void synchronize() = 0;
+
+    // Activation offloading (models/act_offload.h) moves saved activations
+    // to host memory and back while compute goes on: a second queue for
+    // those copies, and markers that order one queue after a point of the
+    // other (a GPU's second stream and its events). The defaults, for a
+    // backend whose work is done when its call returns (the CPU), copy at
+    // once and need no order; synchronize() also waits for the copy queue.
+    enum class Queue { compute, copy };
+    class Marker {
+      public:
+        virtual ~Marker() = default;
+    };
+    virtual std::unique_ptr<Marker> new_marker() { return std::make_unique<Marker>(); }
+    // Marks the point `q` has reached (work enqueued on it so far).
+    virtual void mark(Marker&, Queue /*q*/) {}
+    // Work enqueued on `q` from now on starts after the marked point.
+    virtual void wait_for(Queue /*q*/, const Marker&) {}
+    // Host memory the copy queue moves to and from (page-locked on a GPU).
+    virtual std::shared_ptr<Storage> alloc_host(size_t nbytes) { return Storage::alloc(nbytes); }
+    // Device -> host and host -> device on the copy queue.
+    virtual void copy_out(void* host, const void* src, size_t nbytes) {
+        to_host(host, src, nbytes);
+    }
+    virtual void copy_back(void* dst, const void* host, size_t nbytes) {
+        to_device(dst, host, nbytes);
+    }
     // The context CUDA kernels on this backend take (null off CUDA).
     virtual CudaContext* cuda() { return nullptr; }
 

@@ -71,10 +71,11 @@ class Model : public StageModel {
     // The trainer sets it for training; all_positions gives HF's outputs.
     virtual void set_logits_scope(LogitsScope scope) = 0;
 
-    // Mixed precision (hyperparameters.bf16 / fp16): the transformer blocks'
-    // linear layers multiply bf16- or fp16-rounded operands with fp32
+    // Mixed precision (hyperparameters.bf16 / fp16): every linear layer (the
+    // blocks', the head's, ALBERT's embedding mapping) and attention's
+    // products multiply bf16- or fp16-rounded operands with fp32
     // accumulation, as PyTorch's autocast does; parameters, gradients,
-    // optimizer state, layer norms, softmax, the heads and the loss stay fp32.
+    // optimizer state, layer norms, softmax and the loss stay fp32.
     virtual void set_compute_dtype(DType /*dtype*/) {}
 
     void set_grad_ready_hook(GradReadyHook hook) final { grad_ready_hook_ = std::move(hook); }
@@ -91,6 +92,13 @@ class Model : public StageModel {
     // Gradients are bitwise those without it (dropout is keyed by counters).
     // Takes effect at the next forward.
     virtual void set_activation_checkpointing(int64_t /*every_k*/) {}
+    // Activation offloading (distribution.offload_activations): the inputs
+    // checkpointing keeps go to host memory after forward and come back
+    // before backward, at most horizon + 1 of them on the device at a time
+    // (models/act_offload.h). Gradients are bitwise those without it; the
+    // offloaded hidden states are not in outputs(). Takes effect at the next
+    // forward, with checkpointing on.
+    virtual void set_activation_offloading(bool /*on*/, int64_t /*horizon*/) {}
     // HF output_hidden_states: i = 0 embeddings, i = k after layer k (L + 1 of them).
     virtual int num_hidden_states() const = 0;
     virtual Tensor hidden_state(int i) const = 0;

@@ -1,4 +1,4 @@
-// StackModel: the layer loop, input copies, activation planning and outputs.
+// StackModel: the layer loop, input copies and activation planning.
 #include "models/stack_model.h"
 
 #include <algorithm>
@@ -191,9 +191,23 @@ void StackModel::plan(int64_t B, int64_t T, bool fused) {
     acts_.resize(size_t(A));
     const int64_t a0 = app_begin(), a1 = app_end();
     const bool with_head = placement_.part.head;
+    // Offloading keeps the checkpointed inputs in a ring of device slots.
+    std::vector<int64_t> offloaded;
+    if (offload_on_)
+        for (int64_t i = a0; i < a1; ++i)
+            if (checkpointed(i)) offloaded.push_back(i);
+    const int64_t R = ActOffload::ring_size(offloaded, horizon_);
+    std::vector<ActPtr> ring;
     arena_.build([&](ActArena& a) {
         const DType act = ctx_.act;
-        hidden_ = a.take_act((a1 - a0 + 1) * N * C, act);
+        ring.clear();
+        for (int64_t r = 0; r < R; ++r) ring.push_back(a.take_act(N * C, act));
+        hidden_.assign(size_t(a1 - a0 + 1), nullptr);
+        for (size_t k = 0, i = 0; k < hidden_.size(); ++k) {
+            const bool off = i < offloaded.size() && offloaded[i] == a0 + int64_t(k);
+            hidden_[k] = off ? ring[i++ % size_t(R)] : a.take_act(N * C, act);
+        }
+        recompute_out_ = offloaded.empty() ? nullptr : a.take_act(N * C, act);
         ids_dev_ = a.take_i64(N);
         types_dev_ = a.take_i64(N);
         mask_dev_ = a.take_i64(N);
@@ -228,6 +242,11 @@ void StackModel::plan(int64_t B, int64_t T, bool fused) {
         }
     });
     if (placement_.tp.active()) lend_tp_work();
+    const size_t bytes = size_t(N * C) * dtype_size(ctx_.act);
+    offload_.plan(*ctx_.be, offloaded, horizon_, bytes);
+    for (int64_t r = 0; r < R; ++r) offload_.set_slot(r, ring[size_t(r)].get());
+    planned_offload_ = offload_on_;
+    planned_horizon_ = horizon_;
     planned_B_ = B;
     planned_T_ = T;
     planned_ckpt_every_ = ckpt_every_;
@@ -257,6 +276,13 @@ void StackModel::set_compute_dtype(DType d) {
 void StackModel::set_activation_checkpointing(int64_t every_k) {
     LOOM_CHECK(every_k >= 0, "activation checkpointing: every_k must be >= 0, got {}", every_k);
     ckpt_every_ = every_k;
+}
+
+void StackModel::set_activation_offloading(bool on, int64_t horizon) {
+    LOOM_CHECK(horizon >= 0, "activation offloading: the loading horizon must be >= 0, got {}",
+               horizon);
+    offload_on_ = on;
+    horizon_ = horizon;
 }
 
 TransformerBlock::Step StackModel::step_for(int app) const {
@@ -317,13 +343,13 @@ void StackModel::choose_last_rows() {
     last_rows_on_ = !last_rows_.empty() && int64_t(last_rows_.size()) < N;
 }
 
-void StackModel::forward_app(int64_t a) {
+void StackModel::forward_app(int64_t a, ActPtr out) {
     const TransformerBlock& blk = blocks_[size_t(schedule_[size_t(a)])];
+    if (!out) out = hidden_at(a + 1);
     if (runs_rows(a))
-        blk.forward_rows(hidden_at(a + 1), acts_[size_t(a)], hidden_at(a), step_for(int(a)),
-                         last_rows());
+        blk.forward_rows(out, acts_[size_t(a)], hidden_at(a), step_for(int(a)), last_rows());
     else
-        blk.forward(hidden_at(a + 1), acts_[size_t(a)], hidden_at(a), step_for(int(a)));
+        blk.forward(out, acts_[size_t(a)], hidden_at(a), step_for(int(a)));
 }
 
 LossSum StackModel::forward(const ModelInputs& in, const DropoutPlan& dropout) {
@@ -351,22 +377,26 @@ LossSum StackModel::forward(const ModelInputs& in, const DropoutPlan& dropout) {
     // has a query row with no visible key: that batch is re-planned unfused.
     const bool fused = fused_attention_fits();
     if (B_ != planned_B_ || T_ != planned_T_ || ckpt_every_ != planned_ckpt_every_ ||
-        fused != planned_fused_ || rows_possible() != planned_rows_)
+        fused != planned_fused_ || rows_possible() != planned_rows_ ||
+        offload_on_ != planned_offload_ || horizon_ != planned_horizon_)
         plan(B_, T_, fused);
     upload(ids_dev_, ids_);
     if (!types_.empty()) upload(types_dev_, types_);
     if (!mask_.empty()) upload(mask_dev_, mask_);
 
+    offload_.before_write(app_begin());
     if (placement_.part.embeddings) {
-        embed_forward(hidden_);
+        embed_forward(hidden_at(app_begin()));
     } else {
         LOOM_CHECK(in.stage_input != nullptr,
                    "pipeline stage without embeddings: forward needs the previous stage's output");
-        copy_in(hidden_, in.stage_input, N * C, "pipeline stage input");
+        copy_in(hidden_at(app_begin()), in.stage_input, N * C, "pipeline stage input");
     }
     choose_last_rows();
     for (int64_t a = app_begin(); a < app_end(); ++a) {
+        offload_.before_write(a + 1);
         forward_app(a);
+        offload_.after_read(a);
         if (checkpointed(a)) ckpt_holds_ = a;
     }
     const bool with_head = placement_.part.head;
@@ -418,13 +448,17 @@ void StackModel::backward(double loss_scale, CActPtr d_stage_output) {
         if (grad_ready_hook_) grad_ready_hook_(b, b + sparse_rows_.table_rows * sparse_rows_.width);
     }
     int64_t reported = table_.flat_numel();  // [reported, flat) went to the hook
+    offload_.begin_backward();
     for (int64_t a = app_end() - 1; a >= app_begin(); --a) {
         const TransformerBlock& blk = blocks_[size_t(schedule_[size_t(a)])];
+        offload_.prefetch_for(a);
+        if (checkpointed(a)) offload_.wait(a);
         if (checkpointed(a) && ckpt_holds_ != a) {
             // Recompute: the same ops on the same input with the same dropout
             // counters rewrite the activations (and the output, which the
-            // application above has already consumed) bit for bit.
-            forward_app(a);
+            // application above has already consumed) bit for bit; under
+            // offloading the output's slot may hold another input by now.
+            forward_app(a, recompute_out_);
             ckpt_holds_ = a;
         }
         if (runs_rows(a))
@@ -432,52 +466,12 @@ void StackModel::backward(double loss_scale, CActPtr d_stage_output) {
                               last_rows());
         else
             blk.backward(dh_, acts_[size_t(a)], hidden_at(a), step_for(int(a)), scratch_);
+        offload_.release(a);
         report_blocks_done(int(a), reported);
     }
     if (placement_.part.embeddings) embed_backward(dh_);
     report_rest(reported);
     ready_for_backward_ = false;  // saved activations were consumed with this loss scale
-}
-
-StackView StackModel::view() const {
-    StackView v;
-    v.blocks = &blocks_;
-    v.schedule = &schedule_;
-    v.apps_per_layer = apps_per_layer_;
-    v.final_norm = final_norm_.weight.defined() ? &final_norm_ : nullptr;
-    v.embeddings = embeddings_view();
-    if (head_) v.head = head_->view();
-    return v;
-}
-
-int StackModel::num_hidden_states() const {
-    if (!placement_.part.whole()) return 0;  // a pipeline stage outputs no hidden states
-    return int(int64_t(schedule_.size()) / apps_per_layer_) + 1;
-}
-
-Tensor StackModel::hidden_state(int i) const {
-    LOOM_CHECK(i >= 0 && i < num_hidden_states(), "hidden state {} out of range [0, {})", i,
-               num_hidden_states());
-    LOOM_CHECK(planned_B_ > 0, "hidden_state before any forward");
-    LOOM_CHECK(!(last_rows_on_ && i == num_hidden_states() - 1),
-               "hidden state {}: the last layer ran only at the rows the head reads "
-               "(LogitsScope::labelled_positions); use all_positions for hidden states",
-               i);
-    const int64_t N = B_ * T_, C = config_.hidden_size;
-    const std::string name = "hidden_states." + std::to_string(i);
-    // HF: GPT-2's last hidden state has ln_f applied.
-    if (i == num_hidden_states() - 1 && final_norm_.weight.defined())
-        return arena_.view(final_, Shape{B_, T_, C}, name);
-    return arena_.view(hidden_ + int64_t(i) * apps_per_layer_ * N * C, Shape{B_, T_, C}, name);
-}
-
-std::map<std::string, Tensor> StackModel::outputs() const {
-    std::map<std::string, Tensor> out;
-    if (head_ && placement_.part.head) head_->outputs(arena_, out);
-    // A last layer run at the head's rows only has no whole output to offer.
-    const int n = num_hidden_states() - (last_rows_on_ && num_hidden_states() > 0 ? 1 : 0);
-    for (int i = 0; i < n; ++i) out["hidden_states." + std::to_string(i)] = hidden_state(i);
-    return out;
 }
 
 }  // namespace loom

@@ -6,6 +6,8 @@
 // once each; ALBERT's one shared block runs L times (its gradients add up in
 // one set of rows). Every application has its own saved activations, and the
 // output of application a is hidden_[a + 1]; hidden_[0] is the embeddings.
+// Under activation offloading the checkpointed inputs go to host memory
+// between forward and backward (models/act_offload.h).
 // Subclasses supply the embeddings (forward/backward) and build blocks/head.
 #pragma once
 
@@ -13,6 +15,7 @@
 #include <memory>
 #include <vector>
 
+#include "models/act_offload.h"
 #include "models/heads/head.h"
 #include "models/model.h"
 #include "models/stack_view.h"
@@ -41,6 +44,7 @@ class StackModel : public Model {
     }
     Tensor hidden_state(int i) const override;
     void set_activation_checkpointing(int64_t every_k) override;
+    void set_activation_offloading(bool on, int64_t horizon) override;
     bool set_sparse_embedding_grad(bool on) override;
     EmbeddingGradRows embedding_grad_rows() const override { return sparse_rows_; }
     // The modules, for executors that replay this model with other kernels.
@@ -96,9 +100,7 @@ class StackModel : public Model {
         return placement_.part.app_end < 0 ? int64_t(schedule_.size()) : placement_.part.app_end;
     }
     // Block output of application a - 1 (input of a), a in [app_begin, app_end].
-    ActPtr hidden_at(int64_t a) const {
-        return hidden_ + (a - app_begin()) * B_ * T_ * config_.hidden_size;
-    }
+    ActPtr hidden_at(int64_t a) const { return hidden_[size_t(a - app_begin())]; }
     void plan(int64_t B, int64_t T, bool fused);
     // dst <- src (n elements of the activation type), on the backend.
     void copy_in(ActPtr dst, CActPtr src, int64_t n, const char* what) const;
@@ -137,14 +139,17 @@ class StackModel : public Model {
     void choose_last_rows();
     bool runs_rows(int64_t app) const { return last_rows_on_ && app == app_end() - 1; }
     AttnRows last_rows() const { return {last_rows_.data(), int64_t(last_rows_.size())}; }
-    // Application a's forward, whole or at the head's rows.
-    void forward_app(int64_t a);
+    // Application a's forward, whole or at the head's rows, into `out`
+    // (default: hidden_at(a + 1)).
+    void forward_app(int64_t a, ActPtr out = nullptr);
 
     bool has_labels_ = false;
     bool ready_for_backward_ = false;
-    int64_t planned_B_ = -1, planned_T_ = -1, planned_ckpt_every_ = 0;
-    bool planned_fused_ = false, planned_rows_ = false;
-    ActPtr hidden_;  // (A + 1, B, T, C) block outputs, [0] = embeddings (A: this part's)
+    int64_t planned_B_ = -1, planned_T_ = -1, planned_ckpt_every_ = 0, planned_horizon_ = -1;
+    bool planned_fused_ = false, planned_rows_ = false, planned_offload_ = false;
+    // (A + 1) block outputs (B, T, C), [0] = the embeddings (A: this part's);
+    // offloaded ones share the ring's slots.
+    std::vector<ActPtr> hidden_;
     ActPtr final_;   // (B, T, C) after final_norm_ (GPT-2)
     LayerNorm::Acts final_acts_;
     std::vector<TransformerBlock::Acts> acts_;  // (A) one per application
@@ -155,6 +160,13 @@ class StackModel : public Model {
     bool checkpointed(int64_t app) const { return ckpt_every_ > 0 && app % ckpt_every_ == 0; }
     TransformerBlock::Acts ckpt_acts_;
     int64_t ckpt_holds_ = -1;  // the application whose activations ckpt_acts_ holds
+    // Offloading the checkpointed inputs: a recomputed application's output
+    // goes to recompute_out_, as the slot it was written to holds another
+    // input by then.
+    bool offload_on_ = false;
+    int64_t horizon_ = 2;
+    ActOffload offload_;
+    ActPtr recompute_out_;
     TransformerBlock::Scratch scratch_;
     ActPtr dh_;  // (B, T, C) gradient flowing down the stack
     ActPtr du_;  // (B, T, C) gradient into final_norm_

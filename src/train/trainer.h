@@ -298,6 +298,9 @@ class Trainer {
                           std::vector<std::string>& notes);
     // The pipeline layout (pipeline or tensor parallel), null without one.
     PipelineParallel* pipeline() const { return engines_ ? engines_->pipeline() : nullptr; }
+    // Whether this job offloads activations: asked, with checkpointing, on a
+    // device whose memory is not the host's (on the CPU they already are).
+    bool offloads() const;
     DType compute_dtype() const;
     // Pipeline stages at the end: the whole model's rows, gathered on the
     // main rank only, for the export (no whole Model is built for it).

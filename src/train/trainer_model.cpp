@@ -171,9 +171,7 @@ Backend* Trainer::choose_stack_device() {
                stages = several(opts_.pp_comm);
     // The same answer on every rank, but for the device itself (below).
     if (!opts_.stack_device || job_.training.use_cpu ||
-        ((data || tensor || stages) && !opts_.make_stack_group) ||
-        // The executor's copy stream moves offloaded activations; the one stack has none yet.
-        job_.distribution.offload_activations)
+        ((data || tensor || stages) && !opts_.make_stack_group))
         return nullptr;
     Backend* be = opts_.stack_device();
     // The slices of one model post its collectives together, and stages hand
@@ -220,10 +218,25 @@ void Trainer::note_memory_options() {
             "activation checkpointing: every {} layer application(s) recompute in backward",
             std::max<int64_t>(dist.checkpoint_every, 1)));
     }
-    if (dist.offload_activations)
+    if (!dist.offload_activations) return;
+    if (!offloads()) {
         load_notes_.push_back(
             "offload_activations: on CPU the checkpointed inputs already live in host memory, so "
             "there is nothing to move");
+        return;
+    }
+    if (model_) model_->set_activation_offloading(true, dist.activation_loading_horizon);
+    load_notes_.push_back(fmt::format(
+        "offload_activations: the checkpointed layer inputs go to host memory after forward and "
+        "come back before backward on a second stream, at most {} of them on the device at a "
+        "time (activation_loading_horizon + 1; at least 2 when every layer is checkpointed)",
+        dist.activation_loading_horizon + 1));
+}
+
+bool Trainer::offloads() const {
+    const DistributionArgs& d = job_.distribution;
+    return d.offload_activations && d.activation_checkpointing && stack_.be != nullptr &&
+           !stack_.be->host_addressable();
 }
 
 Trainer::PipelineShape Trainer::pipeline_shape() const {
@@ -285,6 +298,7 @@ std::vector<std::unique_ptr<Model>> Trainer::build_stage_models(const PipelineSh
         m->set_compute_dtype(compute_dtype());
         if (dist.activation_checkpointing)
             m->set_activation_checkpointing(std::max<int64_t>(dist.checkpoint_every, 1));
+        if (offloads()) m->set_activation_offloading(true, dist.activation_loading_horizon);
         m->set_logits_scope(LogitsScope::labelled_positions);
         models.push_back(std::move(m));
     }

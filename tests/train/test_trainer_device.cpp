@@ -10,6 +10,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -147,6 +149,36 @@ TEST_P(TrainerOnDevice, DataParallelAsOnTheCpu) {
     for (const char* f : {"checkpoint-6/model.safetensors", "checkpoint-6/optimizer.safetensors",
                           "model.safetensors"})
         expect_same_file(path(std::string("dev/") + f), path(std::string("cpu/") + f));
+}
+
+// Checkpointing every layer with offloading: the device run sends the
+// checkpointed inputs through host memory and back (models/act_offload.h)
+// and trains the CPU run, which keeps them (its memory is the host's).
+TEST_P(TrainerOnDevice, OffloadsActivationsAsTheCpuTrains) {
+    // Four layers: at horizon 1 two inputs stay on the device, two travel.
+    nlohmann::json c = nlohmann::json::parse(std::ifstream(data_path("train/tiny-bert.json")));
+    c["num_hidden_layers"] = 4;
+    std::ofstream(path("bert4.json")) << c.dump();
+    const auto text = [&](const std::string& out) {
+        std::string t = job_text("sequence-classification", out,
+                                 "  per_device_train_batch_size: 8\n  max_steps: 4\n");
+        const std::string from = data_path("train/tiny-bert.json");
+        t.replace(t.find(from), from.size(), path("bert4.json"));
+        return t;
+    };
+    const std::vector<std::string> offload = {
+        "distribution.activation_checkpointing=true", "distribution.checkpoint_every=1",
+        "distribution.offload_activations=true", "distribution.activation_loading_horizon=1"};
+    const TrainResult ref = Trainer(job(text("cpu"), offload), quiet()).train();
+    auto* staged = dynamic_cast<StagedBackend*>(&test_backend(GetParam()));
+    const size_t before = staged ? staged->offloaded : 0;
+    const TrainResult got = Trainer(job(text("dev"), offload), on_device()).train();
+    ASSERT_EQ(ref.step_losses.size(), 4u);
+    expect_close(got.step_losses, ref.step_losses, "step losses");
+    expect_same_file(path("dev/model.safetensors"), path("cpu/model.safetensors"));
+    if (staged) {
+        EXPECT_GT(staged->offloaded - before, 0u) << "nothing went to the host";
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, TrainerOnDevice, ::testing::ValuesIn([] {

@@ -218,11 +218,47 @@ class CudaBackend final : public Backend {
     void zero(void* p, size_t nbytes) override {
         if (nbytes) LOOM_CUDA_CHECK(cudaMemsetAsync(p, 0, nbytes, ctx_.stream()));
     }
-    void synchronize() override { ctx_.synchronize(); }
+    void synchronize() override {
+        ctx_.synchronize();
+        if (copy_) copy_->synchronize();
+    }
     CudaContext* cuda() override { return &ctx_; }
 
+    std::unique_ptr<Marker> new_marker() override { return std::make_unique<CudaMarker>(); }
+    void mark(Marker& m, Queue q) override { static_cast<CudaMarker&>(m).event.record(stream(q)); }
+    void wait_for(Queue q, const Marker& m) override {
+        static_cast<const CudaMarker&>(m).event.wait_on(stream(q));
+    }
+    std::shared_ptr<Storage> alloc_host(size_t nbytes) override {
+        nbytes = std::max<size_t>(nbytes, 1);
+        void* p = nullptr;
+        LOOM_CUDA_CHECK(cudaMallocHost(&p, nbytes));
+        return Storage::wrap(
+            p, nbytes, [p] { (void)cudaFreeHost(p); }, Device::cpu);
+    }
+    void copy_out(void* host, const void* src, size_t nbytes) override {
+        if (nbytes)
+            LOOM_CUDA_CHECK(
+                cudaMemcpyAsync(host, src, nbytes, cudaMemcpyDeviceToHost, stream(Queue::copy)));
+    }
+    void copy_back(void* dst, const void* host, size_t nbytes) override {
+        if (nbytes)
+            LOOM_CUDA_CHECK(
+                cudaMemcpyAsync(dst, host, nbytes, cudaMemcpyHostToDevice, stream(Queue::copy)));
+    }
+
   private:
+    // A never-recorded event is complete: waiting on it passes at once.
+    struct CudaMarker final : Marker {
+        CudaEvent event{false};
+    };
+    cudaStream_t stream(Queue q) {
+        if (q == Queue::compute) return ctx_.stream();
+        if (!copy_) copy_ = std::make_unique<CudaStream>();
+        return copy_->get();
+    }
     CudaContext& ctx_;
+    std::unique_ptr<CudaStream> copy_;  // the copy queue, made on first use
 };
 
 }  // namespace
