@@ -51,14 +51,12 @@ file(GLOB LOOM_CUDA_SOURCES CONFIGURE_DEPENDS
      ${PROJECT_SOURCE_DIR}/src/backend/cuda/*.cpp
      ${PROJECT_SOURCE_DIR}/src/ops/cuda/*.cu
      ${PROJECT_SOURCE_DIR}/src/ops/cuda/*.cpp
-     ${PROJECT_SOURCE_DIR}/src/models/cuda/*.cpp
      ${PROJECT_SOURCE_DIR}/src/comm/cuda/*.cpp
      ${PROJECT_SOURCE_DIR}/src/parallel/cuda/*.cpp)
 add_library(loom_cuda STATIC ${LOOM_CUDA_SOURCES})
 target_include_directories(loom_cuda PUBLIC ${PROJECT_SOURCE_DIR}/src)
-# loom_models: the CUDA model executor (src/models/cuda) replays the CPU
-# modules' structure (StackView) and their ParamTable layout.
-target_link_libraries(loom_cuda PUBLIC loom_base loom_models loom_parallel loom_comm CUDA::cudart
+# The CUDA backend, its kernel table and NCCL: nothing above the ops.
+target_link_libraries(loom_cuda PUBLIC loom_base loom_comm CUDA::cudart
                       CUDA::cublas CUDA::cublasLt ${LOOM_NCCL_TARGET})
 target_compile_definitions(loom_cuda PUBLIC LOOM_HAVE_CUDA=1
                            $<$<BOOL:${LOOM_NCCL}>:LOOM_HAVE_NCCL=1>)

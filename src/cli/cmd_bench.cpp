@@ -27,7 +27,6 @@
 #include "core/check.h"
 #include "core/cpu_peak.h"
 #include "core/runtime.h"
-#include "models/cuda/cuda_model.h"
 #include "models/model.h"
 #include "models/model_config.h"
 #include "ops/gemm.h"
@@ -50,7 +49,6 @@ struct BenchOptions {
     std::string task;  // default: the preset's
     int64_t seq = 0, batch = 8, steps = 10, warmup = 3;
     std::string dtype = "bf16", device = "cpu";
-    std::string engine = "stack";  // cuda: the model stack (what `loom train` runs) or executor
     int gpu = 0, threads = 0;
     uint64_t seed = 1;
 };
@@ -186,7 +184,7 @@ Timing run_cpu(Model& model, const ModelInputs& in, const BenchOptions& o) {
 // The model stack on a CUDA backend, as `loom train` runs it: activations,
 // the compute copy and gradients in the compute type, AdamW (FlatOptimizer)
 // on fp32 master weights.
-Timing run_stack_cuda(const ModelConfig& c, const ModelInputs& in, const BenchOptions& o) {
+Timing run_cuda(const ModelConfig& c, const ModelInputs& in, const BenchOptions& o) {
     CudaContext ctx(o.gpu);
     const std::unique_ptr<Backend> be = make_cuda_backend(ctx);
     const DType act = o.dtype == "bf16" ? DType::bf16 : DType::f32;
@@ -223,32 +221,6 @@ Timing run_stack_cuda(const ModelConfig& c, const ModelInputs& in, const BenchOp
     return r;
 }
 
-Timing run_cuda(Model& model, const ModelInputs& in, const BenchOptions& o) {
-    CudaModelOptions co;
-    co.device = o.gpu;
-    co.dtype = o.dtype == "bf16" ? DType::bf16 : DType::f32;
-    co.adamw = AdamWParams{1e-4, 0.9, 0.999, 1e-8, 0.01};
-    auto gpu = CudaModel::create(model, co);
-    Timing r;
-    r.device_name = gpu->device_name();
-    auto one = [&] {
-        const LossSum l = gpu->forward(in, DropoutPlan{});
-        gpu->backward(1.0 / double(std::max<int64_t>(l.count, 1)));
-        gpu->step(1e-4);
-        r.loss = l.mean();
-    };
-    for (int64_t s = 0; s < o.warmup; ++s) one();
-    gpu->synchronize();
-    // The loss read in forward synchronises every step, as a trainer that
-    // logs the loss does; the time is the whole loop over the step count.
-    const auto t0 = Clock::now();
-    for (int64_t s = 0; s < o.steps; ++s) one();
-    gpu->synchronize();
-    r.step_ms =
-        std::chrono::duration<double, std::milli>(Clock::now() - t0).count() / double(o.steps);
-    r.peak_gib = double(gpu->peak_device_bytes()) / double(1ull << 30);
-    return r;
-}
 #endif
 
 void run_bench(const BenchOptions& o) {
@@ -279,9 +251,7 @@ void run_bench(const BenchOptions& o) {
     Timing r;
     if (o.device == "cuda") {
 #if defined(LOOM_HAVE_CUDA)
-        LOOM_CHECK(o.engine == "stack" || o.engine == "executor",
-                   "--engine {}: expected stack or executor", o.engine);
-        r = o.engine == "stack" ? run_stack_cuda(c, batch.in, o) : run_cuda(*model, batch.in, o);
+        r = run_cuda(c, batch.in, o);
 #else
         LOOM_FAIL(
             "--device cuda: this loom was built without CUDA (configure with -DLOOM_CUDA=ON, "
@@ -312,13 +282,12 @@ void run_bench(const BenchOptions& o) {
     const std::string mfu =
         peak > 0 ? fmt::format("{:.4f}", flops_per_token * tokens_per_s / (peak * 1e12)) : "null";
     fmt::print(
-        "{{\"side\":\"loom\",\"model\":\"{}\",\"task\":\"{}\",\"device\":\"{}\",\"engine\":\"{}\","
-        "\"dtype\":\"{}\","
+        "{{\"side\":\"loom\",\"model\":\"{}\",\"task\":\"{}\",\"device\":\"{}\",\"dtype\":\"{}\","
         "\"batch\":{},\"seq\":{},\"steps\":{},\"params\":{},\"step_ms\":{:.3f},"
         "\"tokens_per_s\":{:.1f},\"flops_per_token\":{:.6g},\"mfu\":{},\"peak_mem_gib\":{:.3f},"
         "\"peak_tflops\":{},\"peak_source\":{},\"gpu\":\"{}\",\"loss\":{:.6f}}}\n",
-        o.model, task_name(c.task), o.device, o.device == "cuda" ? o.engine : "stack", o.dtype,
-        o.batch, T, o.steps, int64_t(N), r.step_ms, tokens_per_s, flops_per_token, mfu, r.peak_gib,
+        o.model, task_name(c.task), o.device, o.dtype, o.batch, T, o.steps, int64_t(N), r.step_ms,
+        tokens_per_s, flops_per_token, mfu, r.peak_gib,
         peak > 0 ? fmt::format("{:.6g}", peak) : "null", peak_source, r.device_name, r.loss);
     fmt::print(stderr, "{:.1f} ms/step, {:.0f} tokens/s, MFU {}, peak memory {:.2f} GiB\n",
                r.step_ms, tokens_per_s, mfu, r.peak_gib);
@@ -351,10 +320,6 @@ void setup(CLI::App& app) {
         ->capture_default_str();
     cmd->add_option("--device", o->device, "cpu | cuda")->capture_default_str();
     cmd->add_option("--gpu", o->gpu, "CUDA device index")->capture_default_str();
-    cmd->add_option("--engine", o->engine,
-                    "cuda only: stack (the model stack `loom train` runs) | executor (the older "
-                    "CUDA-only copy of the model, kept for comparison until it is removed)")
-        ->capture_default_str();
     cmd->add_option("--threads", o->threads, "CPU threads (default: all cores)");
     cmd->add_option("--seed", o->seed, "weights and token ids")->capture_default_str();
     cmd->callback([o] { run_bench(*o); });

@@ -20,8 +20,6 @@
 #include "core/check.h"
 #include "core/runtime.h"
 #include "core/stop_signals.h"
-#include "models/cuda/cuda_model.h"
-#include "parallel/cuda/gpu_grad_sync.h"
 #include "parallel/cuda/local_device.h"
 #include "parallel/mpi_job.h"
 #include "parallel/process_groups.h"
@@ -30,6 +28,7 @@
 #include "train/trainer.h"
 
 #if defined(LOOM_HAVE_CUDA)
+#include "backend/cuda/backend_cuda.h"
 #include "backend/cuda/cuda_context.h"
 #include "ops/cuda/device_ops_cuda.h"
 #endif
@@ -117,14 +116,8 @@ int run_train(const TrainOptions& o) {
                    job.source, job.source, job.source);
 #if defined(LOOM_HAVE_CUDA)
         // One process on GPU 0 when this build has CUDA and a device is
-        // visible: the model stack itself runs there; the executor only
-        // where the stack cannot yet (activation offloading).
-        if (CudaModel::unavailable_reason().empty()) {
-            topts.stack_device = [] { return gpu_backend(0); };
-            topts.make_gpu_model = [](Model& m, const CudaModelOptions& co) {
-                return CudaModel::create(m, co);
-            };
-        }
+        // visible: the model stack runs there.
+        if (cuda_unavailable_reason().empty()) topts.stack_device = [] { return gpu_backend(0); };
 #endif
         Trainer trainer(std::move(job), topts);
         return exit_status(trainer.train());
@@ -186,26 +179,13 @@ int run_train(const TrainOptions& o) {
     // Data, tensor and pipeline parallelism on GPUs: each rank drives the GPU
     // of its node-local rank; gradients are reduced over NCCL while backward
     // runs, tensor-parallel collectives and pipeline messages run on NCCL
-    // twins of the tp and pp groups (the trainer says when a job stays on the
-    // CPU, e.g. no NCCL in this build).
-    if (CudaModel::unavailable_reason().empty()) {
+    // twins of the dp, tp and pp groups (the trainer says when a job stays
+    // on the CPU, e.g. no NCCL in this build).
+    if (cuda_unavailable_reason().empty()) {
         const int device = local_device();
         topts.stack_device = [device] { return gpu_backend(device); };
-        topts.make_gpu_model = [device](Model& m, const CudaModelOptions& mo) {
-            CudaModelOptions on_device = mo;
-            on_device.device = device;
-            return CudaModel::create(m, on_device);
-        };
 #if defined(LOOM_HAVE_NCCL)
-        Communicator* dp = topts.dp_comm;
-        topts.make_gpu_grad_sync = [dp, device](CudaModel& m, const GpuGradSyncOptions& go) {
-            return make_nccl_grad_sync(*dp, m, device, go);
-        };
-        // The executor sets its compute stream on the group when it binds it.
-        topts.make_gpu_group = [device](Communicator& cpu_group) -> std::unique_ptr<Communicator> {
-            return CommNccl::from_mpi(cpu_group, device, nullptr);
-        };
-        // The one stack's data and tensor parallelism: NCCL ordered after its backend's stream.
+        // NCCL ordered after the backend's stream.
         topts.make_stack_group =
             [device](Communicator& cpu_group) -> std::unique_ptr<Communicator> {
             return CommNccl::from_mpi(cpu_group, device, gpu_backend(device)->cuda()->stream());

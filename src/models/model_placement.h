@@ -7,7 +7,7 @@
 // activations live on (ParamDevice; the CPU by default). The default builds
 // the whole model. The
 // trainer derives it from the layout; a built model keeps its copy
-// (Model::placement()) for the executors that replay it.
+// (Model::placement()).
 #pragma once
 
 #include "nn/param_table.h"

@@ -47,7 +47,7 @@ class StackModel : public Model {
     void set_activation_offloading(bool on, int64_t horizon) override;
     bool set_sparse_embedding_grad(bool on) override;
     EmbeddingGradRows embedding_grad_rows() const override { return sparse_rows_; }
-    // The modules, for executors that replay this model with other kernels.
+    // The modules, for code that walks them without knowing the family.
     StackView view() const;
 
   protected:

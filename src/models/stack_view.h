@@ -1,13 +1,11 @@
-// StackView: a read-only description of a StackModel's modules, for an
-// executor that replays the same forward/backward with other kernels (the
-// CUDA model, src/models/cuda/). The CPU modules stay the single source of
-// truth for sizes, layouts, activations, dropout sites and parameter rows; an
-// executor reads them here and binds its own buffers to the same ParamTable
-// rows, so no family (BERT, GPT-2, ...) is ever written twice.
+// StackView: a read-only description of a StackModel's modules, for code
+// that walks them without knowing the family (which rows a pipeline stage
+// keeps, tests that check every module): sizes, layouts, dropout sites and
+// parameter rows, as the modules hold them.
 //
 // Pointers are views into the model that produced the StackView and live as
 // long as it does. What the view deliberately does not carry: buffers and
-// activations (each executor plans its own).
+// activations.
 #pragma once
 
 #include <cstdint>

@@ -2,8 +2,8 @@
 // flat buffers on any backend (backend/backend.h): the update plan, the
 // state, the checkpoint form and the ZeRO shard live here, the arithmetic in
 // the backend's kernels (ops/device_ops.h). The CPU optimizers (adamw.h,
-// lamb.h, sgd.h), ZeRO's (parallel/zero.h) and the CUDA executor's are this
-// class on their backend.
+// lamb.h, sgd.h) and ZeRO's (parallel/zero.h) are this class, on whichever
+// backend the table lives.
 //
 // Whole buffer: the state mirrors the flat layout and the update reads the
 // target's gradients (fp32, or the compute type on a GPU), refreshing the

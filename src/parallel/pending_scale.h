@@ -2,7 +2,7 @@
 // by as it reads them, when unscaling (fp16's loss scale) and clipping are
 // not applied in place: narrow gradients (a GPU's bf16 or fp16) would lose
 // small values to an in-place multiply. The step engines that defer keep one
-// (DeviceStep always; SingleStep and DataParallel for narrow gradients).
+// (SingleStep and DataParallel for narrow gradients).
 #pragma once
 
 #include <cmath>

@@ -128,13 +128,6 @@ class PipelineParallel : public StepEngine {
     // Global norm over every stage and replica (shared rows counted once);
     // clips to max_norm when max_norm > 0. Returns the norm before clipping.
     double clip_grad_norm(double max_norm) override;
-    // The pieces of that norm for a stage whose gradients live elsewhere (the
-    // GPU executor): the flat ranges this rank leaves out of its sum of
-    // squares (shared rows a lower stage counts; rows tp replicates, on tp
-    // ranks > 0), and the global sum of squares from this rank's (summed on
-    // pp, then tp).
-    const std::vector<std::pair<int64_t, int64_t>>& norm_excluded() const { return norm_excluded_; }
-    double global_norm_sq(double local_sq);
     void scale_grads(float s) override { dp_->scale_grads(s); }
     void step(double lr) override { dp_->step(lr); }
     int64_t step_count() const { return dp_->step_count(); }
@@ -146,18 +139,21 @@ class PipelineParallel : public StepEngine {
     // every rank; only replica 0 (dp rank 0) gathers then.
     std::map<std::string, Tensor> gather_params(bool to_all = true) const;
     std::map<std::string, Tensor> gather_optimizer_state(bool to_all = true) const;
-    // The same from optimizer state this stage keeps elsewhere (the GPU
-    // executor's moments, by torch's names; replicated over dp).
-    std::map<std::string, Tensor> gather_optimizer_state(const std::map<std::string, Tensor>& local,
-                                                         bool to_all) const;
     // Keeps this stage's rows of a whole model's optimizer state (local).
     void load_optimizer_state(const std::map<std::string, Tensor>& state, int64_t step);
-    // This rank's tensor-parallel slices of a whole model's moments (the
-    // others as they are), for an optimizer kept elsewhere.
-    std::map<std::string, Tensor> local_optimizer_state(
-        const std::map<std::string, Tensor>& state) const;
 
   private:
+    // The global sum of squares from this rank's, which leaves out
+    // norm_excluded_ (shared rows a lower stage counts; rows tp replicates,
+    // on tp ranks > 0): summed on pp, then tp.
+    double global_norm_sq(double local_sq);
+    // gather_optimizer_state from this stage's moments (by torch's names).
+    std::map<std::string, Tensor> gather_optimizer_state(const std::map<std::string, Tensor>& local,
+                                                         bool to_all) const;
+    // This rank's tensor-parallel slices of a whole model's moments (the
+    // others as they are).
+    std::map<std::string, Tensor> local_optimizer_state(
+        const std::map<std::string, Tensor>& state) const;
     // Lowest stage holding row i, or -1 (no stage: cannot happen for a built model).
     int holder(int row) const;
     // Each named tensor, whole (tp slices assembled), from the holder of its

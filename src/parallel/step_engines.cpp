@@ -15,8 +15,6 @@ std::string_view engine_kind_name(EngineKind kind) {
             return "data_parallel";
         case EngineKind::pipeline:
             return "pipeline";
-        case EngineKind::device:
-            return "device";
     }
     return "?";
 }
@@ -58,19 +56,7 @@ std::unique_ptr<StepEngines> build_step_engines(EngineSpec spec) {
         e->kind_ = EngineKind::pipeline;
         e->engine_ = e->pp_.get();
     }
-    if (spec.device) {
-        DeviceParts d = spec.device(*trained, e->pp_.get());
-        LOOM_CHECK(d.stage != nullptr, "step engines: the GPU executor's maker gave no executor");
-        const bool staged = e->pp_ && e->pp_->n_stages() > 1;
-        LOOM_CHECK(staged == (d.pipeline != nullptr),
-                   "step engines: a GPU pipeline is needed exactly when pp > 1 (pp {}, {})",
-                   e->pp_ ? e->pp_->n_stages() : 1, d.pipeline ? "given" : "none given");
-        e->device_pipe_ = std::move(d.pipeline);
-        e->device_ =
-            std::make_unique<DeviceStep>(*d.stage, d.sync, e->device_pipe_.get(), e->pp_.get());
-        e->kind_ = EngineKind::device;
-        e->engine_ = e->device_.get();
-    } else if (e->pp_) {
+    if (e->pp_) {
         // The pipeline above.
     } else if (spec.dp && spec.dp->size() > 1) {
         e->dp_ =
@@ -87,31 +73,19 @@ std::unique_ptr<StepEngines> build_step_engines(EngineSpec spec) {
     return e;
 }
 
-namespace {
-
-void check_host(EngineKind kind, const char* what) {
-    LOOM_CHECK(kind != EngineKind::device,
-               "step engines: {} of the device engine lives on the GPU executor", what);
-}
-
-}  // namespace
-
 std::map<std::string, Tensor> StepEngines::optimizer_state() const {
-    check_host(kind_, "the optimizer state");
     if (pp_) return pp_->gather_optimizer_state(/*to_all=*/false);
     if (dp_) return dp_->optimizer_state();
     return optimizer_->state_tensors();
 }
 
 int64_t StepEngines::step_count() const {
-    check_host(kind_, "the step count");
     if (pp_) return pp_->step_count();
     if (dp_) return dp_->step_count();
     return optimizer_->step_count();
 }
 
 void StepEngines::load_optimizer_state(const std::map<std::string, Tensor>& state, int64_t step) {
-    check_host(kind_, "the optimizer state");
     if (pp_)
         pp_->load_optimizer_state(state, step);
     else if (dp_)

@@ -1,18 +1,16 @@
 // StepEngines: the one place that turns a layout into its step engine
 // (step_engine.h). The caller describes the layout once (EngineSpec: the
 // groups, the pipeline schedule, the data-parallel options, the optimizer,
-// the model or the stage models, and the GPU executor when the job trains
-// there); build_step_engines picks the engine and builds it ready to step.
+// the model or the stage models, on whichever backend their tables live);
+// build_step_engines picks the engine and builds it ready to step.
 //
 // Which engine, in this order:
 //   pipeline or tensor parallel (pp > 1 or tp > 1): PipelineParallel over
 //     the stage models (tp with pp 1 rides on a one-stage pipeline);
-//   a GPU executor given: DeviceStep over it (under pipeline or tensor
-//     parallelism the PipelineParallel stays as the layout it replays);
 //   dp > 1: DataParallel over the one model;
 //   otherwise: SingleStep with the optimizer over the model's flat buffers.
-// Replicas start from dp rank 0's parameters: the host engines broadcast them
-// when built (the GPU executor's maker does it before uploading).
+// Replicas start from dp rank 0's parameters: the engines broadcast them when
+// built.
 //
 // Invariant: the owner holds exactly one engine that steps (engine()); the
 // rest is typed access to what the caller still needs of it (the pipeline's
@@ -33,11 +31,7 @@
 #include "comm/comm.h"
 #include "core/schedule_kind.h"
 #include "optim/flat_optimizer.h"
-#include "parallel/device_stage.h"
-#include "parallel/device_step.h"
 #include "parallel/dp_step.h"
-#include "parallel/gpu_grad_sync_api.h"
-#include "parallel/gpu_pipeline.h"
 #include "parallel/pipeline_parallel.h"
 #include "parallel/single_step.h"
 #include "parallel/stage_model.h"
@@ -45,18 +39,8 @@
 
 namespace loom {
 
-enum class EngineKind { single, data_parallel, pipeline, device };
+enum class EngineKind { single, data_parallel, pipeline };
 std::string_view engine_kind_name(EngineKind kind);
-
-// What a job's GPU executor brings (the caller owns each; all must outlive
-// the StepEngines built with them).
-struct DeviceParts {
-    DeviceStage* stage = nullptr;  // the executor over the trained model's rows
-    GpuGradSync* sync = nullptr;   // data parallel over NCCL; null: none
-    // Pipeline parallel on GPUs (pp > 1): the schedule on the executor's
-    // instances; the StepEngines takes it over. Null otherwise.
-    std::unique_ptr<GpuPipeline> pipeline;
-};
 
 struct EngineSpec {
     // The groups; null or one rank: that axis is absent. Pipeline and tensor
@@ -77,10 +61,6 @@ struct EngineSpec {
     // Pipeline or tensor parallel: this rank's instances, n_virtual chunks x
     // the same number each (PipelineParallel's constructor), taken over.
     std::vector<std::unique_ptr<StageModel>> stage_models;
-    // Training on a GPU: called once the host layout stands, with the model
-    // this rank trains (the whole one, or the stage's first instance) and,
-    // under pipeline or tensor parallelism, the layout. Empty: the CPU.
-    std::function<DeviceParts(StageModel& trained, PipelineParallel* layout)> device;
 
     // pp > 1 or tp > 1: the stages run through PipelineParallel.
     bool pipelined() const { return (pp && pp->size() > 1) || (tp && tp->size() > 1); }
@@ -102,13 +82,10 @@ class StepEngines {
     // The plain data-parallel engine (kind data_parallel); null otherwise
     // (a pipeline's reduction: pipeline()->data_parallel()).
     DataParallel* data_parallel() { return dp_.get(); }
-    GpuPipeline* device_pipeline() { return device_pipe_.get(); }
 
-    // The host engines' optimizer (single, data_parallel, pipeline), for
-    // checkpoints: layout-free state (collective under ZeRO and pipeline:
-    // gathered for the checkpoint's writer, pipeline stage 0), its step
-    // count, and loading a whole model's state. The device engine keeps its
-    // state on the executor: these throw there.
+    // The engine's optimizer, for checkpoints: layout-free state (collective
+    // under ZeRO and pipeline: gathered for the checkpoint's writer, pipeline
+    // stage 0), its step count, and loading a whole model's state.
     std::map<std::string, Tensor> optimizer_state() const;
     int64_t step_count() const;
     void load_optimizer_state(const std::map<std::string, Tensor>& state, int64_t step);
@@ -118,13 +95,10 @@ class StepEngines {
     StepEngines() = default;
 
     EngineKind kind_ = EngineKind::single;
-    // Declared so that the device pieces go first, then the host layout.
     std::unique_ptr<PipelineParallel> pp_;
     std::unique_ptr<DataParallel> dp_;
     std::unique_ptr<FlatOptimizer> optimizer_;  // single only
     std::unique_ptr<SingleStep> single_;
-    std::unique_ptr<GpuPipeline> device_pipe_;
-    std::unique_ptr<DeviceStep> device_;
     StepEngine* engine_ = nullptr;
 };
 

@@ -12,10 +12,8 @@
 #include "io/checkpoint.h"
 #include "optim/grad_clip.h"
 #include "parallel/dp_step.h"
-#include "parallel/gpu_pipeline.h"
 #include "parallel/layout_plan.h"
 #include "parallel/pipeline_parallel.h"
-#include "train/gpu_eval_model.h"
 #include "train/log_jsonl.h"
 #include "train/log_tensorboard.h"
 #include "train/plan_model.h"
@@ -271,12 +269,6 @@ EvalOutput Trainer::evaluate(bool keep_outputs) {
     LoaderOptions lo = loader_options(job_.training.per_device_eval_batch_size, false);
     lo.dp_rank = 0;
     lo.dp_size = 1;
-    if (gpu_ && !pipeline()) {
-        // On the GPU, with the parameters it holds (load_best_model uploads);
-        // a tensor-parallel slice evaluates as the whole model on the host.
-        GpuEvalModel view(*gpu_, config_);
-        return evaluate_model(view, eval_, lo, eo);
-    }
     return evaluate_model(ensure_full_model(), eval_, lo, eo);
 }
 

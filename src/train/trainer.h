@@ -36,13 +36,11 @@
 #include "config/step_plan.h"
 #include "data/features.h"
 #include "data/loader.h"
-#include "models/cuda/cuda_model.h"
 #include "models/model.h"
 #include "models/model_config.h"
 #include "optim/adamw.h"
 #include "optim/loss_scale.h"
 #include "optim/lr_schedule.h"
-#include "parallel/gpu_grad_sync_api.h"
 #include "parallel/step_engines.h"
 #include "train/evaluate.h"
 #include "train/hub_push.h"
@@ -107,39 +105,19 @@ struct TrainerOptions {
     std::string job_text;          // the resolved job (report.html); "" = job_to_yaml
     bool evaluation_only = false;  // `loom eval`: output_dir is neither checked nor touched
     LossScaleOptions loss_scale;   // fp16: GradScaler's defaults
-    // Training on a GPU: builds the CUDA executor for the loaded model (set by
-    // `loom train` in a CUDA build when a device is visible; null: the CPU).
-    // The trainer uses it (AdamW, LAMB or SGD; fp32, bf16 or fp16) in one
-    // process, data parallel (make_gpu_grad_sync, ZeRO-0/1/2), tensor and
-    // pipeline parallel (make_gpu_group), unless hyperparameters.use_cpu;
-    // what it does not cover (gpu_unsupported_reason) trains on the CPU with
-    // a note.
-    std::function<std::unique_ptr<CudaModel>(Model&, const CudaModelOptions&)> make_gpu_model;
-    // The device the one model stack trains on (models/, nn/ over a
-    // Backend: a CUDA backend on this rank's GPU, set by `loom train` in a
-    // CUDA build). A one-process job (no data, tensor or pipeline
-    // parallelism) without activation offloading builds its model there and
-    // steps it with SingleStep; with make_stack_group, data- and
-    // tensor-parallel jobs (no pipeline parallelism) too, with DataParallel
-    // or the one-stage pipeline layout. Other jobs use make_gpu_model. Null:
-    // the CPU.
+    // The device the model stack trains on (models/, nn/ over a Backend: a
+    // CUDA backend on this rank's GPU, set by `loom train` in a CUDA build
+    // when one is visible), unless hyperparameters.use_cpu. Null: the CPU.
+    // The same engines step it as on the CPU (SingleStep, DataParallel with
+    // ZeRO-0/1/2, PipelineParallel for tp and pp), with AdamW, LAMB or SGD
+    // in fp32, bf16 or fp16.
     std::function<Backend*()> stack_device;
     // The twin of a CPU group that reduces stack_device's memory (NCCL on its
     // stream); collective over the group: the dp group's carries the
-    // gradients, the tp group's the activations. Null: data- and
-    // tensor-parallel jobs do not train the one stack on the device.
+    // gradients, the tp group's the activations, the pp group's the stages'
+    // messages. Null: data-, tensor- and pipeline-parallel jobs train on the
+    // CPU.
     std::function<std::unique_ptr<Communicator>(Communicator&)> make_stack_group;
-    // Data parallel on GPUs (dp_comm with more than one rank): the gradient
-    // reduction for the executor make_gpu_model built (NCCL, set by `loom
-    // train` in an NCCL build; collective over dp_comm). Null: data-parallel
-    // jobs train on the CPU, with a note.
-    std::function<std::unique_ptr<GpuGradSync>(CudaModel&, const GpuGradSyncOptions&)>
-        make_gpu_grad_sync;
-    // Tensor and pipeline parallel on GPUs: the device twin (NCCL, this
-    // rank's GPU) of a CPU group, collective over it; the executor posts the
-    // tp collectives there, the pipeline its stage messages (GpuPipeline).
-    // Null: tensor- and pipeline-parallel jobs train on the CPU, with a note.
-    std::function<std::unique_ptr<Communicator>(Communicator&)> make_gpu_group;
 };
 
 enum class StopReason { completed, interrupted, early_stopped };
@@ -213,7 +191,7 @@ class Trainer {
     void load_or_init(Model& m);
     void note_memory_options();
     EngineSpec engine_spec() const;
-    void build_engines(EngineSpec spec, bool tensor, bool gpu);
+    void build_engines(EngineSpec spec, bool tensor);
     PipelineShape pipeline_shape() const;
     std::vector<std::unique_ptr<Model>> build_stage_models(const PipelineShape& s,
                                                            bool tensor) const;
@@ -269,10 +247,7 @@ class Trainer {
     Model& ensure_full_model();
     // Collective on pp: the stages' rows into model_, on every rank or (for
     // export) only on the main one.
-    // Training on a GPU: the device's parameters into model_ as well.
     void refresh_full_model(bool all_ranks = true);
-    // Why this job cannot train on the GPU executor ("" when it can).
-    std::string gpu_unsupported_reason() const;
     DropoutPlan train_dropout(int64_t step, const TokenBatch& b) const;
     // The step's n batches as the engine runs them; under pipeline
     // parallelism each split into `microbatches` pieces (kept in `pieces`,
@@ -280,8 +255,8 @@ class Trainer {
     std::vector<MicroBatch> step_micro_batches(int64_t step, TokenBatch* mb, int64_t n,
                                                std::vector<TokenBatch>& pieces) const;
     void count_seen(const TokenBatch& b);  // samples and tokens of a trained micro-batch
-    // The backend the one model stack trains on for this job, or null (the
-    // CPU, or the GPU executor): see TrainerOptions::stack_device.
+    // The backend the model stack trains on for this job, or null (the CPU):
+    // see TrainerOptions::stack_device.
     Backend* choose_stack_device();
     // "training on <device> (precision, master weights, optimizer state)...".
     std::string training_on_note(const std::string& device) const;
@@ -289,13 +264,6 @@ class Trainer {
     // hang: fails unless every dp rank trains on a GPU or none does (`why`:
     // this rank's reason for not). Collective on dp.
     void replicas_agree_on_gpu(bool gpu, const std::string& why);
-    // Whether this job trains on the GPU executor (notes why not). Collective
-    // on the dp group under data parallelism: the replicas must agree.
-    bool choose_gpu();
-    // Called by the engine factory with the model this rank trains and the
-    // pipeline layout (null without one); its notes go to `notes`.
-    DeviceParts setup_gpu(Model& trained, PipelineParallel* layout, const AdamWParams& hp,
-                          std::vector<std::string>& notes);
     // The pipeline layout (pipeline or tensor parallel), null without one.
     PipelineParallel* pipeline() const { return engines_ ? engines_->pipeline() : nullptr; }
     // Whether this job offloads activations: asked, with checkpointing, on a
@@ -312,8 +280,6 @@ class Trainer {
     std::shared_ptr<const RowSource> train_rows_;     // what the loader batches
     std::unique_ptr<Model> model_;
     std::unique_ptr<Loader> loader_;
-    // The device tp and pp groups of gpu_ (declared before it: outlive it).
-    std::unique_ptr<Communicator> gpu_tp_;
     // Data parallel on the one stack's device: the dp group's twin that
     // reduces its gradients (DpOptions::buffers); outlives engines_.
     std::unique_ptr<Communicator> stack_dp_;
@@ -323,18 +289,13 @@ class Trainer {
     std::unique_ptr<Communicator> stack_pp_;  // the pp group's twin (pipeline stages)
     // Where the one stack's models live (choose_stack_device; the CPU by default).
     ParamDevice stack_;
-    std::unique_ptr<Communicator> gpu_pp_;
-    std::unique_ptr<CudaModel> gpu_;  // training on a GPU: parameters live there between steps
-    // Data parallel on GPUs: reduces gpu_'s gradients (declared after gpu_:
-    // destroyed first, it removes its hook from the executor).
-    std::unique_ptr<GpuGradSync> gpu_sync_;
     // The layout's step engine, built once in build_model_and_optimizer
     // (parallel/step_engines.h), with the optimizer of the host engines.
     // Pipeline parallelism: this rank's stage models live here; model_ is
     // then the whole model, refreshed from the stages for evaluation,
-    // checkpoints and export. Declared after model_, gpu_ and gpu_sync_:
-    // destroyed first (the GPU pipeline's instances share gpu_'s buffers,
-    // DataParallel takes its hook back off model_).
+    // checkpoints and export. Declared after model_ and the groups:
+    // destroyed first (DataParallel takes its hook back off model_, and
+    // reduces over the groups).
     std::unique_ptr<StepEngines> engines_;
     std::unique_ptr<DynamicLossScale> scaler_;  // fp16 only
     std::unique_ptr<RemoteJob> remote_;         // checkpoint_uri / s3:// output_dir

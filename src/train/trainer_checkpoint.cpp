@@ -103,7 +103,6 @@ Model& Trainer::ensure_full_model() {
 }
 
 void Trainer::refresh_full_model(bool all_ranks) {
-    if (gpu_) gpu_->download_params();
     const PipelineParallel* pp = pipeline();
     if (!pp) return;
     // Collective on pp (and dp under ZeRO).
@@ -117,23 +116,10 @@ void Trainer::refresh_full_model(bool all_ranks) {
 std::string Trainer::save_checkpoint() {
     // Layout-free optimizer state: under ZeRO every replica holds a shard,
     // gathered into global tensors by HF name (a collective, so every rank
-    // comes here); rank 0 writes. Pipeline stages gather every row too. On
-    // GPUs with ZeRO-0 every replica holds the main rank's state: only it
-    // copies anything back; with ZeRO-1/2 the executor gathers the shards.
-    const bool gpu_sharded = gpu_sync_ && job_.distribution.zero_stage > 0;
+    // comes here); rank 0 writes. Pipeline stages gather every row too.
     const PipelineParallel* pp = pipeline();
-    if (gpu_ && !pp && !gpu_sharded && !sync_->is_main()) {
-        update_best("checkpoint-" + std::to_string(state_.global_step));
-        return "";
-    }
-    if (gpu_) gpu_->download_params();
-    // A tensor-parallel slice on the GPU: its moments gathered as the
-    // pipeline layout's are. The host engines: their optimizer's.
-    const std::map<std::string, Tensor> opt_state =
-        gpu_ && pp ? pp->gather_optimizer_state(gpu_->optimizer_state(), false)
-        : gpu_     ? gpu_->optimizer_state()
-                   : engines_->optimizer_state();
-    const int64_t opt_step = gpu_ ? gpu_->step_count() : engines_->step_count();
+    const std::map<std::string, Tensor> opt_state = engines_->optimizer_state();
+    const int64_t opt_step = engines_->step_count();
     if (!pp) model_->params().download_params();
     const std::map<std::string, Tensor> params =
         pp ? pp->gather_params(false) : model_->params().param_tensors();
@@ -212,14 +198,7 @@ void Trainer::resume(const std::string& dir) {
     for (const auto& n : opt.names()) tensors[n] = opt.get(n);
     auto it = opt.metadata().find("step");
     LOOM_CHECK(it != opt.metadata().end(), "{}: metadata has no 'step'", opt_path);
-    if (gpu_) {
-        gpu_->upload_params();
-        const PipelineParallel* pp = pipeline();
-        gpu_->load_optimizer_state(pp ? pp->local_optimizer_state(tensors) : tensors,
-                                   std::stoll(it->second));
-    } else {
-        engines_->load_optimizer_state(tensors, std::stoll(it->second));
-    }
+    engines_->load_optimizer_state(tensors, std::stoll(it->second));
     if (scaler_) {
         // A checkpoint from an fp32/bf16 run starts fp16 at the initial scale.
         if (s.loss_scale > 0)
@@ -237,7 +216,6 @@ void Trainer::load_best_model() {
     verify_checkpoint(dir);
     const std::string path = (fs::path(dir) / "model.safetensors").string();
     ensure_full_model().params().load(SafetensorsFile::open(path), path);
-    if (gpu_) gpu_->upload_params();  // evaluation runs there
 }
 
 void Trainer::export_model(const std::string& dir) const {
@@ -290,7 +268,6 @@ void Trainer::finish_run(TrainResult& r, double runtime_s) {
 // parameters, the pipeline stages' rows (on the exporting rank), the
 // throughput counts summed over replicas.
 void Trainer::gather_final_state(TrainResult& r) {
-    if (gpu_) gpu_->download_params();
     if (model_) model_->params().download_params();
     if (const PipelineParallel* pp = pipeline())
         gathered_params_ = pp->gather_params(/*to_all=*/false);
@@ -345,10 +322,10 @@ std::string Trainer::write_run_report(const TrainResult& r, const Throughput& tp
         {"global batch", fmt::format("{} ({} x {} accumulation x {} replicas)",
                                      plan_.global_batch_size, t.per_device_train_batch_size,
                                      t.gradient_accumulation_steps, sync_->dp_size())},
-        {"device", gpu_sync_ ? fmt::format("{} GPUs ({} on rank 0), data parallel over NCCL",
-                                           sync_->dp_size(), gpu_->device_name())
-                   : gpu_    ? gpu_->device_name()
-                             : fmt::format("CPU, {} threads", runtime_threads())},
+        {"device", !stack_.be             ? fmt::format("CPU, {} threads", runtime_threads())
+                   : sync_->dp_size() > 1 ? fmt::format("{} devices ({} on rank 0)",
+                                                        sync_->dp_size(), stack_.be->name())
+                                          : stack_.be->name()},
         {"waiting for data", fmt::format("{:.1f}% of training time", 100.0 * wait_share)},
         {"best checkpoint",
          state_.best_model_checkpoint.empty() ? "-" : state_.best_model_checkpoint},

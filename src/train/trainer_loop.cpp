@@ -231,10 +231,7 @@ void Trainer::report_first_step(const MemoryPlan& mem) {
             "waited for",
             by_hook, at_end, 1e3 * wait_s);
     };
-    if (gpu_sync_)
-        buckets(gpu_sync_->stats().launched_by_hook, gpu_sync_->stats().launched_at_end,
-                gpu_sync_->stats().wait_s);
-    else if (const DataParallel* dp = engines_->data_parallel())
+    if (const DataParallel* dp = engines_->data_parallel())
         buckets(dp->stats().launched_by_hook, dp->stats().launched_at_end, dp->stats().wait_s);
     if (progress_)
         progress_->message(m);

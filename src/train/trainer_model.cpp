@@ -2,9 +2,9 @@
 // stage and tensor-parallel slice) with its weights, the optimizer and step
 // engine for the layout, then the loader, step plan and learning-rate
 // schedule. Invariant: every rank of a layout builds the same shapes and
-// posts the same collectives in the same order. Whether the job trains on a
-// GPU (choose_gpu, setup_gpu) is in trainer_setup.cpp; nothing here reads
-// data or touches output_dir.
+// posts the same collectives in the same order. The model stack is built on
+// the job's device (choose_stack_device) and stepped by the same engines
+// there; nothing here reads data or touches output_dir.
 #include <fmt/format.h>
 
 #include "core/check.h"
@@ -99,22 +99,19 @@ void Trainer::build_model_and_optimizer() {
         scaler_ = std::make_unique<DynamicLossScale>(opts_.loss_scale);
         state_.loss_scale = scaler_->scale();
     }
-    // Before any optimizer: on the GPU, AdamW's state lives on the device.
-    const bool gpu = stack == nullptr && choose_gpu();
     // Without oneDNN bf16 kernels bf16 keeps its numerics but not its speed: say so once.
-    const bool cpu = !gpu && (stack == nullptr || stack->device() == Device::cpu);
+    const bool cpu = stack == nullptr || stack->device() == Device::cpu;
     if (cpu && t.bf16 && gemm_bf16_route() == Bf16Impl::widen_f32)
         load_notes_.push_back(
             "bf16: this CPU has no bf16 GEMM kernels in oneDNN (needs AVX-512); operands are "
             "rounded to bf16 and multiplied in fp32: same numerics, no speed gain");
-    build_engines(std::move(spec), tensor, gpu);
+    build_engines(std::move(spec), tensor);
     plan_schedule();
 }
 
 // The layout's step engine, built once by parallel/step_engines.h, and the
-// notes on what this rank holds. The GPU's notes follow the layout's, as
-// the executor is built on the layout.
-void Trainer::build_engines(EngineSpec spec, bool tensor, bool gpu) {
+// notes on what this rank holds.
+void Trainer::build_engines(EngineSpec spec, bool tensor) {
     const bool pipeline = spec.pipelined();
     std::optional<PipelineShape> shape;
     if (pipeline) {
@@ -127,16 +124,9 @@ void Trainer::build_engines(EngineSpec spec, bool tensor, bool gpu) {
     } else {
         spec.model = model_.get();
     }
-    std::vector<std::string> gpu_notes;
-    if (gpu)
-        spec.device = [this, &gpu_notes](StageModel& trained, PipelineParallel* layout) {
-            return setup_gpu(dynamic_cast<Model&>(trained), layout, adamw_params(job_.training),
-                             gpu_notes);
-        };
     engines_ = build_step_engines(std::move(spec));
     if (pipeline) note_pipeline_layout(*shape, tensor);
     if (DataParallel* dp = engines_->data_parallel()) note_data_parallel(*dp);
-    load_notes_.insert(load_notes_.end(), gpu_notes.begin(), gpu_notes.end());
 }
 
 // The job's groups and options as the engine factory reads them (the
@@ -170,9 +160,14 @@ Backend* Trainer::choose_stack_device() {
     const bool data = several(opts_.dp_comm), tensor = several(opts_.tp_comm),
                stages = several(opts_.pp_comm);
     // The same answer on every rank, but for the device itself (below).
-    if (!opts_.stack_device || job_.training.use_cpu ||
-        ((data || tensor || stages) && !opts_.make_stack_group))
+    if (!opts_.stack_device || job_.training.use_cpu) return nullptr;
+    if ((data || tensor || stages) && !opts_.make_stack_group) {
+        load_notes_.push_back(
+            "training on the CPU: data, tensor and pipeline parallelism on GPUs reduce over "
+            "NCCL, which this build or launch lacks (hyperparameters.use_cpu: true silences "
+            "this)");
         return nullptr;
+    }
     Backend* be = opts_.stack_device();
     // The slices of one model post its collectives together, and stages hand
     // activations to each other, and every group below is made collectively:

@@ -14,7 +14,6 @@
 #include "io/object_store.h"
 #include "io/uri.h"
 #include "parallel/dp_step.h"
-#include "parallel/gpu_pipeline.h"
 #include "parallel/pipeline_parallel.h"
 #include "tokenizer/tokenizer.h"
 #include "train/job_identity.h"
@@ -94,8 +93,7 @@ Trainer::Trainer(Job job, TrainerOptions options)
 }
 
 Trainer::~Trainer() {
-    // The engines first: DataParallel takes its hooks back off model_, the
-    // GPU pipeline's instances share gpu_'s buffers.
+    // The engines first: DataParallel takes its hooks back off model_.
     engines_.reset();
 }
 
@@ -264,24 +262,6 @@ LoaderOptions Trainer::loader_options(int64_t batch_size, bool shuffle) const {
     return lo;
 }
 
-std::string Trainer::gpu_unsupported_reason() const {
-    const TrainingArgs& t = job_.training;
-    const bool tensor = opts_.tp_comm && opts_.tp_comm->size() > 1;
-    const bool pipeline = opts_.pp_comm && opts_.pp_comm->size() > 1;
-    const bool data = opts_.dp_comm && opts_.dp_comm->size() > 1;
-    if (pipeline && !opts_.make_gpu_group)
-        return "runs pipeline parallelism over NCCL only, and this build or launch has none";
-    if (tensor && !opts_.make_gpu_group)
-        return "runs tensor parallelism over NCCL only, and this build or launch has none";
-    if (data && !opts_.make_gpu_grad_sync)
-        return "reduces data-parallel gradients over NCCL only, and this build or launch has none";
-    // LAMB's per-tensor norms would span the tp ranks' slices.
-    if (tensor && t.optim != OptimizerKind::adamw)
-        return fmt::format("runs tensor parallelism with AdamW only so far (optim: {})",
-                           enum_name(t.optim));
-    return "";
-}
-
 std::string Trainer::training_on_note(const std::string& device) const {
     const TrainingArgs& t = job_.training;
     return fmt::format(
@@ -302,108 +282,6 @@ void Trainer::replicas_agree_on_gpu(bool gpu, const std::string& why) {
                "rank a GPU, or set hyperparameters.use_cpu: true",
                int64_t(n), sync_->dp_size(), sync_->dp_rank(),
                gpu ? "yes" : (why.empty() ? "no CUDA device or no CUDA build" : why));
-}
-
-bool Trainer::choose_gpu() {
-    const bool tensor = opts_.tp_comm && opts_.tp_comm->size() > 1;
-    const bool pipeline = opts_.pp_comm && opts_.pp_comm->size() > 1;
-    // Pipeline stages and tensor-parallel slices are built through the pipeline layout and
-    // train their part on the GPU.
-    if (job_.training.use_cpu) return false;
-    std::string why;
-    bool gpu = false;
-    if (opts_.make_gpu_model) {
-        why = gpu_unsupported_reason();
-        gpu = why.empty();
-    }
-    // Pipeline stages hand each other device buffers, and their replicas and
-    // tp slices join them: one rank on the CPU would hang the job, so the
-    // whole job agrees (before the per-group checks below, which then pass).
-    if (pipeline && opts_.world_comm) {
-        double n = gpu ? 1.0 : 0.0;
-        opts_.world_comm->all_reduce(&n, 1, DType::f64, ReduceOp::sum)->wait();
-        LOOM_CHECK(n == 0 || int(n) == opts_.world_comm->size(),
-                   "{} of the {} ranks of this pipeline-parallel job can train on a GPU (rank "
-                   "{}: {}); give every rank a GPU, or set hyperparameters.use_cpu: true",
-                   int(n), opts_.world_comm->size(), opts_.world_comm->rank(),
-                   gpu ? "yes" : (why.empty() ? "no CUDA device or no CUDA build" : why));
-    }
-    // The ranks of a tp group run one model's collectives together: a slice
-    // on the CPU and one on a GPU would hang, so they agree too.
-    if (tensor) {
-        double n = gpu ? 1.0 : 0.0;
-        opts_.tp_comm->all_reduce(&n, 1, DType::f64, ReduceOp::sum)->wait();
-        LOOM_CHECK(n == 0 || int(n) == opts_.tp_comm->size(),
-                   "{} of the {} tensor-parallel ranks can train on a GPU (tp rank {}: {}); give "
-                   "every rank a GPU, or set hyperparameters.use_cpu: true",
-                   int(n), opts_.tp_comm->size(), opts_.tp_comm->rank(),
-                   gpu ? "yes" : (why.empty() ? "no CUDA device or no CUDA build" : why));
-    }
-    // Replicas that chose differently would post different collectives
-    // (NCCL's set-up against DataParallel's broadcast) and hang: agree first.
-    // The condition is the same on every rank (one job, one layout).
-    if (opts_.dp_comm && opts_.dp_comm->size() > 1) replicas_agree_on_gpu(gpu, why);
-    if (!why.empty())
-        load_notes_.push_back("training on the CPU: the GPU executor " + why +
-                              " (hyperparameters.use_cpu: true silences this)");
-    return gpu;
-}
-
-// Builds the executor for `trained` (it uploads the host parameters) and,
-// under data parallelism, the NCCL gradient reduction over the dp group;
-// under pipeline parallelism the schedule's executor instances on `layout`.
-DeviceParts Trainer::setup_gpu(Model& trained, PipelineParallel* layout, const AdamWParams& hp,
-                               std::vector<std::string>& notes) {
-    const bool data = opts_.dp_comm && opts_.dp_comm->size() > 1;
-    if (data) {
-        // Replicas start from rank 0's parameters whatever each loaded, and
-        // the host table, which checkpoints and evaluation read back into,
-        // agrees with the device. (A resume then loads the same checkpoint
-        // on every rank and uploads it.)
-        ParamTable& p = trained.params();
-        opts_.dp_comm->broadcast(p.params_data(), p.flat_numel(), DType::f32, 0)->wait();
-    }
-    CudaModelOptions o;
-    o.dtype = compute_dtype();
-    o.adamw = hp;
-    const OptimizerKind optim = job_.training.optim;
-    o.optimizer = optim;
-    const DistributionArgs& d = job_.distribution;
-    o.checkpoint_every = d.activation_checkpointing ? std::max<int64_t>(d.checkpoint_every, 1) : 0;
-    o.offload_activations = d.offload_activations;
-    o.loading_horizon = d.activation_loading_horizon;
-    if (opts_.tp_comm && opts_.tp_comm->size() > 1) {
-        // Collective over tp (every rank of the group builds its twin here).
-        gpu_tp_ = opts_.make_gpu_group(*opts_.tp_comm);
-        o.tp = gpu_tp_.get();
-    }
-    gpu_ = opts_.make_gpu_model(trained, o);
-    DeviceParts parts;
-    parts.stage = gpu_.get();
-    if (layout && layout->n_stages() > 1) {
-        // Collective over pp: the stages' device twin, then the executor
-        // instances (one per micro-batch in flight, as the layout's models).
-        gpu_pp_ = opts_.make_gpu_group(*opts_.pp_comm);
-        parts.pipeline = std::make_unique<GpuPipeline>(*gpu_, *layout, *gpu_pp_, *opts_.pp_comm);
-        notes.push_back(fmt::format(
-            "pipeline on GPUs: {} executor instance(s) (one set of activations per micro-batch "
-            "in flight) on the stage's parameters; hidden states and their gradients go "
-            "between stages over NCCL in the compute type",
-            parts.pipeline->n_instances()));
-    }
-    notes.push_back(training_on_note(gpu_->device_name()));
-    if (!data) return parts;
-    GpuGradSyncOptions g;
-    g.bucket_size_mb = d.bucket_size_mb;
-    g.overlap = d.overlap_comm;
-    g.zero_stage = int(d.zero_stage);
-    g.state_bytes_per_param = optim == OptimizerKind::sgd ? 0 : 8;
-    gpu_sync_ = opts_.make_gpu_grad_sync(*gpu_, g);
-    parts.sync = gpu_sync_.get();
-    notes.push_back(std::string("data parallel on GPUs") +
-                    (d.zero_stage == 0 ? " (ZeRO-0, optimizer state replicated)" : "") + ": " +
-                    gpu_sync_->describe());
-    return parts;
 }
 
 }  // namespace loom

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Pipeline parallelism on GPUs: `mpirun -np 2 loom train` with
 # pipeline_parallel_degree 2, one GPU per stage, the CPU's schedules
-# (pipeline_schedule.h) run by GpuPipeline on CUDA executor instances, hidden
-# states and their gradients sent between stages over NCCL, against the same
+# (pipeline_schedule.h) run by PipelineParallel on the model stack's stage
+# instances on each GPU, hidden states and their gradients sent between
+# stages over NCCL, against the same
 # job on one GPU:
 #   - fp32: per-step losses and clipped global grad norms (GPT-2's tied word
 #     embeddings on both stages, summed over pp and counted once) within

@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "comm/comm_local.h"
-#include "host_device.h"
 #include "models/model.h"
 #include "models/model_config.h"
 #include "optim/adamw.h"
@@ -19,6 +18,7 @@
 #include "parallel/dp_step.h"
 #include "parallel/single_step.h"
 #include "test_backends.h"
+#include "tiny_causal_lm.h"
 
 namespace loom::test {
 namespace {

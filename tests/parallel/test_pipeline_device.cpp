@@ -14,12 +14,12 @@
 #include <vector>
 
 #include "comm/comm_local.h"
-#include "host_device.h"
 #include "models/model.h"
 #include "models/model_config.h"
 #include "optim/adamw.h"
 #include "parallel/pipeline_parallel.h"
 #include "test_backends.h"
+#include "tiny_causal_lm.h"
 
 namespace loom::test {
 namespace {

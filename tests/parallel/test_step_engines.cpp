@@ -17,13 +17,13 @@
 #include <vector>
 
 #include "comm/comm_local.h"
-#include "host_device.h"
 #include "models/model.h"
 #include "models/model_config.h"
 #include "optim/adamw.h"
 #include "parallel/pipeline_parallel.h"
 #include "parallel/single_step.h"
 #include "parallel/step_engines.h"
+#include "tiny_causal_lm.h"
 
 namespace loom::test {
 namespace {
@@ -257,44 +257,6 @@ INSTANTIATE_TEST_SUITE_P(
                       PipeCase{"pp2_interleaved", 2, 1, ScheduleKind::interleaved, 2},
                       PipeCase{"tp2", 1, 2, ScheduleKind::one_f_one_b, 1}),
     [](const ::testing::TestParamInfo<PipeCase>& i) { return std::string(i.param.name); });
-
-// A GPU executor given (here a stand-in over host memory): DeviceStep over
-// it, whatever the host layout, and no host optimizer beside it.
-TEST(StepEngines, AnExecutorBuildsDeviceStep) {
-    const ModelConfig c = tiny_gpt2();
-    auto a = build_model(c), b = build_model(c);
-    a->init(11);
-    b->init(11);
-    const std::vector<float> before = params_of(a->params());
-    std::unique_ptr<HostDevice> device;  // outlives the engines, as the trainer's gpu_
-    StageModel* trained = nullptr;
-    bool no_layout = false;
-    EngineSpec spec;
-    spec.model = a.get();
-    spec.optimizer = job_optimizer();
-    spec.device = [&](StageModel& m, PipelineParallel* l) {
-        trained = &m;
-        no_layout = l == nullptr;
-        device = std::make_unique<HostDevice>(dynamic_cast<Model&>(m));
-        DeviceParts parts;
-        parts.stage = device.get();
-        return parts;
-    };
-    const auto engines = build_step_engines(std::move(spec));
-    EXPECT_EQ(engines->kind(), EngineKind::device);
-    EXPECT_EQ(trained, a.get()) << "the executor was made for another model";
-    EXPECT_TRUE(no_layout) << "one model has no pipeline layout";
-    EXPECT_THROW(engines->optimizer_state(), std::exception)
-        << "the device engine's state is the executor's";
-
-    HostDevice hand_device(*b);
-    DeviceStep hand(hand_device, nullptr, nullptr, nullptr);
-    const Step s(0, 2);
-    const double total = 2.0 * double(s.micro[0].label_count);
-    EXPECT_EQ(drive(engines->engine(), s.micro, total), drive(hand, s.micro, total));
-    EXPECT_EQ(device->steps, 1);
-    expect_same_step(before, params_of(a->params()), params_of(b->params()), "device");
-}
 
 TEST(StepEngines, RefusesASpecThatIsNoLayout) {
     const ModelConfig c = tiny_gpt2();

@@ -56,7 +56,7 @@ class Head {
     // sharded): LM heads split their decoder by vocabulary; the others stay
     // whole, replicated on tp (the default: nothing to do).
     virtual void shard(ParamTable&, const ModelTp&) {}
-    // The head's modules (StackView), for executors with other kernels.
+    // The head's modules (StackView).
     virtual HeadView view() const = 0;
 };
 

@@ -4,7 +4,7 @@
 // and attention's operands are the activations themselves: `operands` must
 // equal OpCtx::act. The row-subset entries (dropout_rows, attention_rows_*)
 // have no kernels here and are null, so a block computes every row. The
-// vocab-parallel entries are the executor's kernels (tp_vocab_cuda.h); the
+// vocab-parallel entries are tp_vocab_cuda.h's kernels; the
 // loss entry synchronises, as softmax_xent_forward does.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -234,7 +234,7 @@ void xent_bwd(const OpCtx& c, void* dlogits, const void* logits, const int64_t* 
     });
 }
 
-// The vocab-parallel pieces: the executor's kernels (tp_vocab_cuda.h).
+// The vocab-parallel pieces (tp_vocab_cuda.h).
 void vocab_embedding_fwd(const OpCtx& c, void* y, const int64_t* ids, const void* table, int64_t N,
                          int64_t V, int64_t C, int64_t first, int64_t count) {
     with_act(c, "vocab_embedding_forward", [&](auto t) {
