@@ -162,8 +162,10 @@ void DataParallel::load_optimizer_state(const std::map<std::string, Tensor>& sta
 }
 
 DpMemoryPlan DataParallel::memory_plan() const {
-    return dp_memory_plan(model_.params().flat_numel(), bucket_elems_from_mb(opt_.bucket_size_mb),
-                          dp_.size(), opt_.zero, optimizer_has_state());
+    const ParamTable& t = model_.params();
+    const DType act = t.op_ctx().act;
+    return dp_memory_plan(t.flat_numel(), bucket_elems_from_mb(opt_.bucket_size_mb), dp_.size(),
+                          opt_.zero, optimizer_has_state(), act, act != DType::f32);
 }
 
 }  // namespace loom

@@ -192,36 +192,42 @@ int64_t DpMemoryPlan::total_bytes() const {
 }
 
 DpMemoryPlan dp_memory_plan(int64_t flat_numel, int64_t bucket_elems, int dp_size, ZeroStage zero,
-                            bool moments) {
+                            bool moments, DType grads, bool compute_copy) {
     const auto buckets = grad_buckets_plan(flat_numel, bucket_elems, dp_size);
-    const int64_t F = flat_numel * int64_t(sizeof(float));
-    const int64_t S = shard_numel(buckets) * int64_t(sizeof(float));
-    int64_t staging = 0;
+    const int64_t g = int64_t(dtype_size(grads)), f = int64_t(sizeof(float));
+    const bool narrow = grads != DType::f32;
+    const int64_t n_shard = shard_numel(buckets);
+    int64_t staged = 0;  // elements of the padded bottom bucket's staging
     for (const GradBucket& b : buckets)
-        if (b.padded(dp_size)) staging = b.chunk * dp_size * int64_t(sizeof(float));
+        if (b.padded(dp_size)) staged = b.chunk * dp_size;
     DpMemoryPlan m;
     m.zero = zero;
     m.dp_size = dp_size;
-    m.param_bytes = F;
-    m.grad_bytes = F;
+    m.param_bytes = flat_numel * f + (compute_copy ? flat_numel * g : 0);
+    m.grad_bytes = flat_numel * g;
+    // The sync's shard (and ZeRO-2's receive buffer) in the gradients' type;
+    // narrow ones widened once to fp32 for the norm and the update.
+    const int64_t shard = n_shard * g, wide = narrow ? n_shard * f : 0;
+    const int64_t full_moments = 2 * flat_numel * f;
     switch (zero) {
         case ZeroStage::none:
-            m.optimizer_bytes = 2 * F;
+            m.optimizer_bytes = full_moments;
             break;
         case ZeroStage::optimizer:
-            m.grad_shard_bytes = S;
-            m.optimizer_bytes = 2 * S;
-            m.comm_bytes = 2 * staging;  // padded bottom bucket: grads, params
+            m.grad_shard_bytes = shard + wide;
+            m.optimizer_bytes = 2 * n_shard * f;
+            m.comm_bytes = staged * (g + f);  // padded bottom bucket: grads, fp32 params
             break;
         case ZeroStage::gradients:
-            m.grad_shard_bytes = 2 * S;  // accumulated shard + per-micro-batch receive buffer
-            m.optimizer_bytes = 2 * S;
-            m.comm_bytes = 2 * staging;
+            m.grad_shard_bytes = 2 * shard + wide;  // + the per-micro-batch receive buffer
+            m.optimizer_bytes = 2 * n_shard * f;
+            m.comm_bytes = staged * (g + f);
             break;
     }
     if (!moments) m.optimizer_bytes = 0;
-    // DDP holds parameters, gradients and (with moments) twice the state.
-    m.saved_vs_ddp_bytes = (moments ? 4 : 2) * F - m.total_bytes();
+    // DDP holds parameters, gradients and (with moments) the whole state.
+    m.saved_vs_ddp_bytes =
+        m.param_bytes + m.grad_bytes + (moments ? full_moments : 0) - m.total_bytes();
     return m;
 }
 

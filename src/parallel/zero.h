@@ -107,9 +107,11 @@ class ZeroOptimizer {
 struct DpMemoryPlan {
     ZeroStage zero = ZeroStage::none;
     int dp_size = 1;
-    int64_t param_bytes = 0;       // flat parameters (replicated)
+    int64_t param_bytes = 0;       // flat fp32 parameters (+ a narrow compute copy; replicated)
     int64_t grad_bytes = 0;        // flat gradient buffer backward writes into
-    int64_t grad_shard_bytes = 0;  // reduced gradient shard (+ ZeRO-2 receive buffer)
+    // Reduced gradient shard (+ ZeRO-2 receive buffer) in the gradients' type,
+    // + its fp32 widening when they are narrow.
+    int64_t grad_shard_bytes = 0;
     int64_t optimizer_bytes = 0;   // Adam m and v (none for SGD)
     int64_t comm_bytes = 0;        // staging of the padded bottom bucket
     int64_t total_bytes() const;
@@ -120,7 +122,12 @@ struct DpMemoryPlan {
     std::string describe() const;
 };
 // `moments`: the optimizer keeps Adam's m and v (AdamW, LAMB; SGD none).
+// `grads`: the gradients' type (a GPU's bf16 or fp16 under mixed precision:
+// the flat buffer, the shard and the comm staging narrow, the shard widened
+// to fp32 for the update); `compute_copy`: the table also keeps the
+// parameters in that type for the modules.
 DpMemoryPlan dp_memory_plan(int64_t flat_numel, int64_t bucket_elems, int dp_size, ZeroStage zero,
-                            bool moments = true);
+                            bool moments = true, DType grads = DType::f32,
+                            bool compute_copy = false);
 
 }  // namespace loom

@@ -450,5 +450,30 @@ TEST(DpMemoryPlan, ShardingSavesOptimizerState) {
     EXPECT_NE(z2.describe().find("workspace"), std::string::npos) << z2.describe();
 }
 
+// bf16 gradients and compute copy (a GPU's mixed precision): the flat
+// gradient buffer and the sync's shard are 2 bytes an element, the copy adds
+// 2 to the parameters, and the shard is widened once to fp32 for the update.
+TEST(DpMemoryPlan, NarrowGradientsAndTheWideShard) {
+    const int64_t F = int64_t(1) << 20;  // four buckets of 2^18, no padding at dp 4
+    const DpMemoryPlan ddp =
+        dp_memory_plan(F, 1 << 18, 4, ZeroStage::none, true, DType::bf16, true);
+    EXPECT_EQ(ddp.param_bytes, 6 * F);
+    EXPECT_EQ(ddp.grad_bytes, 2 * F);
+    EXPECT_EQ(ddp.total_bytes(), 16 * F);
+    const DpMemoryPlan z1 =
+        dp_memory_plan(F, 1 << 18, 4, ZeroStage::optimizer, true, DType::bf16, true);
+    EXPECT_EQ(z1.grad_shard_bytes, F / 4 * (2 + 4));
+    EXPECT_EQ(z1.optimizer_bytes, F / 4 * 8);
+    EXPECT_EQ(z1.comm_bytes, 0);
+    EXPECT_EQ(z1.saved_vs_ddp_bytes, ddp.total_bytes() - z1.total_bytes());
+    const DpMemoryPlan z2 =
+        dp_memory_plan(F, 1 << 18, 4, ZeroStage::gradients, true, DType::bf16, true);
+    EXPECT_EQ(z2.grad_shard_bytes, F / 4 * (2 + 2 + 4));
+    // fp32 gradients: no copy, no widening.
+    const DpMemoryPlan f1 = dp_memory_plan(F, 1 << 18, 4, ZeroStage::optimizer);
+    EXPECT_EQ(f1.grad_shard_bytes, F / 4 * 4);
+    EXPECT_EQ(f1.param_bytes, 4 * F);
+}
+
 }  // namespace
 }  // namespace loom
