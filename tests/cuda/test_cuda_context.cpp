@@ -7,6 +7,7 @@
 #include "backend/cuda/nccl_bootstrap.h"
 #include "core/check.h"
 #include "cuda_test_util.h"
+#include "ops/cuda/device_ops_cuda.h"
 #include "ops/cuda/embedding_cuda.h"
 
 namespace loom::test {
@@ -100,18 +101,35 @@ TEST_F(CudaContextTest, KernelSideErrorSurfacesAtCheck) {
     EXPECT_NO_THROW(ctx().check_device_errors()) << "the record must be cleared after a report";
 }
 
-TEST_F(CudaContextTest, BackendRoundTripsTensors) {
-    BackendCuda be(0);
-    EXPECT_NE(be.name().find("cuda:0"), std::string::npos);
-    Tensor host = Tensor::empty(DType::f32, Shape{5, 7}, "x");
-    auto v = random_vec(35, 3);
-    std::memcpy(host.data<float>(), v.data(), v.size() * sizeof(float));
-    Tensor dev = be.to_device(host, ctx().stream());
-    EXPECT_EQ(dev.storage->device(), Device::cuda);
-    Tensor back = be.to_host(dev, ctx().stream());
-    EXPECT_EQ(std::memcmp(back.data<float>(), v.data(), v.size() * sizeof(float)), 0);
-    Tensor wrong = Tensor::empty(DType::f32, Shape{6}, "wrong");
-    EXPECT_THROW(be.copy(wrong, dev, ctx().stream()), Error);
+// The Backend of a GPU: zeroed memory, round trips, and the copy queue
+// (activation offloading's): a copy-out is in host memory once compute waited
+// on its marker, a copy-back on the device after synchronize.
+TEST_F(CudaContextTest, BackendCopiesAndItsCopyQueue) {
+    auto be = make_cuda_backend(ctx());
+    EXPECT_NE(be->name().find("cuda:0"), std::string::npos);
+    const auto v = random_vec(35, 3);
+    const size_t bytes = v.size() * sizeof(float);
+    auto dev = be->alloc(bytes);
+    std::vector<float> zeros(v.size(), 1.0f);
+    be->to_host(zeros.data(), dev->data(), bytes);
+    EXPECT_TRUE(bit_equal("fresh memory", zeros, std::vector<float>(v.size(), 0.0f)));
+    be->to_device(dev->data(), v.data(), bytes);
+    auto host = be->alloc_host(bytes);
+    auto out = be->new_marker(), read = be->new_marker();
+    be->mark(*read, Backend::Queue::compute);
+    be->wait_for(Backend::Queue::copy, *read);
+    be->copy_out(host->data(), dev->data(), bytes);
+    be->mark(*out, Backend::Queue::copy);
+    be->wait_for(Backend::Queue::compute, *out);
+    be->zero(dev->data(), bytes);  // after the copy-out, on compute
+    be->synchronize();
+    const float* h = static_cast<const float*>(host->data());
+    EXPECT_TRUE(bit_equal("copied out", std::vector<float>(h, h + v.size()), v));
+    be->copy_back(dev->data(), host->data(), bytes);
+    be->synchronize();
+    std::vector<float> back(v.size());
+    be->to_host(back.data(), dev->data(), bytes);
+    EXPECT_TRUE(bit_equal("copied back", back, v));
 }
 
 #if defined(LOOM_HAVE_NCCL)

@@ -1,4 +1,5 @@
 // Element-wise and activation kernels against the CPU implementation.
+#include "core/dtype.h"
 #include "cuda_test_util.h"
 #include "ops/activation.h"
 #include "ops/cuda/activation_cuda.h"

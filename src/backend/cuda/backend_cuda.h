@@ -1,10 +1,9 @@
-// BackendCuda: device discovery, device memory as Storage, copies, streams and events.
+// CUDA device discovery, and RAII streams and events.
 //
-// Host-only code (no kernels), compiled by the host compiler. Device memory is a
-// Storage with Device::cuda whose release callback calls cudaFree, so a Tensor
-// viewing GPU memory is the same value type as a CPU one; kernels take raw
-// pointers from Tensor::raw(). Nothing here picks a device behind the caller's
-// back: every call names the stream or device it works on.
+// Host-only code (no kernels), compiled by the host compiler. The Backend of a
+// GPU (memory, copies, the copy queue) is ops/cuda/device_ops_cuda.h's.
+// Nothing here picks a device behind the caller's back: every call names the
+// stream or device it works on.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -12,8 +11,6 @@
 #include <cstddef>
 #include <memory>
 #include <string>
-
-#include "core/tensor.h"
 
 namespace loom {
 
@@ -63,32 +60,6 @@ class CudaEvent {
 
   private:
     cudaEvent_t e_ = nullptr;
-};
-
-class BackendCuda {
-  public:
-    explicit BackendCuda(int device = 0);
-    int device() const { return device_; }
-    std::string name() const;  // "cuda:0 (NVIDIA H100 ...)"
-
-    // Device memory as Storage (Device::cuda); zero-filled when `zero` (synchronously).
-    std::shared_ptr<Storage> alloc(size_t nbytes, bool zero = true) const;
-    // A zero-filled tensor in device memory.
-    Tensor empty(DType dtype, Shape shape, std::string name = {}) const;
-
-    // Copies between tensors of equal dtype and element count; either side may be
-    // CPU or CUDA. Asynchronous on `stream` (pageable host memory makes h2d
-    // effectively synchronous, as the CUDA runtime documents).
-    void copy(const Tensor& dst, const Tensor& src, cudaStream_t stream) const;
-    void memset_zero(const Tensor& t, cudaStream_t stream) const;
-    void synchronize() const;
-
-    // Convenience for tests and I/O: synchronous round trips.
-    Tensor to_device(const Tensor& cpu, cudaStream_t stream) const;
-    Tensor to_host(const Tensor& gpu, cudaStream_t stream) const;
-
-  private:
-    int device_ = 0;
 };
 
 }  // namespace loom
