@@ -74,6 +74,7 @@ EncoderNames encoder_hf_names(const ModelConfig& c) {
                     n.blocks.push_back(albert_block(n.base, g, j));
             break;
         case ModelFamily::gpt2: LOOM_FAIL("{}: GPT-2 is not an encoder model", c.source);
+        case ModelFamily::llama: LOOM_FAIL("{}: Llama is not an encoder model", c.source);
     }
     return n;
 }
@@ -117,6 +118,7 @@ MlmHeadSpec encoder_mlm_head_spec(const ModelConfig& c) {
             s.eps = 1e-12;
             break;
         case ModelFamily::gpt2: LOOM_FAIL("{}: GPT-2 has no masked-LM head", c.source);
+        case ModelFamily::llama: LOOM_FAIL("{}: Llama has no masked-LM head", c.source);
     }
     return s;
 }
@@ -150,6 +152,8 @@ ClsHeadSpec encoder_cls_head_spec(const ModelConfig& c, const std::string& base)
             s.act = Activation::relu;
             break;
         case ModelFamily::gpt2: LOOM_FAIL("{}: GPT-2 sequence classification is not supported", c.source);
+        case ModelFamily::llama:
+            LOOM_FAIL("{}: Llama sequence classification is not supported yet", c.source);
     }
     return s;
 }
