@@ -74,7 +74,9 @@ EncoderNames encoder_hf_names(const ModelConfig& c) {
                     n.blocks.push_back(albert_block(n.base, g, j));
             break;
         case ModelFamily::gpt2: LOOM_FAIL("{}: GPT-2 is not an encoder model", c.source);
-        case ModelFamily::llama: LOOM_FAIL("{}: Llama is not an encoder model", c.source);
+        case ModelFamily::llama:
+        case ModelFamily::mistral:
+        case ModelFamily::qwen2: LOOM_FAIL("{}: {} is not an encoder model", c.source, c.model_type);
     }
     return n;
 }
@@ -118,7 +120,9 @@ MlmHeadSpec encoder_mlm_head_spec(const ModelConfig& c) {
             s.eps = 1e-12;
             break;
         case ModelFamily::gpt2: LOOM_FAIL("{}: GPT-2 has no masked-LM head", c.source);
-        case ModelFamily::llama: LOOM_FAIL("{}: Llama has no masked-LM head", c.source);
+        case ModelFamily::llama:
+        case ModelFamily::mistral:
+        case ModelFamily::qwen2: LOOM_FAIL("{}: {} has no masked-LM head", c.source, c.model_type);
     }
     return s;
 }
@@ -153,7 +157,10 @@ ClsHeadSpec encoder_cls_head_spec(const ModelConfig& c, const std::string& base)
             break;
         case ModelFamily::gpt2: LOOM_FAIL("{}: GPT-2 sequence classification is not supported", c.source);
         case ModelFamily::llama:
-            LOOM_FAIL("{}: Llama sequence classification is not supported yet", c.source);
+        case ModelFamily::mistral:
+        case ModelFamily::qwen2:
+            LOOM_FAIL("{}: {} sequence classification is not supported yet", c.source,
+                      c.model_type);
     }
     return s;
 }

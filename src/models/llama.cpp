@@ -38,9 +38,11 @@ class LlamaModel final : public StackModel {
             b.attn.NKV = NKV;
             b.attn.rope = rope;
             b.attn.causal = true;
+            b.attn.window = c.sliding_window;
             b.ln1 = LayerNorm::make_rms(table_, n.input_norm, C, c.layer_norm_eps);
-            b.attn.qkv = Linear::make_fused(table_, {n.q, n.k, n.v}, C, {C, KV, KV},
-                                            {std, false, TpRole::column}, c.attention_bias);
+            b.attn.qkv =
+                Linear::make_fused(table_, {n.q, n.k, n.v}, C, {C, KV, KV},
+                                   {std, false, TpRole::column}, c.attention_bias || c.qkv_bias);
             b.attn.proj = Linear::make(table_, n.o, C, C, WeightLayout::out_in, c.attention_bias,
                                        {std, false, TpRole::row});
             b.ln2 = LayerNorm::make_rms(table_, n.post_norm, C, c.layer_norm_eps);
@@ -68,14 +70,14 @@ class LlamaModel final : public StackModel {
                 break;
             }
             default:
-                LOOM_FAIL("{}: task '{}' is not supported for Llama (only causal-lm)", c.source,
-                          task_name(c.task));
+                LOOM_FAIL("{}: task '{}' is not supported for {} (only causal-lm)", c.source,
+                          task_name(c.task), c.model_type);
         }
         finish_build();
         LOOM_CHECK(ctx_.nn().decoder_supported(),
-                   "{}: Llama has no {} kernel yet (RMSNorm, rotary embeddings, grouped-query "
+                   "{}: {} has no {} kernel yet (RMSNorm, rotary embeddings, grouped-query "
                    "attention, SwiGLU); train it on the CPU",
-                   c.source, table_.backend().name());
+                   c.source, c.architecture, table_.backend().name());
     }
 
   private:

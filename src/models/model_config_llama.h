@@ -1,4 +1,5 @@
-// The Llama family's config.json keys (LlamaConfig, transformers 4.40), read
+// The Llama family's config.json keys (LlamaConfig, MistralConfig and
+// Qwen2Config, transformers 4.40), read
 // into ModelConfig and written back for export. Used by model_config.cpp
 // only; kept apart so that file stays one reader per encoder family.
 #pragma once

@@ -26,6 +26,8 @@ const std::vector<ModelSpec>& model_specs() {
          {T::base, T::masked_lm, T::sequence_classification, T::question_answering}},
         {ModelFamily::gpt2, "gpt2", build_gpt2, {T::base, T::causal_lm}},
         {ModelFamily::llama, "llama", build_llama, {T::base, T::causal_lm}},
+        {ModelFamily::mistral, "mistral", build_llama, {T::base, T::causal_lm}},
+        {ModelFamily::qwen2, "qwen2", build_llama, {T::base, T::causal_lm}},
     };
     return specs;
 }

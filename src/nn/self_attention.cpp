@@ -50,7 +50,7 @@ void SelfAttention::forward(ActPtr y, Acts& acts, CActPtr x, int64_t B, int64_t 
     qkv.forward(acts.qkv, x, N, acts.x16);
     prepare_qkv(acts, B, T);
     const AttnShape shape{B, T, NH, C / NH, head_offset, NH_total};
-    const AttnMask mask{key_padding, causal};
+    const AttnMask mask{key_padding, causal, window};
     if (acts.lse)
         ctx.nn().fused_attention_forward(ctx, compute, acts.ctx, acts.lse, acts.qkv_full,
                                          acts.qkv_full + C, acts.qkv_full + 2 * C, 3 * C, shape,
@@ -68,7 +68,7 @@ void SelfAttention::backward(ActPtr dx, CActPtr dy, const Acts& acts, CActPtr x,
     const int64_t N = B * T;
     proj.backward(s.dctx, dy, acts.ctx, N, false, acts.ctx16);
     const AttnShape shape{B, T, NH, C / NH, head_offset, NH_total};
-    const AttnMask mask{key_padding, causal};
+    const AttnMask mask{key_padding, causal, window};
     if (acts.lse)
         ctx.nn().fused_attention_backward(ctx, compute, s.dqkv_full, s.dqkv_full + C,
                                           s.dqkv_full + 2 * C, s.dctx, acts.ctx, acts.lse,
@@ -89,7 +89,7 @@ void SelfAttention::forward_rows(ActPtr y, Acts& acts, CActPtr x, int64_t B, int
                 "attention at selected rows takes neither rotary embeddings nor grouped heads");
     qkv.forward(acts.qkv, x, B * T, acts.x16);
     const AttnShape shape{B, T, NH, C / NH, head_offset, NH_total};
-    const AttnMask mask{key_padding, causal};
+    const AttnMask mask{key_padding, causal, window};
     ctx.nn().attention_rows_forward(ctx, acts.ctx, acts.att, acts.qkv, acts.qkv + C,
                                     acts.qkv + 2 * C, 3 * C, shape, mask, drop_probs, rows);
     proj.forward(y, acts.ctx, rows.M, acts.ctx16);
@@ -101,7 +101,7 @@ void SelfAttention::backward_rows(ActPtr dx, CActPtr dy, const Acts& acts, CActP
                                   const AttnRows& rows) const {
     proj.backward(s.dctx, dy, acts.ctx, rows.M, false, acts.ctx16);
     const AttnShape shape{B, T, NH, C / NH, head_offset, NH_total};
-    const AttnMask mask{key_padding, causal};
+    const AttnMask mask{key_padding, causal, window};
     ctx.nn().attention_rows_backward(ctx, s.dqkv, s.dqkv + C, s.dqkv + 2 * C, s.datt, s.dctx,
                                      acts.att, acts.qkv, acts.qkv + C, acts.qkv + 2 * C, 3 * C,
                                      shape, mask, drop_probs, rows);

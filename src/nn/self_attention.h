@@ -38,6 +38,7 @@ struct SelfAttention {
     int64_t NKV = 0;          // key/value heads (local); 0: NH (no grouping)
     RopeSpec rope;            // rotary embeddings on q and k; inactive: none
     bool causal = false;
+    int64_t window = -1;      // Mistral's sliding window (AttnMask::window); -1: none
     // bf16: attention's own GEMMs take bf16 operands (ops/attention.h), as the
     // linears' do. fp16 is not emulated here: attention then stays fp32.
     DType compute = DType::f32;
@@ -46,7 +47,9 @@ struct SelfAttention {
     OpCtx ctx;
 
     // fused: the table's fused attention (NnOps::fused_attention_forward)
-    // runs, keeping lse instead of att; the model decides per batch.
+    // runs, keeping lse instead of att; the model decides per batch. A
+    // sliding window always takes the unfused entries (fused_ok).
+    bool fused_ok(bool fused) const { return fused && window < 0; }
     int64_t kv_heads() const { return NKV > 0 ? NKV : NH; }
     // Whether k and v are expanded to NH heads before attention.
     bool grouped() const { return kv_heads() != NH; }
@@ -62,6 +65,7 @@ struct SelfAttention {
         uint16_t* ctx16 = nullptr;  // (B, T, C)
         void plan(ActArena& a, int64_t B, int64_t T, const SelfAttention& m, bool fused) {
             const DType t = m.ctx.act;
+            fused = m.fused_ok(fused);
             qkv = a.take_act(B * T * m.qkv.out, t);
             qkv_full = m.grouped() ? a.take_act(B * T * 3 * m.C, t) : qkv;
             att = fused ? ActPtr() : a.take_act(B * m.NH * T * T, t);
@@ -79,6 +83,7 @@ struct SelfAttention {
         ActPtr dctx;       // (B, T, C)
         void plan(ActArena& a, int64_t B, int64_t T, const SelfAttention& m, DType t, bool fused) {
             const int64_t C = m.C, NH = m.NH;
+            fused = m.fused_ok(fused);
             dqkv = a.take_act(B * T * m.qkv.out, t);
             dqkv_full = m.grouped() ? a.take_act(B * T * 3 * C, t) : dqkv;
             datt = fused ? ActPtr() : a.take_act(B * NH * T * T, t);

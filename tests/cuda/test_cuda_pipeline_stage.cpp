@@ -30,7 +30,7 @@ class CudaPipelineStage : public ::testing::TestWithParam<std::string> {
         const std::string why = CudaModel::unavailable_reason();
         if (!why.empty()) GTEST_SKIP() << "no usable CUDA device: " << why;
         fx_ = std::make_unique<Fixture>(GetParam());
-        if (fx_->config.family == ModelFamily::llama)
+        if (fx_->config.llama_like())
             GTEST_SKIP() << "the CUDA executor replays the encoder and GPT-2 stacks only";
     }
     std::unique_ptr<Fixture> fx_;

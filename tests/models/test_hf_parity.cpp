@@ -25,7 +25,7 @@ class HfParity : public ::testing::TestWithParam<std::tuple<std::string, std::st
         fx_ = std::make_unique<Fixture>(std::get<0>(GetParam()));
         // A Llama model on a table without its kernels refuses to build
         // (LlamaRefusesATableWithoutItsKernels holds that).
-        if (fx_->config.family == ModelFamily::llama &&
+        if (fx_->config.llama_like() &&
             !test_backend(std::get<1>(GetParam())).ops().nn->decoder_supported())
             GTEST_SKIP() << std::get<1>(GetParam()) << " has no Llama kernels yet";
     }
@@ -40,11 +40,10 @@ class HfParity : public ::testing::TestWithParam<std::tuple<std::string, std::st
 
 // The fixture set is discovered from the folder; make sure it is all there,
 // so a missing data directory cannot pass vacuously.
-TEST(HfFixtures, AllTenPresent) {
-    const std::vector<std::string> want = {"albert-cls",     "albert-mlm", "bert-cls",
-                                           "bert-mlm",       "bert-qa",    "distilbert-cls",
-                                           "distilbert-mlm", "gpt2-lm",    "llama-lm",
-                                           "roberta-cls"};
+TEST(HfFixtures, AllTwelvePresent) {
+    const std::vector<std::string> want = {
+        "albert-cls",     "albert-mlm", "bert-cls", "bert-mlm",   "bert-qa",  "distilbert-cls",
+        "distilbert-mlm", "gpt2-lm",    "llama-lm", "mistral-lm", "qwen2-lm", "roberta-cls"};
     const auto have = hf_fixture_names();
     for (const auto& w : want)
         EXPECT_NE(std::find(have.begin(), have.end(), w), have.end()) << "missing fixture " << w;

@@ -1,4 +1,5 @@
-// The Llama family's config.json (LlamaConfig, transformers 4.40): defaults,
+// The Llama family's config.json (LlamaConfig, MistralConfig, Qwen2Config,
+// transformers 4.40): defaults,
 // the keys that change the math, the export round trip, clear refusals of
 // what is not implemented, and a model that refuses a kernel table without
 // the family's kernels.
@@ -9,6 +10,7 @@
 
 #include "core/check.h"
 #include "hf_fixture.h"
+#include "io/safetensors.h"
 #include "models/model_config.h"
 #include "ops/device_ops.h"
 
@@ -86,7 +88,7 @@ TEST(LlamaConfig, RefusalsNameTheKey) {
     EXPECT_THAT(parse_error(j), HasSubstr("must be a multiple of num_key_value_heads 3"));
     j = tiny_llama();
     j["hidden_act"] = "gelu";
-    EXPECT_THAT(parse_error(j), HasSubstr("hidden_act 'gelu' is not supported for Llama"));
+    EXPECT_THAT(parse_error(j), HasSubstr("hidden_act 'gelu' is not supported for llama"));
     j = tiny_llama();
     j.erase("intermediate_size");
     EXPECT_THAT(parse_error(j),
@@ -110,6 +112,56 @@ TEST(LlamaConfig, BiasAndTyingChangeTheRows) {
     // Tied: one row, the decoder an alias of the embeddings.
     EXPECT_EQ(other->params().num_parameters(),
               plain->params().num_parameters() - 64 * 32 + 3 * 32 + 32);
+}
+
+// Mistral's window is w + 1 keys with the query's own: sliding_window 6
+// gives HF's logits, 5 (i - j < w) and none do not (the fixture README).
+TEST(LlamaConfig, MistralWindowBoundaryIsHfs) {
+    const Fixture f("mistral-lm");
+    ASSERT_EQ(f.config.sliding_window, 6);
+    auto logits_for = [&](int64_t window) {
+        ModelConfig c = f.config;
+        c.sliding_window = window;
+        auto m = build_model(c);
+        m->load(SafetensorsFile::open(f.dir + "/model.safetensors"));
+        m->forward(f.inputs(), DropoutPlan{});
+        return m->outputs().at("logits").clone();
+    };
+    const Tensor& want = f.expected.at("logits");
+    const Tol tol = f.tol("logits");
+    EXPECT_TRUE(close("window 6", logits_for(6), want, tol));
+    EXPECT_FALSE(close("window 5", logits_for(5), want, tol));
+    EXPECT_FALSE(close("no window", logits_for(-1), want, tol));
+}
+
+TEST(LlamaConfig, MistralAndQwen2Keys) {
+    const ModelConfig m = load_hf_config(hf_dir() + "/mistral-lm");
+    EXPECT_EQ(m.family, ModelFamily::mistral);
+    EXPECT_EQ(m.sliding_window, 6);
+    EXPECT_FALSE(m.qkv_bias);
+    const ModelConfig q = load_hf_config(hf_dir() + "/qwen2-lm");
+    EXPECT_EQ(q.family, ModelFamily::qwen2);
+    EXPECT_EQ(q.sliding_window, -1);  // use_sliding_window false
+    EXPECT_TRUE(q.qkv_bias);
+    EXPECT_TRUE(q.tie_word_embeddings);
+    EXPECT_EQ(q.rope_theta, 1e6);
+    // Qwen2 biases q, k and v but not o_proj; the tied head stores no row.
+    auto model = build_model(q);
+    EXPECT_GE(model->params().find("model.layers.0.self_attn.k_proj.bias"), 0);
+    EXPECT_LT(model->params().find("model.layers.0.self_attn.o_proj.bias"), 0);
+    EXPECT_EQ(model->params().row(model->params().find("lm_head.weight")).name,
+              "model.embed_tokens.weight");
+    // A window on some layers only is refused.
+    json j = json::parse(q.json_text);
+    j["use_sliding_window"] = true;
+    j["max_window_layers"] = 1;
+    EXPECT_THAT(parse_error(j), HasSubstr("max_window_layers 1 < num_hidden_layers 2"));
+    j["max_window_layers"] = 28;
+    EXPECT_EQ(parse_hf_config(j.dump(), "q/config.json").sliding_window, 4096);
+    // Mistral: a null window is none.
+    json mj = json::parse(m.json_text);
+    mj["sliding_window"] = nullptr;
+    EXPECT_EQ(parse_hf_config(mj.dump(), "m/config.json").sliding_window, -1);
 }
 
 // A backend whose table lacks a Llama kernel: the model says so by name.
@@ -149,7 +201,8 @@ TEST(LlamaConfig, LlamaRefusesATableWithoutItsKernels) {
         build_model(load_hf_config(hf_dir() + "/llama-lm"), p);
         ADD_FAILURE() << "no error";
     } catch (const Error& e) {
-        EXPECT_THAT(std::string(e.what()), HasSubstr("Llama has no nodecoder kernel yet"));
+        EXPECT_THAT(std::string(e.what()),
+                    HasSubstr("LlamaForCausalLM has no nodecoder kernel yet"));
     }
 }
 

@@ -8,6 +8,7 @@
 #include <complex>
 #include <vector>
 
+#include "ops/attention.h"
 #include "ops/device_ops.h"
 #include "ops/repeat_kv.h"
 #include "ops/rms_norm.h"
@@ -217,6 +218,45 @@ TEST(Swiglu, ForwardAndBackwardMatchTheReference) {
     auto loss = [&] { return dot(wy, swiglu_ref(gu, N, I).data()); };
     EXPECT_TRUE(
         all_close("swiglu dgu", dgu, numeric_grad(loss, gu.data(), N * 2 * I), tol::f32_bwd));
+}
+
+// ---- Mistral's sliding window ---------------------------------------------------------
+
+// Query i attends to keys i - w .. i (w + 1 keys with itself): every other
+// probability is exactly 0, each row sums to 1, and a window of T or more is
+// no window at all.
+TEST(SlidingWindow, KeysIMinusWThroughI) {
+    const int64_t B = 2, T = 9, NH = 2, HS = 4, C = NH * HS, w = 3;
+    const auto q = to_f32(randn(B * T * C, 20)), k = to_f32(randn(B * T * C, 21)),
+               v = to_f32(randn(B * T * C, 22));
+    const std::vector<int64_t> pad = {1, 1, 1, 1, 1, 1, 1, 1, 1, /**/ 1, 1, 1, 1, 1, 1, 1, 0, 0};
+    std::vector<float> y(static_cast<size_t>(B * T * C)), att(static_cast<size_t>(B * NH * T * T));
+    const AttnShape s{B, T, NH, HS};
+    attention_forward<float>(y.data(), att.data(), q.data(), k.data(), v.data(), C, s,
+                             AttnMask{pad.data(), true, w}, DropoutSpec{});
+    for (int64_t b = 0; b < B; ++b)
+        for (int64_t h = 0; h < NH; ++h)
+            for (int64_t i = 0; i < T; ++i) {
+                const float* row = att.data() + ((b * NH + h) * T + i) * T;
+                double sum = 0;
+                for (int64_t j = 0; j < T; ++j) {
+                    const bool seen = j <= i && i - j <= w && pad[size_t(b * T + j)] != 0;
+                    if (seen) {
+                        ASSERT_GT(row[j], 0.0f);
+                    } else {
+                        ASSERT_EQ(row[j], 0.0f) << b << " " << h << " " << i << " " << j;
+                    }
+                    sum += row[j];
+                }
+                ASSERT_NEAR(sum, 1.0, 1e-6);
+            }
+    std::vector<float> y_wide(y.size()), y_none(y.size());
+    attention_forward<float>(y_wide.data(), att.data(), q.data(), k.data(), v.data(), C, s,
+                             AttnMask{pad.data(), true, T}, DropoutSpec{});
+    attention_forward<float>(y_none.data(), att.data(), q.data(), k.data(), v.data(), C, s,
+                             AttnMask{pad.data(), true, -1}, DropoutSpec{});
+    EXPECT_EQ(y_wide, y_none);
+    EXPECT_NE(y, y_none);
 }
 
 // ---- the CPU table -------------------------------------------------------------------------

@@ -49,8 +49,8 @@ CudaExecutor<T>::CudaExecutor(Model& cpu, const CudaModelOptions& options, CudaE
       options_(options),
       owner_(owner),
       ctx_(options.device, owner ? owner->ctx_.stream() : nullptr) {
-    LOOM_CHECK(config_.family != ModelFamily::llama,
-               "{}: the CUDA executor (activation offloading) has no Llama path (RMSNorm, rotary "
+    LOOM_CHECK(!config_.llama_like(),
+               "{}: the CUDA executor (activation offloading) has no Llama-family path (RMSNorm, rotary "
                "embeddings, grouped-query attention, SwiGLU); train Llama on the CPU",
                config_.source);
     const ModelPart& part = cpu.placement().part;

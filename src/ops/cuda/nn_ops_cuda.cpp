@@ -172,10 +172,17 @@ void embedding_bwd(const OpCtx& c, void* dtable, const int64_t* ids, const void*
     });
 }
 
+// Mistral's sliding window has no CUDA kernel yet; the Llama family refuses
+// this table before any attention runs (NnOps::decoder_supported).
+void check_no_window(const AttnMask& m, const char* op) {
+    LOOM_CHECK(m.window < 0, "{}: the CUDA attention kernels take no sliding window", op);
+}
+
 void attention_fwd(const OpCtx& c, DType operands, void* y, void* att, const void* q, const void* k,
                    const void* v, int64_t ld, const AttnShape& s, const AttnMask& m,
                    const DropoutSpec& d) {
     check_operands(c, operands, "attention_forward");
+    check_no_window(m, "attention_forward");
     with_act(c, "attention_forward", [&](auto t) {
         using T = decltype(t);
         attention_forward_cuda<T>(P<T>(y), P<T>(att), P<T>(q), P<T>(k), P<T>(v), ld, s, m, d,
@@ -187,6 +194,7 @@ void attention_bwd(const OpCtx& c, DType operands, void* dq, void* dk, void* dv,
                    const void* dy, const void* att, const void* q, const void* k, const void* v,
                    int64_t ld, const AttnShape& s, const AttnMask& m, const DropoutSpec& d) {
     check_operands(c, operands, "attention_backward");
+    check_no_window(m, "attention_backward");
     with_act(c, "attention_backward", [&](auto t) {
         using T = decltype(t);
         attention_backward_cuda<T>(P<T>(dq), P<T>(dk), P<T>(dv), P<T>(scratch), P<T>(dy), P<T>(att),
@@ -198,6 +206,7 @@ void fused_attention_fwd(const OpCtx& c, DType operands, void* y, float* lse, co
                          const void* k, const void* v, int64_t ld, const AttnShape& s,
                          const AttnMask& m, const DropoutSpec& d) {
     check_operands(c, operands, "fused_attention_forward");
+    check_no_window(m, "fused_attention_forward");
     with_act(c, "fused_attention_forward", [&](auto t) {
         using T = decltype(t);
         flash_attention_forward_cuda<T>(P<T>(y), lse, P<T>(q), P<T>(k), P<T>(v), ld, s, m, d,
@@ -210,6 +219,7 @@ void fused_attention_bwd(const OpCtx& c, DType operands, void* dq, void* dk, voi
                          const void* k, const void* v, int64_t ld, const AttnShape& s,
                          const AttnMask& m, const DropoutSpec& d) {
     check_operands(c, operands, "fused_attention_backward");
+    check_no_window(m, "fused_attention_backward");
     with_act(c, "fused_attention_backward", [&](auto t) {
         using T = decltype(t);
         flash_attention_backward_cuda<T>(P<T>(dq), P<T>(dk), P<T>(dv), P<T>(dy), P<T>(y), lse,
