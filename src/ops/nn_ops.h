@@ -184,6 +184,9 @@ struct NnOps {
     void (*swiglu_backward)(const OpCtx&, void* dgu, const void* gu, const void* dy, int64_t N,
                             int64_t I) = nullptr;
 
+    // Whether attention_forward/backward take AttnMask::window (Mistral).
+    bool attention_window = false;
+
     bool decoder_supported() const {
         return rms_norm_forward != nullptr && rms_norm_backward != nullptr && rope != nullptr &&
                repeat_kv_forward != nullptr && repeat_kv_backward != nullptr &&

@@ -325,6 +325,7 @@ constinit const NnOps k_cpu_nn_ops{
     .repeat_kv_backward = repeat_kv_bwd,
     .swiglu_forward = swiglu_fwd,
     .swiglu_backward = swiglu_bwd,
+    .attention_window = true,
 };
 
 }  // namespace loom

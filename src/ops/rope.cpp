@@ -8,20 +8,23 @@
 
 namespace loom {
 
-void rope_tables(float* cos_out, float* sin_out, int64_t T, int64_t d, const RopeSpec& spec) {
+void rope_inv_freq(float* out, int64_t d, const RopeSpec& spec) {
     LOOM_CHECK(d % 2 == 0, "rotary embeddings need an even head size, got {}", d);
-    const int64_t h = d / 2;
     // inv_freq = 1.0 / (theta ** (arange(0, d, 2).float() / d)), in float32.
-    std::vector<float> inv_freq(static_cast<size_t>(h));
-    for (int64_t i = 0; i < h; ++i) {
+    for (int64_t i = 0; i < d / 2; ++i) {
         const float e = float(2 * i) / float(d);
-        const float p = float(std::pow(double(float(spec.theta)), double(e)));
-        inv_freq[size_t(i)] = 1.0f / p;
+        out[i] = 1.0f / float(std::pow(double(float(spec.theta)), double(e)));
     }
+}
+
+void rope_tables(float* cos_out, float* sin_out, int64_t T, int64_t d, const RopeSpec& spec) {
+    const int64_t h = d / 2;
+    std::vector<float> inv_freq(static_cast<size_t>(h));
+    rope_inv_freq(inv_freq.data(), d, spec);
     for (int64_t t = 0; t < T; ++t) {
         // Linear scaling divides the float32 position (4.40's
         // LlamaLinearScalingRotaryEmbedding).
-        const float pos = spec.scale == 1.0 ? float(t) : float(t) / float(spec.scale);
+        const float pos = rope_position(t, spec);
         for (int64_t i = 0; i < h; ++i) {
             const float a = pos * inv_freq[size_t(i)];
             cos_out[t * h + i] = float(std::cos(double(a)));

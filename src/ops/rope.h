@@ -28,8 +28,14 @@ struct RopeSpec {
 void rope_apply(float* x, int64_t ld, int64_t B, int64_t T, int64_t heads, int64_t d,
                 const RopeSpec& spec, bool inverse);
 
-// cos and sin (T, d/2) float32 tables as HF forms them (shared with the
-// CUDA kernel's test and the reference checks).
+// inv_freq (d/2) in float32 as HF forms it (the CUDA kernel takes it too).
+void rope_inv_freq(float* out, int64_t d, const RopeSpec& spec);
+// The float32 position p of token t: t, or t / scale.
+inline float rope_position(int64_t t, const RopeSpec& spec) {
+    return spec.scale == 1.0 ? float(t) : float(t) / float(spec.scale);
+}
+// cos and sin (T, d/2) float32 tables as HF forms them: of the float32 angle
+// rope_position(t) * inv_freq[i], rounded to float32.
 void rope_tables(float* cos_out, float* sin_out, int64_t T, int64_t d, const RopeSpec& spec);
 
 }  // namespace loom

@@ -23,11 +23,13 @@ class HfParity : public ::testing::TestWithParam<std::tuple<std::string, std::st
         const std::string absent = backend_absent_reason(std::get<1>(GetParam()));
         if (!absent.empty()) GTEST_SKIP() << absent;
         fx_ = std::make_unique<Fixture>(std::get<0>(GetParam()));
-        // A Llama model on a table without its kernels refuses to build
-        // (LlamaRefusesATableWithoutItsKernels holds that).
+        // A Llama-family model on a table without its kernels refuses to
+        // build (LlamaRefusesATableWithoutItsKernels holds that).
+        const NnOps& nn = *test_backend(std::get<1>(GetParam())).ops().nn;
         if (fx_->config.llama_like() &&
-            !test_backend(std::get<1>(GetParam())).ops().nn->decoder_supported())
-            GTEST_SKIP() << std::get<1>(GetParam()) << " has no Llama kernels yet";
+            (!nn.decoder_supported() || (fx_->config.sliding_window >= 0 && !nn.attention_window)))
+            GTEST_SKIP() << std::get<1>(GetParam()) << " has no " << fx_->config.architecture
+                         << " kernels yet";
     }
     // The fixture's model on this test's backend, its host copies poisoned.
     std::unique_ptr<Model> load_model() const {
