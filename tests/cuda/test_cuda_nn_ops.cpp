@@ -89,7 +89,7 @@ TYPED_TEST(CudaNnOps, LlamaEntriesMatchTheCpuEntries) {
     const size_t NC = size_t(N * C);
     auto x = this->in(NC, 40, -2.0f, 2.0f), w = this->in(size_t(C), 41, 0.5f, 1.5f),
          dy = this->in(NC, 42), dx0 = this->in(NC, 43);
-    std::vector<float> y(NC), rstd(size_t(N)), dx = dx0, dw(size_t(C), 0.0f);
+    std::vector<float> y(NC), rstd(static_cast<size_t>(N)), dx = dx0, dw(size_t(C), 0.0f);
     this->cpu_ops().rms_norm_forward(this->cpu_, y.data(), rstd.data(), x.data(), w.data(), N, C,
                                      1e-5);
     this->cpu_ops().rms_norm_backward(this->cpu_, dx.data(), dw.data(), dy.data(), x.data(),
