@@ -69,9 +69,21 @@ class LlamaModel final : public StackModel {
                 head_ = make_causal_lm_head(table_, s);
                 break;
             }
+            case Task::sequence_classification: {
+                LastTokenClsSpec s;
+                s.out = "score";
+                s.C = C;
+                s.num_labels = c.num_labels;
+                s.pad_token_id = c.pad_token_id;
+                s.init_std = std;
+                head_ = make_last_token_cls_head(table_, s, &ids_);
+                break;
+            }
             default:
-                LOOM_FAIL("{}: task '{}' is not supported for {} (only causal-lm)", c.source,
-                          task_name(c.task), c.model_type);
+                LOOM_FAIL(
+                    "{}: task '{}' is not supported for {} (causal-lm, "
+                    "sequence-classification)",
+                    c.source, task_name(c.task), c.model_type);
         }
         finish_build();
         LOOM_CHECK(c.sliding_window < 0 || ctx_.nn().attention_window,

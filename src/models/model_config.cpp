@@ -56,6 +56,7 @@ constexpr ArchEntry k_architectures[] = {
     {"GPT2LMHeadModel", ModelFamily::gpt2, Task::causal_lm},
     {"LlamaModel", ModelFamily::llama, Task::base},
     {"LlamaForCausalLM", ModelFamily::llama, Task::causal_lm},
+    {"LlamaForSequenceClassification", ModelFamily::llama, Task::sequence_classification},
     {"MistralModel", ModelFamily::mistral, Task::base},
     {"MistralForCausalLM", ModelFamily::mistral, Task::causal_lm},
     {"Qwen2Model", ModelFamily::qwen2, Task::base},

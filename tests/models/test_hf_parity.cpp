@@ -42,10 +42,11 @@ class HfParity : public ::testing::TestWithParam<std::tuple<std::string, std::st
 
 // The fixture set is discovered from the folder; make sure it is all there,
 // so a missing data directory cannot pass vacuously.
-TEST(HfFixtures, AllTwelvePresent) {
+TEST(HfFixtures, AllThirteenPresent) {
     const std::vector<std::string> want = {
-        "albert-cls",     "albert-mlm", "bert-cls", "bert-mlm",   "bert-qa",  "distilbert-cls",
-        "distilbert-mlm", "gpt2-lm",    "llama-lm", "mistral-lm", "qwen2-lm", "roberta-cls"};
+        "albert-cls",     "albert-mlm",     "bert-cls",   "bert-mlm",  "bert-qa",
+        "distilbert-cls", "distilbert-mlm", "gpt2-lm",    "llama-cls", "llama-lm",
+        "mistral-lm",     "qwen2-lm",       "roberta-cls"};
     const auto have = hf_fixture_names();
     for (const auto& w : want)
         EXPECT_NE(std::find(have.begin(), have.end(), w), have.end()) << "missing fixture " << w;

@@ -164,6 +164,25 @@ TEST(LlamaConfig, MistralAndQwen2Keys) {
     EXPECT_EQ(parse_hf_config(mj.dump(), "m/config.json").sliding_window, -1);
 }
 
+// LlamaForSequenceClassification pools each row at its last token before
+// the first pad id (the fixture's rows at 15, 10, 15): without a pad id in
+// the config, a batch of several rows has no such token and is refused.
+TEST(LlamaConfig, ClassifierNeedsThePadIdForBatches) {
+    const Fixture f("llama-cls");
+    ASSERT_EQ(f.config.pad_token_id, 0);
+    ASSERT_EQ(f.config.task, Task::sequence_classification);
+    ModelConfig c = f.config;
+    c.pad_token_id = -1;
+    auto m = build_model(c);
+    m->load(SafetensorsFile::open(f.dir + "/model.safetensors"));
+    try {
+        m->forward(f.inputs(), DropoutPlan{});
+        ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+        EXPECT_THAT(std::string(e.what()), HasSubstr("needs pad_token_id in the model config"));
+    }
+}
+
 // A backend whose table lacks a Llama kernel: the model says so by name.
 class NoDecoderBackend final : public Backend {
   public:
