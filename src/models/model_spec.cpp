@@ -16,26 +16,16 @@ namespace loom {
 const std::vector<ModelSpec>& model_specs() {
     using T = Task;
     static const std::vector<ModelSpec> specs = {
-        {ModelFamily::bert,
-         "bert",
-         build_bert_family,
+        {ModelFamily::bert, "bert", build_bert_family,
          {T::base, T::masked_lm, T::sequence_classification, T::question_answering}},
-        {ModelFamily::roberta,
-         "roberta",
-         build_bert_family,
+        {ModelFamily::roberta, "roberta", build_bert_family,
          {T::base, T::masked_lm, T::sequence_classification, T::question_answering}},
-        {ModelFamily::distilbert,
-         "distilbert",
-         build_bert_family,
+        {ModelFamily::distilbert, "distilbert", build_bert_family,
          {T::base, T::masked_lm, T::sequence_classification, T::question_answering}},
-        {ModelFamily::albert,
-         "albert",
-         build_bert_family,
+        {ModelFamily::albert, "albert", build_bert_family,
          {T::base, T::masked_lm, T::sequence_classification, T::question_answering}},
         {ModelFamily::gpt2, "gpt2", build_gpt2, {T::base, T::causal_lm}},
-        {ModelFamily::llama,
-         "llama",
-         build_llama,
+        {ModelFamily::llama, "llama", build_llama,
          {T::base, T::causal_lm, T::sequence_classification}},
         {ModelFamily::mistral, "mistral", build_llama, {T::base, T::causal_lm}},
         {ModelFamily::qwen2, "qwen2", build_llama, {T::base, T::causal_lm}},
@@ -57,17 +47,15 @@ bool supports_task(ModelFamily family, Task task) {
 
 int64_t model_layer_applications(const ModelConfig& config) {
     // ALBERT runs its inner group (inner_group_num layers) once per hidden layer.
-    return config.num_hidden_layers * (config.family == ModelFamily::albert
-                                           ? std::max<int64_t>(config.inner_group_num, 1)
-                                           : 1);
+    return config.num_hidden_layers *
+           (config.family == ModelFamily::albert ? std::max<int64_t>(config.inner_group_num, 1) : 1);
 }
 
 std::unique_ptr<Model> build_model(const ModelConfig& config, const ModelPlacement& placement) {
     const ModelSpec& spec = model_spec(config.family);
     if (!supports_task(config.family, config.task)) {
         std::string tasks;
-        for (Task t : spec.tasks)
-            tasks += fmt::format("{}{}", tasks.empty() ? "" : ", ", task_name(t));
+        for (Task t : spec.tasks) tasks += fmt::format("{}{}", tasks.empty() ? "" : ", ", task_name(t));
         LOOM_FAIL("{}: task '{}' is not supported for {} (supported: {})", config.source,
                   task_name(config.task), spec.name, tasks);
     }

@@ -62,9 +62,10 @@ void SelfAttention::forward(ActPtr y, Acts& acts, CActPtr x, int64_t B, int64_t 
     proj.forward(y, acts.ctx, N, acts.ctx16);
 }
 
-void SelfAttention::backward(ActPtr dx, CActPtr dy, const Acts& acts, CActPtr x, int64_t B,
-                             int64_t T, const int64_t* key_padding, const DropoutSpec& drop_probs,
-                             const Scratch& s, bool accumulate_dx) const {
+void SelfAttention::backward(ActPtr dx, CActPtr dy, const Acts& acts, CActPtr x,
+                             int64_t B, int64_t T, const int64_t* key_padding,
+                             const DropoutSpec& drop_probs, const Scratch& s,
+                             bool accumulate_dx) const {
     const int64_t N = B * T;
     proj.backward(s.dctx, dy, acts.ctx, N, false, acts.ctx16);
     const AttnShape shape{B, T, NH, C / NH, head_offset, NH_total};
