@@ -46,7 +46,8 @@ inline std::vector<float> reference_lse(const float* q, const float* k, int64_t 
                 double mx = -std::numeric_limits<double>::infinity();
                 int64_t n = 0;
                 for (int64_t j = 0; j < s.T; ++j) {
-                    if ((m.causal && j > i) || (m.key_padding && m.key_padding[b * s.T + j] == 0))
+                    if ((m.causal && j > i) || (m.window >= 0 && i - j > m.window) ||
+                        (m.key_padding && m.key_padding[b * s.T + j] == 0))
                         continue;
                     const float* kj = k + (b * s.T + j) * ld + h * s.HS;
                     double dot = 0;

@@ -54,6 +54,18 @@ struct Gpt2Names {
 };
 Gpt2Names gpt2_hf_names(const ModelConfig& c);
 
+struct LlamaBlockNames {
+    std::string input_norm, q, k, v, o, post_norm, gate, up, down;  // row prefixes
+};
+struct LlamaNames {
+    std::string base;          // "model", "" for LlamaModel
+    std::string embed;         // full tensor name
+    std::string norm;          // row prefix of the final RMSNorm
+    std::vector<LlamaBlockNames> blocks;
+    std::string lm_head;       // "lm_head.weight"
+};
+LlamaNames llama_hf_names(const ModelConfig& c);
+
 // hidden_act (or the family's key) -> Activation; errors name config.json.
 Activation config_activation(const ModelConfig& c);
 

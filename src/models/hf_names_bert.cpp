@@ -74,6 +74,9 @@ EncoderNames encoder_hf_names(const ModelConfig& c) {
                     n.blocks.push_back(albert_block(n.base, g, j));
             break;
         case ModelFamily::gpt2: LOOM_FAIL("{}: GPT-2 is not an encoder model", c.source);
+        case ModelFamily::llama:
+        case ModelFamily::mistral:
+        case ModelFamily::qwen2: LOOM_FAIL("{}: {} is not an encoder model", c.source, c.model_type);
     }
     return n;
 }
@@ -117,6 +120,9 @@ MlmHeadSpec encoder_mlm_head_spec(const ModelConfig& c) {
             s.eps = 1e-12;
             break;
         case ModelFamily::gpt2: LOOM_FAIL("{}: GPT-2 has no masked-LM head", c.source);
+        case ModelFamily::llama:
+        case ModelFamily::mistral:
+        case ModelFamily::qwen2: LOOM_FAIL("{}: {} has no masked-LM head", c.source, c.model_type);
     }
     return s;
 }
@@ -150,6 +156,11 @@ ClsHeadSpec encoder_cls_head_spec(const ModelConfig& c, const std::string& base)
             s.act = Activation::relu;
             break;
         case ModelFamily::gpt2: LOOM_FAIL("{}: GPT-2 sequence classification is not supported", c.source);
+        case ModelFamily::llama:
+        case ModelFamily::mistral:
+        case ModelFamily::qwen2:
+            LOOM_FAIL("{}: {} sequence classification is not supported yet", c.source,
+                      c.model_type);
     }
     return s;
 }

@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "core/check.h"
+#include "models/model_config_llama.h"
 
 namespace loom {
 
@@ -53,6 +54,13 @@ constexpr ArchEntry k_architectures[] = {
     {"AlbertForQuestionAnswering", ModelFamily::albert, Task::question_answering},
     {"GPT2Model", ModelFamily::gpt2, Task::base},
     {"GPT2LMHeadModel", ModelFamily::gpt2, Task::causal_lm},
+    {"LlamaModel", ModelFamily::llama, Task::base},
+    {"LlamaForCausalLM", ModelFamily::llama, Task::causal_lm},
+    {"LlamaForSequenceClassification", ModelFamily::llama, Task::sequence_classification},
+    {"MistralModel", ModelFamily::mistral, Task::base},
+    {"MistralForCausalLM", ModelFamily::mistral, Task::causal_lm},
+    {"Qwen2Model", ModelFamily::qwen2, Task::base},
+    {"Qwen2ForCausalLM", ModelFamily::qwen2, Task::causal_lm},
 };
 
 std::string supported_architectures() {
@@ -254,6 +262,9 @@ std::string_view family_name(ModelFamily f) {
         case ModelFamily::distilbert: return "distilbert";
         case ModelFamily::albert: return "albert";
         case ModelFamily::gpt2: return "gpt2";
+        case ModelFamily::llama: return "llama";
+        case ModelFamily::mistral: return "mistral";
+        case ModelFamily::qwen2: return "qwen2";
     }
     return "?";
 }
@@ -290,10 +301,11 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& sou
         const std::string mt = r.opt_str("model_type", "");
         bool ok = false;
         for (ModelFamily f : {ModelFamily::bert, ModelFamily::roberta, ModelFamily::distilbert,
-                              ModelFamily::albert, ModelFamily::gpt2})
+                              ModelFamily::albert, ModelFamily::gpt2, ModelFamily::llama,
+                              ModelFamily::mistral, ModelFamily::qwen2})
             if (family_name(f) == mt) c.family = f, ok = true;
         LOOM_CHECK(ok, "{}: model_type '{}' is not supported; supported: bert, roberta, distilbert, "
-                       "albert, gpt2", source, mt);
+                       "albert, gpt2, llama, mistral, qwen2", source, mt);
         c.task = Task::base;
         c.architecture = architecture_name(c.family, c.task);
     }
@@ -308,9 +320,13 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& sou
         case ModelFamily::albert: parse_bert_like(r, c); break;
         case ModelFamily::distilbert: parse_distilbert(r, c); break;
         case ModelFamily::gpt2: parse_gpt2(r, c); break;
+        case ModelFamily::llama:
+        case ModelFamily::mistral:
+        case ModelFamily::qwen2: parse_llama_config(j, c); break;
     }
     c.initializer_range = r.opt_num("initializer_range", 0.02);
-    c.tie_word_embeddings = r.opt_bool("tie_word_embeddings", true);
+    // The Llama family's configs default to an untied lm_head.
+    c.tie_word_embeddings = r.opt_bool("tie_word_embeddings", !c.llama_like());
     parse_labels(j, r, c);
     validate(c);
     return c;
@@ -430,8 +446,12 @@ std::string config_to_json(const ModelConfig& c) {
             j["embd_pdrop"] = c.embedding_dropout;
             j["attn_pdrop"] = c.attention_dropout;
             break;
+        case ModelFamily::llama:
+        case ModelFamily::mistral:
+        case ModelFamily::qwen2: llama_config_to_json(c, j); break;
     }
-    if (!c.tie_word_embeddings) j["tie_word_embeddings"] = false;
+    if (!c.tie_word_embeddings || c.llama_like())
+        j["tie_word_embeddings"] = c.tie_word_embeddings;
     if (c.task == Task::sequence_classification) {
         json id2label = json::object(), label2id = json::object();
         for (size_t i = 0; i < c.id2label.size(); ++i) {

@@ -25,7 +25,7 @@
 
 namespace loom {
 
-enum class ModelFamily { bert, roberta, distilbert, albert, gpt2 };
+enum class ModelFamily { bert, roberta, distilbert, albert, gpt2, llama, mistral, qwen2 };
 
 
 std::string_view family_name(ModelFamily f);  // "bert", ... (HF model_type)
@@ -56,6 +56,20 @@ struct ModelConfig {
     bool scale_attn_weights = true;  // GPT-2
     bool scale_attn_by_inverse_layer_idx = false;
 
+    // Llama, Mistral, Qwen2 (layer_norm_eps holds rms_norm_eps).
+    int64_t num_key_value_heads = 0;  // grouped-query attention; 0: num_attention_heads
+    double rope_theta = 10000.0;
+    double rope_scaling_factor = 1.0;  // rope_scaling {"type": "linear"}; 1: none
+    bool attention_bias = false;       // q/k/v/o biases
+    bool mlp_bias = false;             // gate/up/down biases
+    bool qkv_bias = false;             // Qwen2: q/k/v biases, none on o_proj
+    int64_t sliding_window = -1;       // keys i - w .. i (Mistral; Qwen2 when used); -1: none
+    // Llama, Mistral or Qwen2: one builder (models/llama.cpp).
+    bool llama_like() const {
+        return family == ModelFamily::llama || family == ModelFamily::mistral ||
+               family == ModelFamily::qwen2;
+    }
+
     // Classification heads.
     int64_t num_labels = 2;
     std::vector<std::string> id2label;  // size num_labels
@@ -71,6 +85,9 @@ struct ModelConfig {
     std::string json_text;  // the config.json this came from ("" when built in code)
 
     int64_t head_size() const { return hidden_size / num_attention_heads; }
+    int64_t kv_heads() const {
+        return num_key_value_heads > 0 ? num_key_value_heads : num_attention_heads;
+    }
     // Tokens one sequence may hold, what every length check compares with.
     // RoBERTa numbers real tokens from pad_token_id + 1 (HF's
     // create_position_ids_from_input_ids), so its first pad_token_id + 1 rows

@@ -9,6 +9,7 @@
 #include "core/tensor_source.h"
 #include "models/bert.h"
 #include "models/gpt2.h"
+#include "models/llama.h"
 
 namespace loom {
 
@@ -24,6 +25,10 @@ const std::vector<ModelSpec>& model_specs() {
         {ModelFamily::albert, "albert", build_bert_family,
          {T::base, T::masked_lm, T::sequence_classification, T::question_answering}},
         {ModelFamily::gpt2, "gpt2", build_gpt2, {T::base, T::causal_lm}},
+        {ModelFamily::llama, "llama", build_llama,
+         {T::base, T::causal_lm, T::sequence_classification}},
+        {ModelFamily::mistral, "mistral", build_llama, {T::base, T::causal_lm}},
+        {ModelFamily::qwen2, "qwen2", build_llama, {T::base, T::causal_lm}},
     };
     return specs;
 }

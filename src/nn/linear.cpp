@@ -68,7 +68,8 @@ Linear Linear::make(ParamTable& t, const std::string& prefix, int64_t in, int64_
 }
 
 Linear Linear::make_fused(ParamTable& t, const std::vector<std::string>& prefixes, int64_t in,
-                          const std::vector<int64_t>& outs, const LinearInit& init) {
+                          const std::vector<int64_t>& outs, const LinearInit& init,
+                          bool has_bias) {
     LOOM_ASSERT(!prefixes.empty() && prefixes.size() == outs.size(), "bad fused linear");
     Linear l;
     l.tp_role = init.tp;
@@ -82,7 +83,7 @@ Linear Linear::make_fused(ParamTable& t, const std::vector<std::string>& prefixe
         if (i == 0) l.weight.row = r;
         l.out += outs[i];
     }
-    for (size_t i = 0; i < prefixes.size(); ++i) {
+    for (size_t i = 0; has_bias && i < prefixes.size(); ++i) {
         const int r = t.add(bias_row(prefixes[i], outs[i], init, l.layout), i == 0);
         if (i == 0) l.bias.row = r;
     }

@@ -66,8 +66,10 @@ struct Linear {
                        WeightLayout layout, bool has_bias, const LinearInit& init);
     // One linear over several HF ones with the same input: weights then biases
     // contiguous, in the order given; out = outs[0] + outs[1] + ...
+    // has_bias false: weights only (Llama's q/k/v, gate/up).
     static Linear make_fused(ParamTable& t, const std::vector<std::string>& prefixes, int64_t in,
-                             const std::vector<int64_t>& outs, const LinearInit& init);
+                             const std::vector<int64_t>& outs, const LinearInit& init,
+                             bool has_bias = true);
     // A linear whose weight is another module's row (a tied decoder), with an
     // optional bias row of its own.
     static Linear make_tied(int weight_row, int bias_row, int64_t in, int64_t out);

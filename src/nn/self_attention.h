@@ -10,6 +10,16 @@
 // direction, inside the linears). The module then runs NH/tp local heads over
 // C/tp local features; head_offset and NH_total tell the attention op which
 // global heads these are, so attention dropout draws the 1-rank masks.
+//
+// Llama-family attention (NKV, rope): the packed projection is [q: NH heads |
+// k: NKV heads | v: NKV heads]. RoPE turns q and k in place right after the
+// projection (ops/rope.h). Grouped-query attention (NKV < NH) then expands k
+// and v to NH heads (HF's repeat_kv, ops/repeat_kv.h) into acts.qkv_full, the
+// (B, T, 3C) rows the same attention entries read, and backward sums each
+// group's gradients back into its kv head. That costs the expanded copy; it
+// buys one attention path for every family and every device. Tensor
+// parallelism keeps whole groups: NH and NKV are split alike, so a rank's
+// query heads find their kv heads on the same rank.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +27,7 @@
 #include "nn/linear.h"
 #include "ops/attention_rows.h"
 #include "ops/dropout.h"
+#include "ops/rope.h"
 
 namespace loom {
 
@@ -24,7 +35,10 @@ struct SelfAttention {
     int64_t C = 0, NH = 0;    // local: C/tp features, NH/tp heads once sharded
     int64_t head_offset = 0;  // global index of local head 0
     int64_t NH_total = 0;     // global head count; 0: NH (not sharded)
+    int64_t NKV = 0;          // key/value heads (local); 0: NH (no grouping)
+    RopeSpec rope;            // rotary embeddings on q and k; inactive: none
     bool causal = false;
+    int64_t window = -1;      // Mistral's sliding window (AttnMask::window); -1: none
     // bf16: attention's own GEMMs take bf16 operands (ops/attention.h), as the
     // linears' do. fp16 is not emulated here: attention then stays fp32.
     DType compute = DType::f32;
@@ -33,9 +47,16 @@ struct SelfAttention {
     OpCtx ctx;
 
     // fused: the table's fused attention (NnOps::fused_attention_forward)
-    // runs, keeping lse instead of att; the model decides per batch.
+    // runs, keeping lse instead of att; the model decides per batch. A
+    // sliding window always takes the unfused entries (fused_ok).
+    bool fused_ok(bool fused) const { return fused && window < 0; }
+    int64_t kv_heads() const { return NKV > 0 ? NKV : NH; }
+    // Whether k and v are expanded to NH heads before attention.
+    bool grouped() const { return kv_heads() != NH; }
+
     struct Acts {
-        ActPtr qkv;            // (B, T, 3C)
+        ActPtr qkv;            // (B, T, qkv.out): 3C, or C + 2 NKV d when grouped
+        ActPtr qkv_full;       // (B, T, 3C) what attention reads: qkv, or its expansion
         ActPtr att;            // (B, NH, T, T) softmax probabilities; null when fused
         float* lse = nullptr;  // (B, NH, T) log-sum-exp of the scaled scores; fused only
         ActPtr ctx;            // (B, T, C) attention output, before proj
@@ -44,7 +65,9 @@ struct SelfAttention {
         uint16_t* ctx16 = nullptr;  // (B, T, C)
         void plan(ActArena& a, int64_t B, int64_t T, const SelfAttention& m, bool fused) {
             const DType t = m.ctx.act;
-            qkv = a.take_act(B * T * 3 * m.C, t);
+            fused = m.fused_ok(fused);
+            qkv = a.take_act(B * T * m.qkv.out, t);
+            qkv_full = m.grouped() ? a.take_act(B * T * 3 * m.C, t) : qkv;
             att = fused ? ActPtr() : a.take_act(B * m.NH * T * T, t);
             lse = fused ? a.take(B * m.NH * T) : nullptr;
             ctx = a.take_act(B * T * m.C, t);
@@ -54,11 +77,15 @@ struct SelfAttention {
     };
     // Backward workspace, shared by every layer.
     struct Scratch {
-        ActPtr dqkv;  // (B, T, 3C)
-        ActPtr datt;  // (B, NH, T, T); null when fused
-        ActPtr dctx;  // (B, T, C)
-        void plan(ActArena& a, int64_t B, int64_t T, int64_t C, int64_t NH, DType t, bool fused) {
-            dqkv = a.take_act(B * T * 3 * C, t);
+        ActPtr dqkv;       // (B, T, qkv.out)
+        ActPtr dqkv_full;  // (B, T, 3C): dqkv, or the expanded rows' gradient
+        ActPtr datt;       // (B, NH, T, T); null when fused
+        ActPtr dctx;       // (B, T, C)
+        void plan(ActArena& a, int64_t B, int64_t T, const SelfAttention& m, DType t, bool fused) {
+            const int64_t C = m.C, NH = m.NH;
+            fused = m.fused_ok(fused);
+            dqkv = a.take_act(B * T * m.qkv.out, t);
+            dqkv_full = m.grouped() ? a.take_act(B * T * 3 * C, t) : dqkv;
             datt = fused ? ActPtr() : a.take_act(B * NH * T * T, t);
             dctx = a.take_act(B * T * C, t);
         }
@@ -89,6 +116,10 @@ struct SelfAttention {
     void backward_rows(ActPtr dx, CActPtr dy, const Acts& acts, CActPtr x, int64_t B,
                        int64_t T, const int64_t* key_padding, const DropoutSpec& drop_probs,
                        const Scratch& s, const AttnRows& rows) const;
+
+  private:
+    void prepare_qkv(const Acts& acts, int64_t B, int64_t T) const;
+    void finish_dqkv(const Scratch& s, int64_t B, int64_t T) const;
 };
 
 }  // namespace loom

@@ -43,7 +43,7 @@ struct TransformerBlock {
     // Backward workspace shared by all layers.
     struct Scratch {
         SelfAttention::Scratch attn;
-        ActPtr dI;  // (B, T, I)
+        ActPtr dI;  // (B, T, I), gated MLP: (B, T, I + I/2)
         ActPtr t;   // (B, T, C)
         ActPtr u;   // (B, T, C)
         // C: the residual width; the attention and MLP parts take the block's
@@ -51,8 +51,8 @@ struct TransformerBlock {
         void plan(ActArena& a, int64_t B, int64_t T, const TransformerBlock& blk, bool fused) {
             const int64_t C = blk.C, I = blk.I;
             const DType act = blk.ctx.act;
-            attn.plan(a, B, T, blk.attn.C, blk.attn.NH, act, fused);
-            dI = a.take_act(B * T * I, act);
+            attn.plan(a, B, T, blk.attn, act, fused);
+            dI = a.take_act(B * T * (blk.mlp.gated ? I + blk.mlp.proj.in : I), act);
             t = a.take_act(B * T * C, act);
             u = a.take_act(B * T * C, act);
         }

@@ -167,10 +167,16 @@ class Bf16Gemms {
     uint16_t *p_ = nullptr, *ds_ = nullptr;
 };
 
+// The first key query i may see under a sliding window (0 without one).
+inline int64_t window_start(const AttnMask& mask, int64_t i) {
+    return mask.window >= 0 ? std::max<int64_t>(0, i - mask.window) : 0;
+}
+
 template <typename T, typename Gemms>
 void forward_tasks(T* out, T* att, const T* q, const T* k, const T* v, int64_t ld,
                    const AttnShape& s, const AttnMask& mask, const DropoutSpec& drop) {
     const Geometry g = geometry_of(s, ld);
+    LOOM_ASSERT(mask.window < 0 || mask.causal, "attention: a sliding window needs the causal mask");
     const std::vector<unsigned char> vis = visible_keys(mask, g.B, g.T);
     const T scale = attn_scale<T>(g.HS);
     const int64_t TT = g.T * g.T;
@@ -184,8 +190,14 @@ void forward_tasks(T* out, T* att, const T* q, const T* k, const T* v, int64_t l
             T* a = att + bh * TT;  // (T, T)
             const Gemms gm(g, q + off, k + off, v + off, nullptr);
             gm.scores(a, scale);
-            for (int64_t i = 0; i < g.T; ++i)
-                softmax_row(a + i * g.T, vis.data() + b * g.T, mask.causal ? i + 1 : g.T, g.T);
+            for (int64_t i = 0; i < g.T; ++i) {
+                // Keys before the window are outside the row: weight 0.
+                const int64_t lo = window_start(mask, i);
+                T* r = a + i * g.T;
+                std::fill(r, r + lo, T(0));
+                softmax_row(r + lo, vis.data() + b * g.T + lo, (mask.causal ? i + 1 : g.T) - lo,
+                            g.T - lo);
+            }
             const T* p = a;
             if (drop.active()) {
                 dropout_multipliers(dropped.data(), drop,
@@ -235,7 +247,10 @@ void backward_tasks(T* dq, T* dk, T* dv, T* scratch, const T* dout, const T* att
             // Softmax backward per row: dS = P (dP - <P, dP>).
             const unsigned char* vb = vis.data() + b * g.T;
             for (int64_t i = 0; i < g.T; ++i) {
-                softmax_row_backward(ds + i * g.T, a + i * g.T, vb, mask.causal ? i + 1 : g.T, g.T);
+                const int64_t lo = window_start(mask, i);
+                std::fill(ds + i * g.T, ds + i * g.T + lo, T(0));
+                softmax_row_backward(ds + i * g.T + lo, a + i * g.T + lo, vb + lo,
+                                     (mask.causal ? i + 1 : g.T) - lo, g.T - lo);
             }
             gm.dqk(dq + off, dk + off, ds, scale);
         }

@@ -31,6 +31,10 @@ struct AttnShape {
 struct AttnMask {
     const int64_t* key_padding = nullptr;  // (B, T): 1 = attend, 0 = padding; null = none
     bool causal = false;
+    // Mistral's sliding window (causal only): query i sees keys i - window ..
+    // i, window + 1 keys with itself; -1: no window. Only the unfused CPU
+    // entries take one (attention.cpp); the others assert it is absent.
+    int64_t window = -1;
 };
 
 template <typename T>

@@ -24,6 +24,7 @@
 #include "ops/attention_rows.h"
 #include "ops/dropout.h"
 #include "ops/matmul.h"
+#include "ops/rope.h"
 #include "ops/softmax_xent.h"
 
 namespace loom {
@@ -159,6 +160,38 @@ struct NnOps {
                                 int64_t N, int64_t Vl, int64_t valid, int64_t first, int64_t V,
                                 double scale) = nullptr;
 
+    // Llama-family pieces (null where a device has none yet; the model asks
+    // decoder_supported() before it builds). RMSNorm as ops/rms_norm.h: rstd
+    // (N) f32; dw +=, dx overwritten unless accumulate_dx.
+    void (*rms_norm_forward)(const OpCtx&, void* y, float* rstd, const void* x, const void* w,
+                             int64_t N, int64_t C, double eps) = nullptr;
+    void (*rms_norm_backward)(const OpCtx&, void* dx, void* dw, const void* dy, const void* x,
+                              const void* w, const float* rstd, int64_t N, int64_t C,
+                              bool accumulate_dx) = nullptr;
+    // In place on `heads` heads of size d of every (B, T) row of stride ld
+    // (ops/rope.h); inverse: the backward.
+    void (*rope)(const OpCtx&, void* x, int64_t ld, int64_t B, int64_t T, int64_t heads,
+                 int64_t d, const RopeSpec&, bool inverse) = nullptr;
+    // GQA's key/value expansion and its gradient's group sums (ops/repeat_kv.h).
+    void (*repeat_kv_forward)(const OpCtx&, void* expanded, const void* packed, int64_t N,
+                              int64_t NH, int64_t NKV, int64_t d) = nullptr;
+    void (*repeat_kv_backward)(const OpCtx&, void* dpacked, const void* dexpanded, int64_t N,
+                               int64_t NH, int64_t NKV, int64_t d) = nullptr;
+    // y (N, I) = silu(gate) * up from gu (N, 2I) (ops/swiglu.h); y in `y_type`
+    // as activation_forward's. Backward overwrites dgu (N, 2I).
+    void (*swiglu_forward)(const OpCtx&, void* y, DType y_type, const void* gu, int64_t N,
+                           int64_t I) = nullptr;
+    void (*swiglu_backward)(const OpCtx&, void* dgu, const void* gu, const void* dy, int64_t N,
+                            int64_t I) = nullptr;
+
+    // Whether attention_forward/backward take AttnMask::window (Mistral).
+    bool attention_window = false;
+
+    bool decoder_supported() const {
+        return rms_norm_forward != nullptr && rms_norm_backward != nullptr && rope != nullptr &&
+               repeat_kv_forward != nullptr && repeat_kv_backward != nullptr &&
+               swiglu_forward != nullptr && swiglu_backward != nullptr;
+    }
     bool fused_attention(const AttnShape& s) const {
         return fused_attention_forward != nullptr && fused_attention_supported(s);
     }

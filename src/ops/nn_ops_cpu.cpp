@@ -12,7 +12,11 @@
 #include "ops/embedding.h"
 #include "ops/layer_norm.h"
 #include "ops/matmul.h"
+#include "ops/repeat_kv.h"
+#include "ops/rms_norm.h"
+#include "ops/rope.h"
 #include "ops/softmax_xent.h"
+#include "ops/swiglu.h"
 #include "ops/vocab_parallel.h"
 
 namespace loom {
@@ -239,6 +243,51 @@ void vocab_xent_bwd(const OpCtx& c, void* dlogits, const void* logits, const int
                               V, scale);
 }
 
+void rms_norm_fwd(const OpCtx& c, void* y, float* rstd, const void* x, const void* w, int64_t N,
+                  int64_t C, double eps) {
+    check_act(c, "rms_norm_forward");
+    rms_norm_forward(F(y), rstd, F(x), F(w), N, C, eps);
+}
+
+void rms_norm_bwd(const OpCtx& c, void* dx, void* dw, const void* dy, const void* x, const void* w,
+                  const float* rstd, int64_t N, int64_t C, bool accumulate_dx) {
+    check_act(c, "rms_norm_backward");
+    rms_norm_backward(F(dx), F(dw), F(dy), F(x), F(w), rstd, N, C, accumulate_dx);
+}
+
+void rope_cpu(const OpCtx& c, void* x, int64_t ld, int64_t B, int64_t T, int64_t heads, int64_t d,
+              const RopeSpec& spec, bool inverse) {
+    check_act(c, "rope");
+    rope_apply(F(x), ld, B, T, heads, d, spec, inverse);
+}
+
+void repeat_kv_fwd(const OpCtx& c, void* expanded, const void* packed, int64_t N, int64_t NH,
+                   int64_t NKV, int64_t d) {
+    check_act(c, "repeat_kv_forward");
+    repeat_kv_forward(F(expanded), F(packed), N, NH, NKV, d);
+}
+
+void repeat_kv_bwd(const OpCtx& c, void* dpacked, const void* dexpanded, int64_t N, int64_t NH,
+                   int64_t NKV, int64_t d) {
+    check_act(c, "repeat_kv_backward");
+    repeat_kv_backward(F(dpacked), F(dexpanded), N, NH, NKV, d);
+}
+
+void swiglu_fwd(const OpCtx& c, void* y, DType y_type, const void* gu, int64_t N, int64_t I) {
+    check_act(c, "swiglu_forward");
+    if (y_type == DType::bf16) {
+        swiglu_forward_bf16(static_cast<uint16_t*>(y), F(gu), N, I);
+        return;
+    }
+    LOOM_ASSERT(y_type == DType::f32, "swiglu_forward to {} on the CPU", dtype_name(y_type));
+    swiglu_forward(F(y), F(gu), N, I);
+}
+
+void swiglu_bwd(const OpCtx& c, void* dgu, const void* gu, const void* dy, int64_t N, int64_t I) {
+    check_act(c, "swiglu_backward");
+    swiglu_backward(F(dgu), F(gu), F(dy), N, I);
+}
+
 }  // namespace
 
 extern constinit const NnOps k_cpu_nn_ops;
@@ -269,6 +318,14 @@ constinit const NnOps k_cpu_nn_ops{
     .vocab_xent_stats = vocab_xent_stats_fn,
     .vocab_xent_loss = vocab_xent_loss_fn,
     .vocab_xent_backward = vocab_xent_bwd,
+    .rms_norm_forward = rms_norm_fwd,
+    .rms_norm_backward = rms_norm_bwd,
+    .rope = rope_cpu,
+    .repeat_kv_forward = repeat_kv_fwd,
+    .repeat_kv_backward = repeat_kv_bwd,
+    .swiglu_forward = swiglu_fwd,
+    .swiglu_backward = swiglu_bwd,
+    .attention_window = true,
 };
 
 }  // namespace loom

@@ -69,6 +69,9 @@ std::string tokenizer_class(ModelFamily f) {
         case ModelFamily::distilbert: return "DistilBertTokenizer";
         case ModelFamily::albert: return "AlbertTokenizer";
         case ModelFamily::gpt2: return "GPT2Tokenizer";
+        case ModelFamily::llama:
+        case ModelFamily::mistral:
+        case ModelFamily::qwen2: return "PreTrainedTokenizerFast";
     }
     return "PreTrainedTokenizerFast";
 }

@@ -149,7 +149,7 @@ TEST_F(CudaDeviceOps, StateMovesBetweenDevices) {
     }
 }
 
-// bf16 gradients and a bf16 compute copy, as the executor's bf16 run: the
+// bf16 gradients and a bf16 compute copy, as a bf16 run on a GPU: the
 // master weights follow the CPU fed the same (rounded) gradients, and the
 // copy is the master rounded to bf16.
 TEST_F(CudaDeviceOps, Bf16GradientsRefreshTheCopy) {

@@ -5,8 +5,9 @@
 // needs of a device is exactly this table, so a pass here is what lets the
 // CPU-proven modules run on the GPU (the fused attention entries, which the
 // CPU lacks, against its unfused ones; the vocab-parallel entries with the
-// ranks' collectives done on the host). Also: the row-subset entries are
-// absent on CUDA, and operands other than the activation type are refused.
+// ranks' collectives done on the host), and the Llama family's entries.
+// Also: the row-subset entries are absent on CUDA, and operands other than
+// the activation type are refused.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -79,6 +80,69 @@ class CudaNnOps : public CudaTypedOpTest<T> {
     std::vector<std::unique_ptr<DeviceBuffer<T>>> bufs_;
 };
 TYPED_TEST_SUITE(CudaNnOps, DeviceTypes, TypeNames);
+
+// The Llama family's entries (RMSNorm, RoPE in place on packed rows,
+// repeat_kv and its group sums, SwiGLU) against the CPU's.
+TYPED_TEST(CudaNnOps, LlamaEntriesMatchTheCpuEntries) {
+    ASSERT_TRUE(this->gpu_ops().decoder_supported());
+    const int64_t B = 2, T = 7, NH = 4, NKV = 2, d = 8, C = NH * d, N = B * T;
+    const size_t NC = size_t(N * C);
+    auto x = this->in(NC, 40, -2.0f, 2.0f), w = this->in(size_t(C), 41, 0.5f, 1.5f),
+         dy = this->in(NC, 42), dx0 = this->in(NC, 43);
+    std::vector<float> y(NC), rstd(static_cast<size_t>(N)), dx = dx0, dw(size_t(C), 0.0f);
+    this->cpu_ops().rms_norm_forward(this->cpu_, y.data(), rstd.data(), x.data(), w.data(), N, C,
+                                     1e-5);
+    this->cpu_ops().rms_norm_backward(this->cpu_, dx.data(), dw.data(), dy.data(), x.data(),
+                                      w.data(), rstd.data(), N, C, true);
+    auto *gx = this->up(x), *gw = this->up(w), *gdy = this->up(dy), *gdx = this->up(dx0);
+    DeviceBuffer<TypeParam> gy{NC}, gdw{size_t(C)};
+    DeviceBuffer<float> grstd{size_t(N)};
+    this->gpu_ops().rms_norm_forward(this->gpu_, gy.get(), grstd.get(), gx->get(), gw->get(), N, C,
+                                     1e-5);
+    this->gpu_ops().rms_norm_backward(this->gpu_, gdx->get(), gdw.get(), gdy->get(), gx->get(),
+                                      gw->get(), grstd.get(), N, C, true);
+    EXPECT_TRUE(all_close("rms y", download(gy), y, this->tol()));
+    EXPECT_TRUE(all_close("rms rstd", download(grstd), rstd, Tol{1e-4, 1e-4}));
+    EXPECT_TRUE(all_close("rms dx (+=)", download(*gdx), dx, this->tol(5e-5, 1e-4)));
+    EXPECT_TRUE(all_close("rms dw", download(gdw), dw, this->tol(1e-4, 1e-4)));
+
+    // RoPE on q and k of packed (N, C + 2 KV) rows, forward then inverse.
+    const int64_t KV = NKV * d, lp = C + 2 * KV;
+    for (const RopeSpec spec : {RopeSpec{500000.0, 1.0}, RopeSpec{10000.0, 2.0}})
+        for (bool inverse : {false, true}) {
+            auto p = this->in(size_t(N * lp), 44);
+            std::vector<float> r = p;
+            this->cpu_ops().rope(this->cpu_, r.data(), lp, B, T, NH, d, spec, inverse);
+            this->cpu_ops().rope(this->cpu_, r.data() + C, lp, B, T, NKV, d, spec, inverse);
+            auto* gp = this->up(p);
+            this->gpu_ops().rope(this->gpu_, gp->get(), lp, B, T, NH, d, spec, inverse);
+            this->gpu_ops().rope(this->gpu_, gp->get() + C, lp, B, T, NKV, d, spec, inverse);
+            EXPECT_TRUE(all_close("rope", download(*gp), r, this->tol()));
+        }
+
+    auto packed = this->in(size_t(N * lp), 45), de = this->in(size_t(N * 3 * C), 46);
+    std::vector<float> e(size_t(N * 3 * C)), dp(size_t(N * lp));
+    this->cpu_ops().repeat_kv_forward(this->cpu_, e.data(), packed.data(), N, NH, NKV, d);
+    this->cpu_ops().repeat_kv_backward(this->cpu_, dp.data(), de.data(), N, NH, NKV, d);
+    auto *gpk = this->up(packed), *gde = this->up(de);
+    DeviceBuffer<TypeParam> ge{size_t(N * 3 * C)}, gdp{size_t(N * lp)};
+    this->gpu_ops().repeat_kv_forward(this->gpu_, ge.get(), gpk->get(), N, NH, NKV, d);
+    this->gpu_ops().repeat_kv_backward(this->gpu_, gdp.get(), gde->get(), N, NH, NKV, d);
+    EXPECT_TRUE(all_close("repeat_kv", download(ge), e, Tol{0.0, 0.0}));
+    EXPECT_TRUE(all_close("repeat_kv backward", download(gdp), dp, this->tol()));
+
+    const int64_t I = 24;
+    auto gu = this->in(size_t(N * 2 * I), 47, -3.0f, 3.0f), ds = this->in(size_t(N * I), 48);
+    std::vector<float> sy(size_t(N * I)), dgu(size_t(N * 2 * I));
+    this->cpu_ops().swiglu_forward(this->cpu_, sy.data(), DType::f32, gu.data(), N, I);
+    this->cpu_ops().swiglu_backward(this->cpu_, dgu.data(), gu.data(), ds.data(), N, I);
+    auto *ggu = this->up(gu), *gds = this->up(ds);
+    DeviceBuffer<TypeParam> gsy{size_t(N * I)}, gdgu{size_t(N * 2 * I)};
+    this->gpu_ops().swiglu_forward(this->gpu_, gsy.get(), this->gpu_.act, ggu->get(), N, I);
+    this->gpu_ops().swiglu_backward(this->gpu_, gdgu.get(), ggu->get(), gds->get(), N, I);
+    EXPECT_TRUE(all_close("swiglu", download(gsy), sy, this->tol()));
+    EXPECT_TRUE(all_close("swiglu backward", download(gdgu), dgu, this->tol()));
+}
 
 TYPED_TEST(CudaNnOps, MatmulMatchesTheCpuEntry) {
     const int64_t N = 33, C = 48, OC = 40;

@@ -114,7 +114,7 @@ TEST(TensorParallelModel, LossOutputsAndGradientsEqualTheWholeModel) {
             ModelPlacement place;
             place.tp = ModelTp{tp.rank(), tp.size(), &tp};
             auto m = build_model(c, place);
-            // The model keeps its placement: the CUDA executor reads it there.
+            // The model keeps its placement.
             EXPECT_EQ(m->tp_slice().rank, tp.rank());
             EXPECT_EQ(m->placement().tp.comm, &tp);
             EXPECT_TRUE(m->placement().part.whole());

@@ -15,6 +15,7 @@ struct AttnCase {
     int64_t B = 2, T = 5, NH = 3, HS = 4;
     bool packed = false, causal = false;
     std::vector<int64_t> key_padding{};  // (B, T) or empty
+    int64_t window = -1;                 // sliding window (causal), -1: none
     float p = 0.0f;
 };
 
@@ -23,6 +24,7 @@ void check_attention(const AttnCase& c) {
     const AttnShape s{c.B, c.T, c.NH, c.HS};
     AttnMask mask;
     mask.causal = c.causal;
+    mask.window = c.window;
     if (!c.key_padding.empty()) mask.key_padding = c.key_padding.data();
     DropoutSpec drop;
     drop.p = c.p;
@@ -42,8 +44,8 @@ void check_attention(const AttnCase& c) {
     const std::vector<double> w = randn(rows * C, 10);
     std::vector<double> out(size_t(rows * C)), att(size_t(c.B * c.NH * c.T * c.T));
     auto loss = [&] {
-        attention_forward<double>(out.data(), att.data(), operand(0), operand(1), operand(2), ld,
-                                  s, mask, drop);
+        attention_forward<double>(out.data(), att.data(), operand(0), operand(1), operand(2), ld, s,
+                                  mask, drop);
         return dot(w, out.data());
     };
     loss();
@@ -55,16 +57,17 @@ void check_attention(const AttnCase& c) {
                                att.data(), operand(0), operand(1), operand(2), ld, s, mask, drop);
     const char* names[3] = {"dq", "dk", "dv"};
     for (int i = 0; i < (c.packed ? 1 : 3); ++i) {
-        const std::vector<double> num =
-            numeric_grad(loss, bufs[i].data(), int64_t(bufs[i].size()));
-        EXPECT_TRUE(all_close(std::string(c.name) + " " + (c.packed ? "dqkv" : names[i]),
-                              dbufs[i], num, tol::fd));
+        const std::vector<double> num = numeric_grad(loss, bufs[i].data(), int64_t(bufs[i].size()));
+        EXPECT_TRUE(all_close(std::string(c.name) + " " + (c.packed ? "dqkv" : names[i]), dbufs[i],
+                              num, tol::fd));
     }
 }
 
 }  // namespace
 
-TEST(GradCheckAttention, NoMask) { check_attention({.name = "no mask"}); }
+TEST(GradCheckAttention, NoMask) {
+    check_attention({.name = "no mask"});
+}
 
 TEST(GradCheckAttention, PaddingMaskWithFullyPaddedSample) {
     check_attention({.name = "padding",
@@ -72,7 +75,17 @@ TEST(GradCheckAttention, PaddingMaskWithFullyPaddedSample) {
                      .key_padding = {1, 1, 1, 0, 0, /**/ 1, 1, 1, 1, 1, /**/ 0, 0, 0, 0, 0}});
 }
 
-TEST(GradCheckAttention, CausalMask) { check_attention({.name = "causal", .causal = true}); }
+TEST(GradCheckAttention, CausalMask) {
+    check_attention({.name = "causal", .causal = true});
+}
+
+TEST(GradCheckAttention, SlidingWindowWithPadding) {
+    check_attention({.name = "window",
+                     .T = 6,
+                     .causal = true,
+                     .key_padding = {1, 1, 1, 1, 1, 1, /**/ 1, 1, 1, 1, 0, 0},
+                     .window = 2});
+}
 
 TEST(GradCheckAttention, CausalAndPaddingWithLeftPadding) {
     // Sample 1 is left-padded: its rows 0 and 1 see no real key.

@@ -1,6 +1,6 @@
 // The gradient norm's kept ranges: the complement of the excluded flat ranges,
-// and their mapping into a ZeRO shard (the GPU executor's sharded
-// grad_norm_sq_excluding sums exactly these shard ranges on each dp rank).
+// and their mapping into a ZeRO shard (a sharded norm sums exactly these
+// shard ranges on each dp rank).
 #include <gtest/gtest.h>
 
 #include <vector>

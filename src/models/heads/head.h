@@ -89,6 +89,21 @@ struct ClsHeadSpec {
 };
 std::unique_ptr<Head> make_seq_cls_head(ParamTable& t, const ClsHeadSpec& spec);
 
+// Sequence classification at each sample's last token, the Llama family's
+// (transformers 4.40 LlamaForSequenceClassification): score (C ->
+// num_labels, no bias) on the final normed hidden state at position
+// (first index of pad_token_id in the row) - 1, modulo T, so T - 1 when the
+// row has no pad id. `input_ids` is the model's host copy of the batch's
+// ids (B, T), read at each forward. No dropout (HF has none there).
+struct LastTokenClsSpec {
+    std::string out;  // "score"
+    int64_t C = 0, num_labels = 2;
+    int64_t pad_token_id = -1;  // -1: none, then one sample per batch, pooled at T - 1
+    double init_std = 0.02;
+};
+std::unique_ptr<Head> make_last_token_cls_head(ParamTable& t, const LastTokenClsSpec& spec,
+                                               const std::vector<int64_t>* input_ids);
+
 // Extractive QA: [dropout] -> qa_outputs (C -> 2) on every token; loss is
 // CE(start) + CE(end) summed, counted once per labelled position (HF's
 // (mean_start + mean_end) / 2 when both are present for every sample).

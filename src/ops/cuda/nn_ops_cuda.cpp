@@ -4,8 +4,10 @@
 // and attention's operands are the activations themselves: `operands` must
 // equal OpCtx::act. The row-subset entries (dropout_rows, attention_rows_*)
 // have no kernels here and are null, so a block computes every row. The
-// vocab-parallel entries are tp_vocab_cuda.h's kernels; the
-// loss entry synchronises, as softmax_xent_forward does.
+// vocab-parallel entries are tp_vocab_cuda.h's kernels; the loss entry
+// synchronises, as softmax_xent_forward does. The Llama family's entries are
+// llama_cuda.h's; attention takes no sliding window here (attention_window
+// false), so Mistral with a window stays on the CPU.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -21,6 +23,7 @@
 #include "ops/cuda/flash_attention_cuda.h"
 #include "ops/cuda/float_dispatch.h"
 #include "ops/cuda/layer_norm_cuda.h"
+#include "ops/cuda/llama_cuda.h"
 #include "ops/cuda/matmul_cuda.h"
 #include "ops/cuda/softmax_xent_cuda.h"
 #include "ops/cuda/tp_vocab_cuda.h"
@@ -172,10 +175,17 @@ void embedding_bwd(const OpCtx& c, void* dtable, const int64_t* ids, const void*
     });
 }
 
+// Mistral's sliding window has no CUDA kernel yet; the Llama family refuses
+// this table before any attention runs (NnOps::decoder_supported).
+void check_no_window(const AttnMask& m, const char* op) {
+    LOOM_CHECK(m.window < 0, "{}: the CUDA attention kernels take no sliding window", op);
+}
+
 void attention_fwd(const OpCtx& c, DType operands, void* y, void* att, const void* q, const void* k,
                    const void* v, int64_t ld, const AttnShape& s, const AttnMask& m,
                    const DropoutSpec& d) {
     check_operands(c, operands, "attention_forward");
+    check_no_window(m, "attention_forward");
     with_act(c, "attention_forward", [&](auto t) {
         using T = decltype(t);
         attention_forward_cuda<T>(P<T>(y), P<T>(att), P<T>(q), P<T>(k), P<T>(v), ld, s, m, d,
@@ -187,6 +197,7 @@ void attention_bwd(const OpCtx& c, DType operands, void* dq, void* dk, void* dv,
                    const void* dy, const void* att, const void* q, const void* k, const void* v,
                    int64_t ld, const AttnShape& s, const AttnMask& m, const DropoutSpec& d) {
     check_operands(c, operands, "attention_backward");
+    check_no_window(m, "attention_backward");
     with_act(c, "attention_backward", [&](auto t) {
         using T = decltype(t);
         attention_backward_cuda<T>(P<T>(dq), P<T>(dk), P<T>(dv), P<T>(scratch), P<T>(dy), P<T>(att),
@@ -198,6 +209,7 @@ void fused_attention_fwd(const OpCtx& c, DType operands, void* y, float* lse, co
                          const void* k, const void* v, int64_t ld, const AttnShape& s,
                          const AttnMask& m, const DropoutSpec& d) {
     check_operands(c, operands, "fused_attention_forward");
+    check_no_window(m, "fused_attention_forward");
     with_act(c, "fused_attention_forward", [&](auto t) {
         using T = decltype(t);
         flash_attention_forward_cuda<T>(P<T>(y), lse, P<T>(q), P<T>(k), P<T>(v), ld, s, m, d,
@@ -210,10 +222,69 @@ void fused_attention_bwd(const OpCtx& c, DType operands, void* dq, void* dk, voi
                          const void* k, const void* v, int64_t ld, const AttnShape& s,
                          const AttnMask& m, const DropoutSpec& d) {
     check_operands(c, operands, "fused_attention_backward");
+    check_no_window(m, "fused_attention_backward");
     with_act(c, "fused_attention_backward", [&](auto t) {
         using T = decltype(t);
         flash_attention_backward_cuda<T>(P<T>(dq), P<T>(dk), P<T>(dv), P<T>(dy), P<T>(y), lse,
                                          P<T>(q), P<T>(k), P<T>(v), ld, s, m, d, context(c));
+    });
+}
+
+void rms_norm_fwd(const OpCtx& c, void* y, float* rstd, const void* x, const void* w, int64_t N,
+                  int64_t C, double eps) {
+    with_act(c, "rms_norm_forward", [&](auto t) {
+        using T = decltype(t);
+        rms_norm_forward_cuda<T>(P<T>(y), rstd, P<T>(x), P<T>(w), N, C, eps, context(c));
+    });
+}
+
+void rms_norm_bwd(const OpCtx& c, void* dx, void* dw, const void* dy, const void* x, const void* w,
+                  const float* rstd, int64_t N, int64_t C, bool accumulate_dx) {
+    with_act(c, "rms_norm_backward", [&](auto t) {
+        using T = decltype(t);
+        rms_norm_backward_cuda<T>(P<T>(dx), P<T>(dw), P<T>(dy), P<T>(x), P<T>(w), rstd, N, C,
+                                  accumulate_dx, context(c));
+    });
+}
+
+void rope_fn(const OpCtx& c, void* x, int64_t ld, int64_t B, int64_t T_, int64_t heads, int64_t d,
+             const RopeSpec& spec, bool inverse) {
+    with_act(c, "rope", [&](auto t) {
+        using T = decltype(t);
+        rope_cuda<T>(P<T>(x), ld, B, T_, heads, d, spec, inverse, context(c));
+    });
+}
+
+void repeat_kv_fwd(const OpCtx& c, void* expanded, const void* packed, int64_t N, int64_t NH,
+                   int64_t NKV, int64_t d) {
+    with_act(c, "repeat_kv_forward", [&](auto t) {
+        using T = decltype(t);
+        repeat_kv_forward_cuda<T>(P<T>(expanded), P<T>(packed), N, NH, NKV, d, context(c));
+    });
+}
+
+void repeat_kv_bwd(const OpCtx& c, void* dpacked, const void* dexpanded, int64_t N, int64_t NH,
+                   int64_t NKV, int64_t d) {
+    with_act(c, "repeat_kv_backward", [&](auto t) {
+        using T = decltype(t);
+        repeat_kv_backward_cuda<T>(P<T>(dpacked), P<T>(dexpanded), N, NH, NKV, d, context(c));
+    });
+}
+
+// CUDA keeps the post-activation in the activation type (no narrower GEMM input).
+void swiglu_fwd(const OpCtx& c, void* y, DType y_type, const void* gu, int64_t N, int64_t I) {
+    LOOM_ASSERT(y_type == c.act, "swiglu_forward to {} on CUDA with {} activations",
+                dtype_name(y_type), dtype_name(c.act));
+    with_act(c, "swiglu_forward", [&](auto t) {
+        using T = decltype(t);
+        swiglu_forward_cuda<T>(P<T>(y), P<T>(gu), N, I, context(c));
+    });
+}
+
+void swiglu_bwd(const OpCtx& c, void* dgu, const void* gu, const void* dy, int64_t N, int64_t I) {
+    with_act(c, "swiglu_backward", [&](auto t) {
+        using T = decltype(t);
+        swiglu_backward_cuda<T>(P<T>(dgu), P<T>(gu), P<T>(dy), N, I, context(c));
     });
 }
 
@@ -330,6 +401,13 @@ constinit const NnOps k_cuda_nn_ops{
     .vocab_xent_stats = vocab_xent_stats_fn,
     .vocab_xent_loss = vocab_xent_loss_fn,
     .vocab_xent_backward = vocab_xent_bwd,
+    .rms_norm_forward = rms_norm_fwd,
+    .rms_norm_backward = rms_norm_bwd,
+    .rope = rope_fn,
+    .repeat_kv_forward = repeat_kv_fwd,
+    .repeat_kv_backward = repeat_kv_bwd,
+    .swiglu_forward = swiglu_fwd,
+    .swiglu_backward = swiglu_bwd,
 };
 
 }  // namespace loom

@@ -1,0 +1,41 @@
+// Rotary position embeddings in the rotate-half (GPT-NeoX / HF Llama) layout:
+// within each head of size d, dimension i pairs with i + d/2 (not 2i with
+// 2i+1 as in the interleaved GPT-J form), and position p turns the pair by
+//   angle(p, i) = (p / scale) * inv_freq[i],  inv_freq[i] = 1 / theta^(2i/d)
+//   x'[i]       = x[i] cos - x[i + d/2] sin
+//   x'[i + d/2] = x[i + d/2] cos + x[i] sin
+// Positions are 0 .. T-1 in every row, whatever the padding (transformers
+// 4.40 without position_ids). inv_freq, the angles and their cos/sin are
+// rounded to float32 where HF rounds them. `scale` is rope_scaling's linear
+// factor (1: none); other scalings are refused by the config, not here.
+//
+// Applied in place to `heads` heads of every row of x, rows of stride ld
+// (the packed q|k|v projection). The inverse turns by -angle: it is the
+// backward of the forward (a rotation's transpose is its inverse).
+#pragma once
+
+#include <cstdint>
+
+namespace loom {
+
+struct RopeSpec {
+    double theta = 0;  // rope_theta; 0: no rotary embedding
+    double scale = 1;  // linear rope_scaling factor
+    bool active() const { return theta > 0; }
+};
+
+// x: (B, T, ld) with head h of row (b, t) at x[(b T + t) ld + h d ... + d).
+void rope_apply(float* x, int64_t ld, int64_t B, int64_t T, int64_t heads, int64_t d,
+                const RopeSpec& spec, bool inverse);
+
+// inv_freq (d/2) in float32 as HF forms it (the CUDA kernel takes it too).
+void rope_inv_freq(float* out, int64_t d, const RopeSpec& spec);
+// The float32 position p of token t: t, or t / scale.
+inline float rope_position(int64_t t, const RopeSpec& spec) {
+    return spec.scale == 1.0 ? float(t) : float(t) / float(spec.scale);
+}
+// cos and sin (T, d/2) float32 tables as HF forms them: of the float32 angle
+// rope_position(t) * inv_freq[i], rounded to float32.
+void rope_tables(float* cos_out, float* sin_out, int64_t T, int64_t d, const RopeSpec& spec);
+
+}  // namespace loom
