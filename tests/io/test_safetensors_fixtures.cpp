@@ -29,8 +29,8 @@ nlohmann::json read_json(const std::string& p) {
     return nlohmann::json::parse(test::read_all(p));
 }
 
-TEST(SafetensorsFixtures, AllNineFixturesArePresent) {
-    EXPECT_EQ(fixture_dirs().size(), 9u);
+TEST(SafetensorsFixtures, AllThirteenFixturesArePresent) {
+    EXPECT_EQ(fixture_dirs().size(), 13u);  // BERT family, GPT-2, Llama, Mistral, Qwen2
 }
 
 TEST(SafetensorsFixtures, EveryFileMatchesItsRawBytes) {
