@@ -14,6 +14,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/check.h"
 #include "cuda_test_util.h"
 #include "ops/cuda/device_ops_cuda.h"
 #include "ops/device_ops.h"
