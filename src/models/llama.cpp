@@ -88,11 +88,11 @@ class LlamaModel final : public StackModel {
         finish_build();
         LOOM_CHECK(c.sliding_window < 0 || ctx_.nn().attention_window,
                    "{}: {} has no {} attention kernel with a sliding window yet; train it on the "
-                   "CPU",
+                   "CPU (hyperparameters.use_cpu: true)",
                    c.source, c.architecture, table_.backend().name());
         LOOM_CHECK(ctx_.nn().decoder_supported(),
                    "{}: {} has no {} kernel yet (RMSNorm, rotary embeddings, grouped-query "
-                   "attention, SwiGLU); train it on the CPU",
+                   "attention, SwiGLU); train it on the CPU (hyperparameters.use_cpu: true)",
                    c.source, c.architecture, table_.backend().name());
     }
 
