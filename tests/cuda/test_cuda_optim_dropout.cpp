@@ -1,6 +1,7 @@
 // AdamW and dropout against the CPU implementation. Dropout must draw the
 // CPU's exact mask (same Philox function), so kept/dropped positions are
 // compared exactly, not within a tolerance.
+#include "core/check.h"
 #include "cuda_test_util.h"
 #include "ops/adamw.h"
 #include "ops/cuda/adamw_cuda.h"
