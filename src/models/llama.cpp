@@ -23,7 +23,9 @@ class LlamaModel final : public StackModel {
         const int64_t C = c.hidden_size, I = c.intermediate_size, NH = c.num_attention_heads;
         const int64_t NKV = c.kv_heads(), KV = NKV * c.head_size();
         const double std = c.initializer_range;
-        const RopeSpec rope{c.rope_theta, c.rope_scaling_factor};
+        const double f = c.rope_scaling_factor;
+        const RopeSpec rope{c.rope_theta, c.rope_scaling_dynamic ? 1.0 : f,
+                            c.rope_scaling_dynamic ? f : 1.0, c.max_position_embeddings};
 
         embed_ = Embedding::make(table_, names.embed, c.vocab_size, C, c.pad_token_id, std);
         for (int64_t i = 0; i < c.num_hidden_layers; ++i) {

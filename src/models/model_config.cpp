@@ -353,6 +353,8 @@ std::string describe_max_positions(const ModelConfig& c) {
 }
 
 void check_max_length(const ModelConfig& c, std::string_view what, int64_t length) {
+    // Dynamic rope scaling exists for lengths past max_position_embeddings.
+    if (c.llama_like() && c.rope_scaling_dynamic) return;
     LOOM_CHECK(length <= c.max_positions(), "{} {} exceeds what the model accepts: {}", what,
                length, describe_max_positions(c));
 }

@@ -59,7 +59,8 @@ struct ModelConfig {
     // Llama, Mistral, Qwen2 (layer_norm_eps holds rms_norm_eps).
     int64_t num_key_value_heads = 0;  // grouped-query attention; 0: num_attention_heads
     double rope_theta = 10000.0;
-    double rope_scaling_factor = 1.0;  // rope_scaling {"type": "linear"}; 1: none
+    double rope_scaling_factor = 1.0;   // rope_scaling's factor; 1: none
+    bool rope_scaling_dynamic = false;  // rope_scaling {"type": "dynamic"} (else linear)
     bool attention_bias = false;       // q/k/v/o biases
     bool mlp_bias = false;             // gate/up/down biases
     bool qkv_bias = false;             // Qwen2: q/k/v biases, none on o_proj

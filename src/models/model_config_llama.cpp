@@ -13,7 +13,8 @@
 //
 // Not here: pretraining_tp, which in 4.40 only splits HF's own projections
 // into slices summed in another order (the same math), so it is read by no
-// one; rope_scaling other than "linear" is refused, naming the key.
+// one. rope_scaling (linear or dynamic) is Llama's alone in 4.40: on Mistral
+// and Qwen2 it is refused, since their models ignore it.
 #include "models/model_config_llama.h"
 
 #include <nlohmann/json.hpp>
@@ -58,7 +59,14 @@ bool get_bool(const json& j, const char* k, const ModelConfig& c, bool def) {
 
 void parse_rope_scaling(const json& j, ModelConfig& c) {
     c.rope_scaling_factor = 1.0;
+    c.rope_scaling_dynamic = false;
     if (!has(j, "rope_scaling")) return;
+    // 4.40's MistralConfig and Qwen2Config have no rope_scaling: their models
+    // would ignore it, and a scaled run would not be the model HF loads.
+    LOOM_CHECK(c.family == ModelFamily::llama,
+               "{}: key 'rope_scaling' is read only by Llama in transformers 4.40; {} ignores "
+               "it, so remove it (or set it to null)",
+               c.source, family_name(c.family));
     const json& s = j["rope_scaling"];
     LOOM_CHECK(
         s.is_object() && s.contains("type") && s["type"].is_string() && s.contains("factor") &&
@@ -66,13 +74,14 @@ void parse_rope_scaling(const json& j, ModelConfig& c) {
         "{}: key 'rope_scaling' must be null or {{\"type\": ..., \"factor\": ...}}, found {}",
         c.source, s.dump());
     const std::string type = s["type"].get<std::string>();
-    LOOM_CHECK(type == "linear",
-               "{}: rope_scaling type '{}' is not supported (only 'linear'; 'dynamic' NTK "
-               "scaling is not implemented)",
+    LOOM_CHECK(type == "linear" || type == "dynamic",
+               "{}: rope_scaling type '{}' is not supported (expected 'linear' or 'dynamic', "
+               "the two transformers 4.40 defines)",
                c.source, type);
     const double f = s["factor"].get<double>();
     LOOM_CHECK(f > 1.0, "{}: rope_scaling factor must be a number > 1, found {}", c.source, f);
     c.rope_scaling_factor = f;
+    c.rope_scaling_dynamic = type == "dynamic";
 }
 
 }  // namespace
@@ -156,7 +165,8 @@ void llama_config_to_json(const ModelConfig& c, json& j) {
     j["rms_norm_eps"] = c.layer_norm_eps;
     j["rope_theta"] = c.rope_theta;
     if (c.rope_scaling_factor != 1.0)
-        j["rope_scaling"] = json{{"type", "linear"}, {"factor", c.rope_scaling_factor}};
+        j["rope_scaling"] = json{{"type", c.rope_scaling_dynamic ? "dynamic" : "linear"},
+                                 {"factor", c.rope_scaling_factor}};
     j["attention_dropout"] = c.attention_dropout;
     if (c.family == ModelFamily::llama) {
         j["attention_bias"] = c.attention_bias;

@@ -8,19 +8,30 @@
 
 namespace loom {
 
-void rope_inv_freq(float* out, int64_t d, const RopeSpec& spec) {
+float RopeSpec::base(int64_t seq_len, int64_t d) const {
+    if (dynamic_factor == 1.0 || seq_len <= max_positions) return float(theta);
+    // Each step a float32 tensor op with a Python scalar cast to float32.
+    const float f = float(dynamic_factor);
+    float s = f * float(seq_len);
+    s = s / float(max_positions);
+    s = s - float(dynamic_factor - 1.0);
+    return float(theta) * std::pow(s, float(double(d) / double(d - 2)));
+}
+
+void rope_inv_freq(float* out, int64_t d, const RopeSpec& spec, int64_t seq_len) {
     LOOM_CHECK(d % 2 == 0, "rotary embeddings need an even head size, got {}", d);
-    // inv_freq = 1.0 / (theta ** (arange(0, d, 2).float() / d)), in float32.
+    // inv_freq = 1.0 / (base ** (arange(0, d, 2).float() / d)), in float32.
+    const float base = spec.base(seq_len, d);
     for (int64_t i = 0; i < d / 2; ++i) {
         const float e = float(2 * i) / float(d);
-        out[i] = 1.0f / float(std::pow(double(float(spec.theta)), double(e)));
+        out[i] = 1.0f / float(std::pow(double(base), double(e)));
     }
 }
 
 void rope_tables(float* cos_out, float* sin_out, int64_t T, int64_t d, const RopeSpec& spec) {
     const int64_t h = d / 2;
     std::vector<float> inv_freq(static_cast<size_t>(h));
-    rope_inv_freq(inv_freq.data(), d, spec);
+    rope_inv_freq(inv_freq.data(), d, spec, T);
     for (int64_t t = 0; t < T; ++t) {
         // Linear scaling divides the float32 position (4.40's
         // LlamaLinearScalingRotaryEmbedding).

@@ -7,7 +7,15 @@
 // Positions are 0 .. T-1 in every row, whatever the padding (transformers
 // 4.40 without position_ids). inv_freq, the angles and their cos/sin are
 // rounded to float32 where HF rounds them. `scale` is rope_scaling's linear
-// factor (1: none); other scalings are refused by the config, not here.
+// factor (1: none).
+//
+// Dynamic NTK scaling (4.40's LlamaDynamicNTKScalingRotaryEmbedding): once a
+// batch's length T passes max_position_embeddings, the base becomes
+//   theta * (factor * T / max_pos - (factor - 1)) ^ (d / (d - 2))
+// in float32, as HF computes it from a tensor; positions are not divided. HF
+// 4.40 keeps the last scaled frequencies for a later, shorter batch (a state
+// later versions reset); here every batch is scaled from its own length,
+// which agrees whenever the batches have one length.
 //
 // Applied in place to `heads` heads of every row of x, rows of stride ld
 // (the packed q|k|v projection). The inverse turns by -angle: it is the
@@ -19,17 +27,23 @@
 namespace loom {
 
 struct RopeSpec {
-    double theta = 0;  // rope_theta; 0: no rotary embedding
-    double scale = 1;  // linear rope_scaling factor
+    double theta = 0;           // rope_theta; 0: no rotary embedding
+    double scale = 1;           // linear rope_scaling factor
+    double dynamic_factor = 1;  // dynamic rope_scaling factor; 1: none
+    int64_t max_positions = 0;  // max_position_embeddings, where dynamic scaling starts
     bool active() const { return theta > 0; }
+    // The base a batch of `seq_len` positions turns heads of size d by
+    // (theta unless dynamic scaling applies), as HF's float32 arithmetic gives it.
+    float base(int64_t seq_len, int64_t d) const;
 };
 
 // x: (B, T, ld) with head h of row (b, t) at x[(b T + t) ld + h d ... + d).
 void rope_apply(float* x, int64_t ld, int64_t B, int64_t T, int64_t heads, int64_t d,
                 const RopeSpec& spec, bool inverse);
 
-// inv_freq (d/2) in float32 as HF forms it (the CUDA kernel takes it too).
-void rope_inv_freq(float* out, int64_t d, const RopeSpec& spec);
+// inv_freq (d/2) in float32 as HF forms it for a batch of seq_len positions
+// (the CUDA kernel takes it too).
+void rope_inv_freq(float* out, int64_t d, const RopeSpec& spec, int64_t seq_len);
 // The float32 position p of token t: t, or t / scale.
 inline float rope_position(int64_t t, const RopeSpec& spec) {
     return spec.scale == 1.0 ? float(t) : float(t) / float(spec.scale);

@@ -79,10 +79,43 @@ TEST(LlamaConfig, LinearRopeScalingIsReadAndExported) {
     EXPECT_FALSE(back.tie_word_embeddings);
 }
 
-TEST(LlamaConfig, RefusalsNameTheKey) {
+TEST(LlamaConfig, DynamicRopeScalingIsReadExportedAndLiftsTheLengthLimit) {
     json j = tiny_llama();
     j["rope_scaling"] = {{"type", "dynamic"}, {"factor", 2.0}};
-    EXPECT_THAT(parse_error(j), HasSubstr("rope_scaling type 'dynamic' is not supported"));
+    const ModelConfig c = parse_hf_config(j.dump(), "m/config.json");
+    EXPECT_EQ(c.rope_scaling_factor, 2.0);
+    EXPECT_TRUE(c.rope_scaling_dynamic);
+    const json out = json::parse(config_to_json(c));
+    EXPECT_EQ(out["rope_scaling"]["type"], "dynamic");
+    EXPECT_EQ(out["rope_scaling"]["factor"], 2.0);
+    EXPECT_TRUE(parse_hf_config(out.dump(), "export/config.json").rope_scaling_dynamic);
+    // Past max_position_embeddings is what dynamic scaling is for; without it
+    // the length is refused as before.
+    EXPECT_NO_THROW(check_max_length(c, "max_seq_length", 2 * c.max_position_embeddings));
+    const ModelConfig plain = parse_hf_config(tiny_llama().dump(), "m/config.json");
+    EXPECT_THROW(check_max_length(plain, "max_seq_length", plain.max_position_embeddings + 1),
+                 Error);
+}
+
+TEST(LlamaConfig, RopeScalingOnMistralOrQwen2IsRefusedAsHfIgnoresIt) {
+    for (const char* type : {"mistral", "qwen2"}) {
+        json j = tiny_llama();
+        j["model_type"] = type;
+        j["architectures"] = {std::string(type) == "mistral" ? "MistralForCausalLM"
+                                                             : "Qwen2ForCausalLM"};
+        j["num_key_value_heads"] = 2;
+        j["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}};
+        EXPECT_THAT(parse_error(j), HasSubstr("'rope_scaling' is read only by Llama")) << type;
+        j["rope_scaling"] = nullptr;
+        EXPECT_NO_THROW(parse_hf_config(j.dump(), "m/config.json")) << type;
+    }
+}
+
+TEST(LlamaConfig, RefusalsNameTheKey) {
+    json j = tiny_llama();
+    j["rope_scaling"] = {{"type", "yarn"}, {"factor", 2.0}};
+    EXPECT_THAT(parse_error(j), HasSubstr("rope_scaling type 'yarn' is not supported (expected "
+                                          "'linear' or 'dynamic'"));
     j = tiny_llama();
     j["num_key_value_heads"] = 3;
     EXPECT_THAT(parse_error(j), HasSubstr("must be a multiple of num_key_value_heads 3"));

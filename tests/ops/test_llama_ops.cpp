@@ -168,6 +168,36 @@ TEST(Rope, LinearScalingDividesThePosition) {
     EXPECT_NE(c2[size_t(1 * h)], c1[size_t(1 * h)]);
 }
 
+// Dynamic NTK (4.40's LlamaDynamicNTKScalingRotaryEmbedding): past
+// max_position_embeddings the base grows to theta * (f T / max - (f - 1)) ^
+// (d / (d - 2)); positions are not divided. Up to max the turn is rope's own.
+TEST(Rope, DynamicNtkScalingRaisesTheBaseOnlyPastMaxPositions) {
+    const int64_t B = 2, heads = 2, d = 8, ld = heads * d, max_pos = 8;
+    const double theta = 10000.0, f = 2.0;
+    const RopeSpec dyn{theta, 1.0, f, max_pos};
+    for (int64_t T : {int64_t(6), int64_t(8), int64_t(13)}) {
+        const auto x = round_f32(randn(B * T * ld, 40 + uint64_t(T)));
+        std::vector<float> y = to_f32(x);
+        rope_apply(y.data(), ld, B, T, heads, d, dyn, false);
+        const double base = T > max_pos
+                                ? theta * std::pow(f * double(T) / double(max_pos) - (f - 1.0),
+                                                   double(d) / double(d - 2))
+                                : theta;
+        EXPECT_TRUE(all_close("dynamic rope", y, rope_ref(x, ld, B, T, heads, d, base, 1.0),
+                              Tol{2e-6, 2e-6}))
+            << "T " << T;
+        std::vector<float> plain = to_f32(x);
+        rope_apply(plain.data(), ld, B, T, heads, d, RopeSpec{theta, 1.0}, false);
+        if (T <= max_pos)
+            EXPECT_EQ(y, plain) << "T " << T;
+        else
+            EXPECT_NE(y, plain) << "T " << T;
+    }
+    // 13 positions over 8 with factor 2: (2 * 13 / 8 - 1) ^ (8 / 6) = 2.25 ^ (4/3).
+    EXPECT_NEAR(dyn.base(13, d) / theta, std::pow(2.25, 4.0 / 3.0), 1e-6);
+    EXPECT_EQ(dyn.base(8, d), float(theta));
+}
+
 // ---- grouped-query expansion -----------------------------------------------------------
 
 TEST(RepeatKv, QueryHeadReadsKvHeadHOverGroup) {

@@ -201,7 +201,7 @@ void rope_cuda(T* x, int64_t ld, int64_t B, int64_t T_, int64_t heads, int64_t d
         "rope_cuda: head size must be even and at most 512, got " + std::to_string(d));
     if (rows <= 0 || heads <= 0) return;
     InvFreq f{};
-    rope_inv_freq(f.v, d, spec);
+    rope_inv_freq(f.v, d, spec, T_);
     rope_kernel<<<gpu::grid_for(rows * heads * half, k_block), k_block, 0, ctx.stream()>>>(
         x, ld, rows, T_, heads, half, f, float(spec.scale), inverse ? -1.0f : 1.0f);
     LOOM_CUDA_CHECK_LAUNCH();
