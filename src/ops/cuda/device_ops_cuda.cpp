@@ -141,15 +141,22 @@ void cuda_sum_squares(Backend& be, const void* x, DType t,
                       std::span<const std::pair<int64_t, int64_t>> ranges, double* parts) {
     if (ranges.empty()) return;
     CudaContext& ctx = context(be);
-    // Not the context's scratch: sum_squares_cuda carves its own from it.
-    const std::shared_ptr<Storage> out = be.alloc(ranges.size() * sizeof(double));
-    auto* dev = static_cast<double*>(out->data());
+    // One scratch carving for the partial sums and every range's result: a
+    // fresh allocation per call would be freed with cudaFree, which waits for
+    // the whole device at every gradient norm.
+    ScratchCarver plan(nullptr);
+    plan.take<double>(k_sum_squares_partials);
+    plan.take<double>(int64_t(ranges.size()));
+    ScratchCarver carve(ctx.scratch(plan.used()));
+    double* partial = carve.take<double>(k_sum_squares_partials);
+    double* dev = carve.take<double>(int64_t(ranges.size()));
     with_float_type(t, "sum of squares", [&](auto t0) {
         using T = decltype(t0);
         const T* base = static_cast<const T*>(x);
+        // Stream order lets each range reuse the partial sums of the one before.
         for (size_t k = 0; k < ranges.size(); ++k)
             sum_squares_cuda<T>(base + ranges[k].first, ranges[k].second - ranges[k].first, dev + k,
-                                ctx);
+                                partial, ctx);
     });
     LOOM_CUDA_CHECK(cudaMemcpyAsync(parts, dev, ranges.size() * sizeof(double),
                                     cudaMemcpyDeviceToHost, ctx.stream()));

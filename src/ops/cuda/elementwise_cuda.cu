@@ -32,7 +32,7 @@ __global__ void convert_kernel(Dst* dst, const Src* src, int64_t n) {
 
 // Partial sums per block over a grid-stride range; the grid size is a constant,
 // so which elements meet in which partial never depends on the device.
-constexpr int k_sq_blocks = 1024;
+constexpr int k_sq_blocks = int(k_sum_squares_partials);
 
 template <typename T>
 __global__ void sum_squares_partial_kernel(const T* x, int64_t n, double* partial) {
@@ -72,7 +72,11 @@ void sum_squares_cuda(const T* x, int64_t n, double* result, CudaContext& ctx) {
     ScratchCarver plan(nullptr);
     plan.take<double>(k_sq_blocks);
     ScratchCarver carve(ctx.scratch(plan.used()));
-    double* partial = carve.take<double>(k_sq_blocks);
+    sum_squares_cuda(x, n, result, carve.take<double>(k_sq_blocks), ctx);
+}
+
+template <typename T>
+void sum_squares_cuda(const T* x, int64_t n, double* result, double* partial, CudaContext& ctx) {
     sum_squares_partial_kernel<<<k_sq_blocks, k_block, 0, ctx.stream()>>>(x, n, partial);
     LOOM_CUDA_CHECK_LAUNCH();
     sum_partials_kernel<<<1, k_block, 0, ctx.stream()>>>(partial, k_sq_blocks, result);
@@ -109,7 +113,8 @@ void convert_cuda(Dst* dst, const Src* src, int64_t n, CudaContext& ctx) {
     template void residual_forward_cuda<T>(T*, const T*, const T*, int64_t, CudaContext&); \
     template void add_inplace_cuda<T>(T*, const T*, int64_t, CudaContext&);                \
     template void scale_inplace_cuda<T>(T*, float, int64_t, CudaContext&);                 \
-    template void sum_squares_cuda<T>(const T*, int64_t, double*, CudaContext&);
+    template void sum_squares_cuda<T>(const T*, int64_t, double*, CudaContext&);           \
+    template void sum_squares_cuda<T>(const T*, int64_t, double*, double*, CudaContext&);
 LOOM_INSTANTIATE(float)
 LOOM_INSTANTIATE(__nv_bfloat16)
 LOOM_INSTANTIATE(__half)

@@ -26,6 +26,12 @@ void scale_inplace_cuda(T* y, float s, int64_t n, CudaContext& ctx);
 // grid and a fixed-order final pass: the same bits run to run (no atomics).
 template <typename T>
 void sum_squares_cuda(const T* x, int64_t n, double* result, CudaContext& ctx);
+// Doubles of device memory the partial sums of one call take.
+inline constexpr int64_t k_sum_squares_partials = 1024;
+// The same with the partial sums in `partial` (k_sum_squares_partials
+// doubles), for a caller that carves the context's scratch itself.
+template <typename T>
+void sum_squares_cuda(const T* x, int64_t n, double* result, double* partial, CudaContext& ctx);
 
 // dst = src converted (round to nearest even), for Dst, Src in {float, bf16, f16}.
 template <typename Dst, typename Src>
