@@ -58,7 +58,22 @@ std::vector<Field> save_fields(SaveArgs& s) {
             c.fail(p, n,
                    fmt::format("{}: '{}' is not a size (expected e.g. 5GB, 500MB, 2GiB or bytes)", p, v));
     };
-    return {field_bool("save_safetensors", &s.save_safetensors), {"max_shard_size", shard}};
+    auto dtype = [&s](const YamlCtx& c, const YAML::Node& n, const std::string& p) {
+        const std::string v = read_string(c, n, p);
+        s.export_dtype.reset();
+        if (v == "auto") return;
+        // torch_dtype's spellings; the weights stay floating point.
+        if (v == "float32" || v == "bfloat16" || v == "float16")
+            s.export_dtype = dtype_from_name(v);
+        else
+            c.fail(p, n,
+                   fmt::format("{}: '{}' is not an export type (expected auto, float32, bfloat16 "
+                               "or float16)",
+                               p, v));
+    };
+    return {field_bool("save_safetensors", &s.save_safetensors),
+            {"max_shard_size", shard},
+            {"export_dtype", dtype}};
 }
 
 std::vector<std::string> hub_notes(const YamlCtx& ctx, const Job& job) {

@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/dtype.h"
 #include "core/sample_by.h"
 #include "core/schedule_kind.h"
 #include "core/task.h"
@@ -256,6 +257,9 @@ struct HubArgs {
 struct SaveArgs {
     bool save_safetensors = true;       // HF TrainingArguments; false is noted (Loom writes safetensors)
     std::string max_shard_size = "5GB";  // save_pretrained: past this, model-0000i-of-0000n shards
+    // The final model's weight type (config.json's torch_dtype); nullopt
+    // ("auto"): the type of the weights the job started from.
+    std::optional<DType> export_dtype;
 };
 
 struct Job {

@@ -21,7 +21,8 @@ std::vector<Field> data_fields(DataArgs& d);
 std::vector<Field> hyperparameter_fields(TrainingArgs& t, CheckpointArgs& c);
 // The push_to_hub keys of `hyperparameters:` (hub_yaml.cpp).
 std::vector<Field> hub_fields(HubArgs& h);
-// save_safetensors and max_shard_size (hub_yaml.cpp: how the published folder is written).
+// save_safetensors, max_shard_size and export_dtype (hub_yaml.cpp: how the
+// published folder is written).
 std::vector<Field> save_fields(SaveArgs& s);
 // Log lines for the hub keys: where pushes go, or that they have no effect.
 std::vector<std::string> hub_notes(const YamlCtx& ctx, const Job& job);

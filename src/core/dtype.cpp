@@ -7,12 +7,13 @@ namespace loom {
 namespace {
 struct Names {
     DType t;
-    std::string_view lower, st;
+    std::string_view lower, st, torch;
 };
 constexpr Names k_names[] = {
-    {DType::f32, "f32", "F32"}, {DType::bf16, "bf16", "BF16"}, {DType::f16, "f16", "F16"},
-    {DType::i32, "i32", "I32"}, {DType::i64, "i64", "I64"},    {DType::f64, "f64", "F64"},
-    {DType::u8, "u8", "U8"},
+    {DType::f32, "f32", "F32", "float32"}, {DType::bf16, "bf16", "BF16", "bfloat16"},
+    {DType::f16, "f16", "F16", "float16"}, {DType::i32, "i32", "I32", "int32"},
+    {DType::i64, "i64", "I64", "int64"},   {DType::f64, "f64", "F64", "float64"},
+    {DType::u8, "u8", "U8", "uint8"},
 };
 }  // namespace
 
@@ -26,6 +27,11 @@ std::string_view dtype_safetensors_name(DType t) {
         if (n.t == t) return n.st;
     return "?";
 }
+std::string_view dtype_torch_name(DType t) {
+    for (const auto& n : k_names)
+        if (n.t == t) return n.torch;
+    return "?";
+}
 std::optional<DType> dtype_from_safetensors_name(std::string_view s) {
     for (const auto& n : k_names)
         if (n.st == s) return n.t;
@@ -33,7 +39,7 @@ std::optional<DType> dtype_from_safetensors_name(std::string_view s) {
 }
 std::optional<DType> dtype_from_name(std::string_view s) {
     for (const auto& n : k_names)
-        if (n.lower == s) return n.t;
+        if (n.lower == s || n.torch == s) return n.t;
     if (s == "float32" || s == "fp32") return DType::f32;
     if (s == "bfloat16") return DType::bf16;
     if (s == "float16" || s == "fp16") return DType::f16;

@@ -29,6 +29,8 @@ constexpr size_t dtype_size(DType t) {
 std::string_view dtype_name(DType t);
 // safetensors name ("F32", "BF16").
 std::string_view dtype_safetensors_name(DType t);
+// PyTorch's name, as config.json's torch_dtype holds it ("float32", "bfloat16").
+std::string_view dtype_torch_name(DType t);
 std::optional<DType> dtype_from_safetensors_name(std::string_view s);
 std::optional<DType> dtype_from_name(std::string_view s);
 

@@ -281,6 +281,17 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& sou
     c.source = source;
     c.json_text = json_text;
     Reader r(j, source);
+    if (j.contains("torch_dtype") && !j["torch_dtype"].is_null()) {
+        const json& d = j["torch_dtype"];
+        const std::optional<DType> t =
+            d.is_string() ? dtype_from_name(d.get<std::string>()) : std::nullopt;
+        LOOM_CHECK(
+            t && (*t == DType::f32 || *t == DType::bf16 || *t == DType::f16 || *t == DType::f64),
+            "{}: torch_dtype {} is not a weight type Loom reads (expected \"float32\", "
+            "\"bfloat16\", \"float16\" or \"float64\")",
+            source, d.dump());
+        c.torch_dtype = *t;
+    }
 
     if (j.contains("architectures") && j["architectures"].is_array() &&
         !j["architectures"].empty()) {
@@ -394,6 +405,7 @@ void config_set_task(ModelConfig& c, Task t, int64_t num_labels) {
 std::string config_to_json(const ModelConfig& c) {
     json j = c.json_text.empty() ? json::object() : json::parse(c.json_text);
     j["architectures"] = json::array({c.architecture});
+    j["torch_dtype"] = std::string(dtype_torch_name(c.torch_dtype));
     j["model_type"] = std::string(family_name(c.family));
     j["vocab_size"] = c.vocab_size;
     j["initializer_range"] = c.initializer_range;

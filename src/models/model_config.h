@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/dtype.h"
 #include "core/task.h"
 
 namespace loom {
@@ -84,6 +85,10 @@ struct ModelConfig {
     double qa_dropout = 0.0;          // DistilBERT's QA head only
 
     std::string json_text;  // the config.json this came from ("" when built in code)
+    // config.json's torch_dtype: the type its weights are stored in (float32
+    // when absent). Loom computes in its own types whatever this says;
+    // config_to_json writes it back, so an export sets it to what it writes.
+    DType torch_dtype = DType::f32;
 
     int64_t head_size() const { return hidden_size / num_attention_heads; }
     int64_t kv_heads() const {

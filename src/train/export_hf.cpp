@@ -122,7 +122,13 @@ void export_hf_folder(const std::string& dir, const ModelConfig& config,
                       const std::map<std::string, Tensor>& params,
                       const std::string& tokenizer_path, uint64_t max_shard_bytes) {
     ensure_dir(dir);
-    safetensors_write_sharded(dir, params, max_shard_bytes, {{"format", "pt"}});
+    std::map<std::string, Tensor> typed;
+    for (const auto& [name, t] : params) {
+        const bool floating = t.dtype == DType::f32 || t.dtype == DType::bf16 ||
+                              t.dtype == DType::f16 || t.dtype == DType::f64;
+        typed[name] = floating && t.dtype != config.torch_dtype ? t.to(config.torch_dtype) : t;
+    }
+    safetensors_write_sharded(dir, typed, max_shard_bytes, {{"format", "pt"}});
     for (const auto& [name, text] : hf_side_files(config, tokenizer_path))
         write_file_atomic((fs::path(dir) / name).string(), text);
 }

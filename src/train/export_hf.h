@@ -33,6 +33,9 @@ std::map<std::string, std::string> hf_side_files(const ModelConfig& config,
 // Writes a complete HF folder into `dir` (created if missing).
 // Weights past max_shard_bytes are split into shards with an index
 // (safetensors_write_sharded), as save_pretrained's max_shard_size does.
+// Floating-point weights are written in config.torch_dtype (rounded to
+// nearest even from the fp32 masters, as torch's .to() does), and
+// config.json says so.
 void export_hf_folder(const std::string& dir, const ModelConfig& config,
                       const std::map<std::string, Tensor>& params,
                       const std::string& tokenizer_path,

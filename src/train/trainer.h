@@ -178,6 +178,7 @@ class Trainer {
     void clear_previous_run();
     // trainer_setup.cpp
     void load_tokenizer_and_config();
+    void choose_export_dtype();
     void read_data();
     std::vector<std::string> initial_label_names() const;
     std::shared_ptr<const FeatureSet> load_channel(const std::string& where, const char* channel,
@@ -276,6 +277,9 @@ class Trainer {
 
     std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
     ModelConfig config_;
+    // The final model's weight type: hyperparameters.export_dtype, or the
+    // type the job's weights came in (choose_export_dtype).
+    DType export_dtype_ = DType::f32;
     std::shared_ptr<const FeatureSet> train_, eval_;  // train_ null for a shard folder
     std::shared_ptr<const RowSource> train_rows_;     // what the loader batches
     std::unique_ptr<Model> model_;

@@ -36,6 +36,22 @@ json parse_json_file(const std::string& path) {
     }
 }
 
+// The floating type most of a weights file's elements are stored in.
+DType stored_weight_dtype(const std::string& path) {
+    const SafetensorsFile f = SafetensorsFile::open(path);
+    std::map<DType, int64_t> count;
+    for (const auto& name : f.names()) {
+        const DType t = f.dtype(name);
+        if (t == DType::f32 || t == DType::bf16 || t == DType::f16 || t == DType::f64)
+            count[t] += f.shape(name).numel();
+    }
+    DType best = DType::f32;
+    int64_t most = -1;
+    for (const auto& [t, n] : count)
+        if (n > most) best = t, most = n;
+    return best;
+}
+
 // Rates over the run's own steps (a resumed run counts only what it trained).
 Throughput run_throughput(const TrainResult& r, double runtime_s) {
     Throughput tp;
@@ -146,7 +162,10 @@ std::string Trainer::save_checkpoint() {
     w.add_text("trainer_state.json", train_state_to_json(state_).dump(2) + "\n");
     w.add_text("job.yaml", job_to_yaml(job_));
     w.add_text(std::string(k_job_identity_file), identity_.dump(2) + "\n");
-    for (const auto& [file, text] : hf_side_files(config_, job_.model.tokenizer_path))
+    // A checkpoint holds the fp32 masters, and its config.json says so.
+    ModelConfig saved = config_;
+    saved.torch_dtype = DType::f32;
+    for (const auto& [file, text] : hf_side_files(saved, job_.model.tokenizer_path))
         w.add_text(file, text);
     const std::string path = w.commit();
     last_saved_step_ = step;
@@ -224,8 +243,35 @@ void Trainer::export_model(const std::string& dir) const {
     const bool gathered = pipeline() && !gathered_params_.empty();
     // The host copy is current: gather_final_state downloaded it, and
     // load_best_model wrote it.
-    export_hf_folder(dir, config_, gathered ? gathered_params_ : model_->params().param_tensors(),
+    ModelConfig out = config_;
+    out.torch_dtype = export_dtype_;
+    export_hf_folder(dir, out, gathered ? gathered_params_ : model_->params().param_tensors(),
                      job_.model.tokenizer_path, parse_shard_size(job_.save.max_shard_size));
+}
+
+void Trainer::choose_export_dtype() {
+    if (job_.save.export_dtype) {
+        export_dtype_ = *job_.save.export_dtype;
+        if (export_dtype_ != DType::f32)
+            load_notes_.push_back(fmt::format(
+                "export: the final model's weights are written as {} "
+                "(hyperparameters.export_dtype); checkpoints keep the float32 master weights",
+                dtype_torch_name(export_dtype_)));
+        return;
+    }
+    // As save_pretrained after from_pretrained(torch_dtype="auto"): the type
+    // the weights came in; a from-scratch model the type its config names.
+    const bool from_file = !job_.model.weights_path.empty();
+    const DType src =
+        from_file ? stored_weight_dtype(job_.model.weights_path) : config_.torch_dtype;
+    export_dtype_ = src == DType::bf16 || src == DType::f16 ? src : DType::f32;
+    if (export_dtype_ != DType::f32)
+        load_notes_.push_back(fmt::format(
+            "export: the final model's weights are written as {}, the type of {} "
+            "(hyperparameters.export_dtype: float32 keeps the float32 master weights); training "
+            "and checkpoints use float32 masters",
+            dtype_torch_name(export_dtype_),
+            from_file ? job_.model.weights_path : config_.source + "'s torch_dtype"));
 }
 
 void Trainer::finish_run(TrainResult& r, double runtime_s) {

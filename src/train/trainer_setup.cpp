@@ -108,6 +108,7 @@ void Trainer::load_tokenizer_and_config() {
                "{}: vocab_size {} is smaller than the tokenizer's {} tokens ({}); ids past the "
                "embedding table would be out of range",
                config_.source, config_.vocab_size, tok_vocab, job_.model.tokenizer_path);
+    choose_export_dtype();
 }
 
 void Trainer::read_data() {

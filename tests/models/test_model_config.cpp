@@ -166,6 +166,26 @@ TEST(HfConfig, ExportKeepsOriginalAndUpdatesFields) {
     EXPECT_FALSE(jg.contains("hidden_size"));
 }
 
+// torch_dtype names the stored weights' type; an export writes what it holds.
+TEST(HfConfig, TorchDtypeIsReadAndWrittenBack) {
+    ModelConfig c = load_hf_config(hf_dir() + "/llama-lm");
+    EXPECT_EQ(c.torch_dtype, DType::f32);  // the fixture's "float32"
+    c.torch_dtype = DType::bf16;
+    auto j = nlohmann::json::parse(config_to_json(c));
+    EXPECT_EQ(j["torch_dtype"], "bfloat16");
+    EXPECT_EQ(parse_hf_config(j.dump(), "export").torch_dtype, DType::bf16);
+    j["torch_dtype"] = "float16";
+    EXPECT_EQ(parse_hf_config(j.dump(), "x").torch_dtype, DType::f16);
+    j.erase("torch_dtype");
+    EXPECT_EQ(parse_hf_config(j.dump(), "x").torch_dtype, DType::f32);
+    j["torch_dtype"] = "int8";
+    EXPECT_THAT(parse_error(j.dump()),
+                HasSubstr("dir/config.json: torch_dtype \"int8\" is not a weight type"));
+    EXPECT_EQ(dtype_torch_name(DType::bf16), "bfloat16");
+    EXPECT_EQ(dtype_from_name("bfloat16"), DType::bf16);
+    EXPECT_EQ(dtype_from_name("float64"), DType::f64);
+}
+
 TEST(HfConfig, TaskNames) {
     EXPECT_EQ(task_from_name("masked-lm"), Task::masked_lm);
     EXPECT_EQ(task_from_name("question-answering"), Task::question_answering);
