@@ -1,9 +1,13 @@
 // One training step (forward, backward, AdamW) of a BERT-base-shaped model
 // with random weights, timed per phase: the Loom side of
 // bench/torch_bert_step.py (same shapes, no dropout, batch 8 x 128 by default).
+// --task clm is a Llama-shaped causal LM instead (RMSNorm, rotary
+// embeddings, grouped-query attention with --kv-heads, SwiGLU with
+// --intermediate, an untied lm_head), the side of bench/torch_llama_step.py.
 //
-//   bench_model_step [--task mlm|cls] [--batch 8] [--seq 128] [--layers 12]
+//   bench_model_step [--task mlm|cls|clm] [--batch 8] [--seq 128] [--layers 12]
 //                    [--steps 5] [--warmup 2] [--hidden 768] [--vocab 30522]
+//                    [--heads C/64] [--kv-heads heads] [--intermediate 4C]
 //                    [--all-logits 0|1] [--dtype fp32|bf16] [--dropout 0]
 //
 // --dropout P sets both of the config's dropout rates (HF's default is 0.1),
@@ -51,6 +55,7 @@ int main(int argc, char** argv) {
     runtime_init();
     std::string task = "mlm";
     int64_t B = 8, T = 128, L = 12, C = 768, V = 30522, steps = 5, warmup = 2, all_logits = 0;
+    int64_t NH = 0, NKV = 0, I = 0;  // 0: C / 64, NH and 4 C
     double dropout = 0.0;
     std::string dtype = "fp32";
     for (int i = 1; i + 1 < argc; i += 2) {
@@ -77,19 +82,37 @@ int main(int argc, char** argv) {
             dtype = v;
         else if (k == "--dropout")
             dropout = std::stod(v);
+        else if (k == "--heads")
+            NH = std::stoll(v);
+        else if (k == "--kv-heads")
+            NKV = std::stoll(v);
+        else if (k == "--intermediate")
+            I = std::stoll(v);
         else {
             fmt::print(stderr, "unknown option {}\n", k);
             return 2;
         }
     }
-    const bool mlm = task == "mlm";
-    const std::string json = fmt::format(
-        R"({{"architectures": ["{}"], "model_type": "bert", "vocab_size": {}, "hidden_size": {},
-            "num_hidden_layers": {}, "num_attention_heads": {}, "intermediate_size": {},
-            "max_position_embeddings": 512, "hidden_dropout_prob": {},
-            "attention_probs_dropout_prob": {}, "num_labels": 3}})",
-        mlm ? "BertForMaskedLM" : "BertForSequenceClassification", V, C, L, C / 64, 4 * C, dropout,
-        dropout);
+    const bool mlm = task == "mlm", clm = task == "clm";
+    if (NH == 0) NH = C / 64;
+    if (NKV == 0) NKV = NH;
+    if (I == 0) I = 4 * C;
+    const std::string json =
+        clm ? fmt::format(
+                  R"({{"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+                       "vocab_size": {}, "hidden_size": {}, "num_hidden_layers": {},
+                       "num_attention_heads": {}, "num_key_value_heads": {},
+                       "intermediate_size": {}, "max_position_embeddings": 4096,
+                       "attention_dropout": {}}})",
+                  V, C, L, NH, NKV, I, dropout)
+            : fmt::format(
+                  R"({{"architectures": ["{}"], "model_type": "bert", "vocab_size": {},
+                       "hidden_size": {}, "num_hidden_layers": {}, "num_attention_heads": {},
+                       "intermediate_size": {}, "max_position_embeddings": 512,
+                       "hidden_dropout_prob": {}, "attention_probs_dropout_prob": {},
+                       "num_labels": 3}})",
+                  mlm ? "BertForMaskedLM" : "BertForSequenceClassification", V, C, L, NH, I,
+                  dropout, dropout);
     const ModelConfig config = parse_hf_config(json, "bench");
     auto model = build_model(config);
     model->init(0);
@@ -100,11 +123,13 @@ int main(int argc, char** argv) {
                                                : DType::f32);
 
     std::vector<int64_t> ids(size_t(B * T)), types(size_t(B * T), 0), mask(size_t(B * T), 1);
-    std::vector<int64_t> labels(size_t(mlm ? B * T : B), -100);
+    std::vector<int64_t> labels(size_t(mlm || clm ? B * T : B), -100);
     uint64_t s = 12345;
     auto rnd = [&] { return (s = s * 6364136223846793005ull + 1442695040888963407ull) >> 33; };
     for (auto& id : ids) id = 5 + int64_t(rnd() % uint64_t(V - 5));
-    if (mlm) {
+    if (clm) {
+        labels = ids;  // HF's causal LM shifts inside the model
+    } else if (mlm) {
         for (size_t i = 0; i < labels.size(); ++i)
             if (rnd() % 100 < 15) labels[i] = ids[i];
     } else {
@@ -115,7 +140,7 @@ int main(int argc, char** argv) {
     in.T = T;
     in.input_ids = ids.data();
     in.attention_mask = mask.data();
-    in.token_type_ids = types.data();
+    in.token_type_ids = clm ? nullptr : types.data();
     in.labels = labels.data();
 
     AdamW opt(model->params(), AdamWParams{1e-4, 0.9, 0.999, 1e-8, 0.01});
@@ -155,9 +180,12 @@ int main(int argc, char** argv) {
     const double step_ms = median(tt);
     // The whole model's FLOPs, as the PyTorch peer counts them: work Loom skips
     // (logits and the last layer only at the rows the head reads) still counts.
-    const int64_t I = 4 * C;
-    double per_tok = double(L) * (2.0 * double(4 * C * C + 2 * C * I) + 4.0 * double(T * C));
+    const int64_t KV = NKV * (C / NH);
+    const double block = clm ? double(2 * C * C + 2 * C * KV + 3 * C * I)  // q, o, k, v; SwiGLU
+                             : double(4 * C * C + 2 * C * I);
+    double per_tok = double(L) * (2.0 * block + 4.0 * double(T * C));
     if (mlm) per_tok += 2.0 * double(C * C + C * V);
+    if (clm) per_tok += 2.0 * double(C * V);
     const double flops = 3.0 * per_tok * double(B * T);
     fmt::print("forward {:.1f} ms, backward {:.1f} ms, adamw {:.1f} ms (loss {:.4f}, {} threads)\n",
                median(tf), median(tb), median(to), loss, runtime_threads());
