@@ -56,7 +56,10 @@ void run_plan(const PlanOptions& o) {
         run_gpu_plan(o.job_path, o.overrides, g);
         return;
     }
-    Job job = job_load(o.job_path, o.overrides);
+    // The plan needs the model's config and the batch, not its tokenizer or weights.
+    JobParseOptions po;
+    po.model_config_only = true;
+    Job job = job_load(o.job_path, o.overrides, po);
     resolve_hub_model(job);
     ModelConfig config = load_hf_config(job.model.config_path);
     const Task want = job.task;
@@ -95,10 +98,12 @@ void run_plan(const PlanOptions& o) {
     }
     const auto rows = plan_layouts(m, q, mc);
     fmt::print(
-        "{} ({}): {:.1f}M parameters, {} layers, hidden {}, {} heads; global batch {} x seq "
-        "{} in {} micro-batches per replica\n",
-        config.architecture, config.source, double(m.total_params) / 1e6, m.layers, m.hidden,
-        m.heads, q.global_batch, q.seq, q.microbatches);
+        "{} ({}): {:.1f}M parameters ({}), {} layers, hidden {}, {} heads{}; global batch {} x "
+        "seq {} in {} micro-batches per replica\n",
+        config.architecture, config.source, double(m.total_params) / 1e6, m.total_params, m.layers,
+        m.hidden, m.heads,
+        m.kv() != m.heads ? fmt::format(" ({} key/value)", m.kv()) : std::string(), q.global_batch,
+        q.seq, q.microbatches);
     fmt::print(
         "machine: {} cores at {:.0f} GFLOP/s each{}{}, all-reduce {:.1f} GB/s, p2p {:.1f} GB/s; "
         "world {}{}\n\n",

@@ -40,6 +40,20 @@ nlohmann::json row_json(const GpuPlanRow& r, const GpuJob& job) {
     j["attention"] = l.fused_attention ? "fused" : "unfused";
     j["feasible"] = r.feasible;
     j["reason"] = r.reason;
+    // The model as priced: exact parameter count and forward FLOPs per token
+    // (layer_flops_per_token over the layers plus the output layer).
+    const PlanModel& pm = job.model;
+    j["model"] = {
+        {"params", pm.total_params},
+        {"layers", pm.layers},
+        {"hidden", pm.hidden},
+        {"heads", pm.heads},
+        {"kv_heads", pm.kv()},
+        {"intermediate", pm.intermediate},
+        {"vocab", pm.vocab},
+        {"gated_mlp", pm.gated_mlp},
+        {"window", pm.window},
+        {"forward_flops_per_token", gpu_model_flops(pm, job.seq, 1) / 3 / double(job.seq)}};
     if (r.microbatches > 0) {  // priced (possibly over memory)
         j["step_s"] = t.step_s;
         j["tokens_per_s"] = r.tokens_per_s;
@@ -145,10 +159,12 @@ void run_gpu_plan(const std::string& job_path, const std::vector<std::string>& o
     }
     const PlanModel& m = g.model;
     fmt::print(
-        "{}: {:.2f}B parameters, {} layers, hidden {}, {} heads, vocab {}; global batch {} x "
-        "seq {}\nmachine {}: {}; {} node(s), {} GPUs\n\n",
-        config.architecture, double(m.total_params) / 1e9, m.layers, m.hidden, m.heads, m.vocab,
-        rows.empty() ? global : rows[0].layout.global_batch, g.seq, g.machine.name, g.machine.description, g.nodes, g.world());
+        "{}: {:.2f}B parameters ({}), {} layers, hidden {}, {} heads{}, vocab {}; global batch {} "
+        "x seq {}\nmachine {}: {}; {} node(s), {} GPUs\n\n",
+        config.architecture, double(m.total_params) / 1e9, m.total_params, m.layers, m.hidden,
+        m.heads, m.kv() != m.heads ? fmt::format(" ({} key/value)", m.kv()) : std::string(),
+        m.vocab, rows.empty() ? global : rows[0].layout.global_batch, g.seq, g.machine.name,
+        g.machine.description, g.nodes, g.world());
     GpuPlanOptions shown = o;
     if (!o.layout.empty()) shown.all = true;  // a given layout is shown with its reason
     print_table(rows, shown);

@@ -1,5 +1,5 @@
 // Cluster planner for GPU nodes: memory per GPU and step time of one
-// data x tensor x pipeline layout of a GPT/BERT-style transformer in mixed
+// data x tensor x pipeline layout of a GPT/BERT-style or Llama-family transformer in mixed
 // precision (docs/plan-gpu.md), and the search over layouts that `loom plan
 // --machine` and `distribution: auto` use.
 //

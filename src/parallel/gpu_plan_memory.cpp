@@ -29,30 +29,50 @@ struct Saved {
     bool attention_core;     // dropped (recomputed) under selective recompute
 };
 
-// What one transformer layer (pre- or post-LN, GeLU MLP, dropout everywhere)
-// saves for backward, with 16-bit activations and 1-byte dropout masks
-// (Korthikanti et al. 2022, Section 4.1). a*s^2*b terms are per token here
-// as a*s.
+// What one transformer layer saves for backward, with 16-bit activations and
+// 1-byte dropout masks (Korthikanti et al. 2022, Section 4.1, for a pre- or
+// post-LN layer with a GeLU MLP and dropout everywhere). a*s^2*b terms are
+// per token here as a*s.
+//
+// Adapted to the Llama family (Llama, Mistral, Qwen2), assuming an attention
+// kernel that reads k and v of NKV heads (no expanded copy) and rotary
+// embeddings applied in place (their backward needs only cos and sin):
+//   - K and V are 2 NKV d bytes each per token instead of 2h;
+//   - SwiGLU keeps its input (shared by gate and up), the gate and up
+//     outputs (the inputs of silu(gate) x up, 2I each) and down's input (2I):
+//     6I where GeLU keeps 4I;
+//   - RMSNorm keeps its input as LayerNorm does;
+//   - no dropout (the family's configs have none): no masks, and without
+//     attention dropout the product with V reads the softmax output itself.
 std::vector<Saved> layer_saves(const PlanModel& m, int64_t seq, bool fused_attention) {
     const double h = double(m.hidden), I = double(m.intermediate), a = double(m.heads),
-                 s = double(seq);
+                 s = double(seq), kv = double(m.kv_width());
     std::vector<Saved> v = {
-        {2 * h, false, false},  // LayerNorm 1 input
-        {2 * h, false, false},  // QKV projection input (LayerNorm 1 output)
-        {4 * h, true, false},   // Q and K for Q K^T
-        {2 * h, true, false},   // V for softmax(.) V
-        {2 * h, true, false},   // output projection input (attention context)
-        {1 * h, false, false},  // attention output dropout mask
-        {2 * h, false, false},  // LayerNorm 2 input
-        {2 * h, false, false},  // MLP first linear input
-        {2 * I, true, false},   // GeLU input
-        {2 * I, true, false},   // second linear input (GeLU output)
-        {1 * h, false, false},  // MLP dropout mask
+        {2 * h, false, false},          // norm 1 input
+        {2 * h, false, false},          // QKV projection input (norm 1 output)
+        {2 * h + 2 * kv, true, false},  // Q and K for Q K^T
+        {2 * kv, true, false},          // V for softmax(.) V
+        {2 * h, true, false},           // output projection input (attention context)
+        {2 * h, false, false},          // norm 2 input
+        {2 * h, false, false},          // MLP first linear input (gate and up share it)
     };
+    if (m.gated_mlp) {
+        v.push_back({4 * I, true, false});  // gate and up outputs (silu x mul inputs)
+        v.push_back({2 * I, true, false});  // down input: silu(gate) x up
+    } else {
+        v.push_back({2 * I, true, false});  // GeLU input
+        v.push_back({2 * I, true, false});  // second linear input (GeLU output)
+    }
+    if (m.hidden_dropout) {
+        v.push_back({1 * h, false, false});  // attention output dropout mask
+        v.push_back({1 * h, false, false});  // MLP dropout mask
+    }
     if (!fused_attention) {
         v.push_back({2 * a * s, true, true});  // softmax output
-        v.push_back({1 * a * s, true, true});  // attention dropout mask
-        v.push_back({2 * a * s, true, true});  // dropout output (input of the product with V)
+        if (m.attention_dropout) {
+            v.push_back({1 * a * s, true, true});  // attention dropout mask
+            v.push_back({2 * a * s, true, true});  // dropout output (input of the product with V)
+        }
     } else {
         v.push_back({4 * a, true, false});  // fp32 log-sum-exp per row and head
     }
@@ -89,18 +109,30 @@ double gpu_layer_activation_bytes(const PlanModel& m, int64_t seq, const GpuLayo
 }
 
 double gpu_stage_params(const PlanModel& m, int64_t seq, const GpuLayout& l, bool first_stage) {
-    const double h = double(m.hidden), I = double(m.intermediate), t = double(l.tp);
+    const double h = double(m.hidden), t = double(l.tp);
     const double v = l.pp > 1 && l.schedule == ScheduleKind::interleaved ? l.virtual_stages : 1;
     const double layers = chunk_layers(m, l) * v;
     // Per layer: QKV, projection and the MLP split by t with their
-    // column-parallel biases; row-parallel biases and LayerNorms replicated.
-    double p = layers * ((4 * h * h + 2 * h * I + 3 * h + I) / t + 6 * h);
+    // column-parallel biases; row-parallel biases and norms replicated
+    // (plan_block_params: k and v of NKV heads, SwiGLU's three matrices).
+    const PlanParams b = plan_block_params(m);
+    double p = layers * (b.split / t + b.replicated);
     const double word = double(m.vocab) * h / t;  // vocabulary-parallel table
-    const double positions = double(std::max<int64_t>(m.positions, seq)) * h;
+    const double positions = m.rotary ? 0 : double(std::max<int64_t>(m.positions, seq)) * h;
     if (first_stage) p += word + positions;
-    // The last stage holds the final LayerNorm and, with pp > 1, its own copy
-    // of the tied word embeddings for the output layer.
-    if (!first_stage || l.pp == 1) p += 2 * h + (l.pp > 1 ? word : 0);
+    if (!first_stage || l.pp == 1) {
+        if (m.rms_norm) {
+            // The Llama family: its final norm and head (an untied lm_head is
+            // vocabulary-parallel), and a copy of a tied table with pp > 1.
+            const PlanParams head = plan_head_params(m);
+            p += head.split / t + head.replicated;
+            if (m.causal && m.tied_head && l.pp > 1) p += word;
+        } else {
+            // The last stage holds the final LayerNorm and, with pp > 1, its own
+            // copy of the tied word embeddings for the output layer.
+            p += 2 * h + (l.pp > 1 ? word : 0);
+        }
+    }
     return p;
 }
 
@@ -148,7 +180,8 @@ GpuMemory gpu_plan_memory(const GpuJob& job, const GpuLayout& l) {
             r.activations = layers_kept * per_layer;
         }
         // Embedding dropout mask of each micro-batch in flight (the paper's sbhp/t).
-        if (first) r.activations += sbh / t * std::min<double>(chunks, double(micro));
+        if (first && m.hidden_dropout)
+            r.activations += sbh / t * std::min<double>(chunks, double(micro));
         r.activations *= act_scale;
         // Output layer and loss: Korthikanti's 4sbh/t (1 + v/h), one micro-batch.
         if (last) r.logits = 4 * sbh / t * (1 + V / h) * gpu_logit_share(m) * act_scale;

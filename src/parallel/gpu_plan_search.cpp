@@ -118,6 +118,11 @@ std::string gpu_layout_check(const GpuJob& job, const GpuLayout& l) {
                            l.global_batch, int64_t(l.dp) * l.micro_batch);
     if (m.heads % l.tp)
         return fmt::format("attention heads ({}) not divisible by tp {}", m.heads, l.tp);
+    // Loom splits the key/value heads alike, so each rank keeps whole query groups.
+    if (m.kv() % l.tp)
+        return fmt::format(
+            "key/value heads ({}) not divisible by tp {} (each rank keeps whole query groups)",
+            m.kv(), l.tp);
     if (m.intermediate % l.tp)
         return fmt::format("intermediate size ({}) not divisible by tp {}", m.intermediate, l.tp);
     if (l.zero_stage < 0 || l.zero_stage > 2) return "zero_stage must be 0, 1 or 2";
@@ -175,7 +180,7 @@ std::vector<GpuPlanRow> gpu_plan_search(const GpuJob& job, int64_t global_batch,
     const int max_tp = bounds.max_tp > 0 ? bounds.max_tp : world;
     const int max_pp = bounds.max_pp > 0 ? bounds.max_pp : world;
     for (int tp = 1; tp <= std::min(world, max_tp); ++tp) {
-        if (world % tp || job.model.heads % tp) continue;
+        if (world % tp || job.model.heads % tp || job.model.kv() % tp) continue;
         for (int pp = 1; pp <= std::min(world / tp, max_pp); ++pp) {
             if ((world / tp) % pp || pp > job.model.layers) continue;
             const int dp = world / tp / pp;

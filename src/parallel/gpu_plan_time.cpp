@@ -76,23 +76,22 @@ double bubble_share(ScheduleKind kind, int pp, int64_t micro, int v, double fwd,
 }  // namespace
 
 double gpu_model_flops(const PlanModel& m, int64_t seq, int64_t rows) {
-    const double h = double(m.hidden), I = double(m.intermediate), s = double(seq);
-    const double per_token =
-        double(m.layers) * (2 * (4 * h * h + 2 * h * I) + 4 * s * h) +
-        2 * h * double(m.vocab) * gpu_logit_share(m);
+    const double h = double(m.hidden), s = double(seq);
+    const double per_token = double(m.layers) * layer_flops_per_token(m, seq) +
+                             2 * h * double(m.vocab) * gpu_logit_share(m);
     return 3 * per_token * double(rows) * s;
 }
 
 double gpu_hardware_flops(const PlanModel& m, int64_t seq, int64_t rows, const GpuLayout& l) {
-    const double h = double(m.hidden), I = double(m.intermediate), s = double(seq);
+    const double h = double(m.hidden), s = double(seq), keys = plan_attention_keys(m, seq);
     const double tokens = double(rows) * s, L = double(m.layers);
     double extra = 0;
     if (l.recompute == Recompute::full)
-        extra = L * (2 * (4 * h * h + 2 * h * I) + 4 * s * h);
+        extra = L * layer_flops_per_token(m, seq);
     else if (l.recompute == Recompute::selective)
-        extra = L * 4 * s * h;  // Q K^T and the product with V again
+        extra = L * 4 * keys * h;  // Q K^T and the product with V again
     if (l.fused_attention && l.recompute != Recompute::full)
-        extra += L * 2 * s * h;  // the fused backward rebuilds Q K^T
+        extra += L * 2 * keys * h;  // the fused backward rebuilds Q K^T
     return gpu_model_flops(m, seq, rows) + extra * tokens;
 }
 
@@ -108,18 +107,29 @@ GpuTime gpu_plan_time(const GpuJob& job, const GpuLayout& l, bool simulate) {
                  I = double(m.intermediate), a = double(m.heads), t = double(l.tp),
                  V = double(m.vocab);
     const double bs = b * s, hd = h / a, heads = b * a / t, e = act_bytes(l.precision);
+    // Keys per query: the sequence, or a sliding window's span (a windowed
+    // kernel computes only that band).
+    const double keys = plan_attention_keys(m, job.seq);
+    // q, k and v widths: k and v of NKV heads (grouped-query attention).
+    const double qkv_w = h + 2 * double(m.kv_width());
 
-    // One layer, one micro-batch, forward, on one GPU.
-    const double g_att = gemm_s(r, s, s, hd, heads) + gemm_s(r, s, hd, s, heads);
-    const double g = gemm_s(r, bs, 3 * h / t, h) + g_att + gemm_s(r, bs, h, h / t) +
-                     gemm_s(r, bs, I / t, h) + gemm_s(r, bs, h, I / t);
-    // LayerNorms (read + write each), two bias-dropout-residual kernels
-    // (input, residual, output, mask), bias-GeLU (read + write the
-    // intermediate); LN and dropout work on 1/t of the tokens under SP.
+    // One layer, one micro-batch, forward, on one GPU. SwiGLU's gate and up
+    // run as one GEMM of width 2I (as Loom and Megatron fuse them).
+    const double g_att = gemm_s(r, s, keys, hd, heads) + gemm_s(r, s, hd, keys, heads);
+    const double mlp_in = m.gated_mlp ? 2 * I : I;
+    const double g = gemm_s(r, bs, qkv_w / t, h) + g_att + gemm_s(r, bs, h, h / t) +
+                     gemm_s(r, bs, mlp_in / t, h) + gemm_s(r, bs, h, I / t);
+    // Norms (read + write each), two bias-dropout-residual kernels (input,
+    // residual, output, mask; no mask without dropout), bias-GeLU (read +
+    // write the intermediate) or SwiGLU's silu(gate) x up (read 2I, write I);
+    // norms and dropout work on 1/t of the tokens under SP.
     const double sp = l.sequence_parallel ? t : 1.0;
-    const double ew_lin = bs * ((4 + 4 + 7 + 7) * h * e / 2 / sp + 2 * I * e / t);
+    const double residual = m.hidden_dropout ? 7 : 6;
+    const double act_fn = m.gated_mlp ? 3 * I : 2 * I;
+    const double ew_lin = bs * ((4 + 4 + 2 * residual) * h * e / 2 / sp + act_fn * e / t);
     // Softmax (read + write scores), attention dropout (read, write, mask).
-    const double ew_att = l.fused_attention ? 0 : bs * a * s / t * (2 * e + 2 * e + 1);
+    const double ew_att =
+        l.fused_attention ? 0 : bs * a * keys / t * (2 * e + (m.attention_dropout ? 2 * e + 1 : 0));
     const double mb_fwd = (ew_lin + ew_att) / r.hbm;
     const bool cross_node_tp = l.tp > p.gpus_per_node;
     const double tp_gbps = cross_node_tp ? p.network_gbps * p.network_efficiency
@@ -129,7 +139,7 @@ GpuTime gpu_plan_time(const GpuJob& job, const GpuLayout& l, bool simulate) {
 
     const double fwd_layer = g + mb_fwd + 2 * ar;
     double bwd_layer = 2 * g + 2 * mb_fwd + 2 * ar;
-    if (l.fused_attention) bwd_layer += gemm_s(r, s, s, hd, heads);
+    if (l.fused_attention) bwd_layer += gemm_s(r, s, keys, hd, heads);
     double rec_layer = 0, rec_gemm = 0, rec_mb = 0, rec_ar = 0;
     if (l.recompute == Recompute::full) {
         rec_gemm = g, rec_mb = mb_fwd, rec_ar = 2 * ar;
@@ -160,7 +170,7 @@ GpuTime gpu_plan_time(const GpuJob& job, const GpuLayout& l, bool simulate) {
     const int64_t micro = l.global_batch / (int64_t(l.dp) * l.micro_batch);
     GpuTime out;
     const double per_micro_gemm = layers * (3 * g + rec_gemm) + logit_g +
-                                  (l.fused_attention ? layers * gemm_s(r, s, s, hd, heads) : 0);
+                                  (l.fused_attention ? layers * gemm_s(r, s, keys, hd, heads) : 0);
     const double per_micro_mb = layers * (3 * mb_fwd + rec_mb) + logit_mb;
     const double per_micro_tp = layers * (4 * ar + rec_ar);
     const double per_micro = per_micro_gemm + per_micro_mb + per_micro_tp + pp_comm;

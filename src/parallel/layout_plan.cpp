@@ -17,41 +17,62 @@ int64_t ceil_div(int64_t a, int64_t b) {
     return (a + b - 1) / b;
 }
 
-// Parameters of one transformer block, split into what tensor parallelism
-// divides (the four attention projections and both MLP matrices with their
-// column-parallel biases) and what every tp rank keeps (row-parallel biases,
-// LayerNorms).
-struct BlockParams {
-    double split = 0, replicated = 0;
-};
-BlockParams block_params(const PlanModel& m) {
-    const double C = double(m.hidden), I = double(m.intermediate);
-    return {4 * C * C + 2 * C * I + 3 * C + I, 2 * C + 4 * C};
+}  // namespace
+
+// Linear weights and biases of one block. Column-parallel (split): q, k, v
+// and the MLP's first matrices with their biases, and the row-parallel
+// weights; replicated: the row-parallel biases (added after the all-reduce)
+// and the norms. k and v have NKV heads (grouped-query attention); SwiGLU has
+// gate and up of C x I and down of I x C.
+PlanParams plan_block_params(const PlanModel& m) {
+    const double C = double(m.hidden), I = double(m.intermediate), KV = double(m.kv_width());
+    const double mlp_in = m.gated_mlp ? 2 * I : I;  // gate|up, or the one up-projection
+    PlanParams p;
+    p.split = 2 * C * C + 2 * C * KV + C * mlp_in + I * C;
+    if (m.qkv_bias) p.split += C + 2 * KV;
+    if (m.mlp_bias) p.split += mlp_in;
+    if (m.out_bias) p.replicated += C;
+    if (m.mlp_bias) p.replicated += C;
+    p.replicated += (m.rms_norm ? 2 : 4) * C;  // two norms: weight (and bias)
+    return p;
 }
 
 // Embedding rows (vocab-parallel word table; positions and types replicated).
-BlockParams embedding_params(const PlanModel& m) {
+PlanParams plan_embedding_params(const PlanModel& m) {
     const double E = double(m.embedding), C = double(m.hidden);
-    BlockParams p{double(m.vocab) * E, double(m.positions + m.type_vocab) * E + 2 * E};
+    const double positions = m.rotary ? 0 : double(m.positions);
+    PlanParams p{double(m.vocab) * E, (positions + double(m.type_vocab)) * E};
+    if (!m.rms_norm) p.replicated += 2 * E;                  // embedding LayerNorm
     if (m.embedding != m.hidden) p.replicated += E * C + C;  // ALBERT's projection
     return p;
 }
 
 // Head rows beyond the tied decoder weight.
-BlockParams head_params(const PlanModel& m) {
+PlanParams plan_head_params(const PlanModel& m) {
     const double C = double(m.hidden), V = double(m.vocab);
-    if (m.causal) return {0, 2 * C};  // GPT-2 ln_f; lm_head is the tied wte
+    const double final_norm = m.rms_norm ? C : 2 * C;
+    // GPT-2's ln_f and tied wte; the Llama family's norm and, untied, its
+    // own lm_head (vocabulary-parallel like the word table).
+    if (m.causal) return {m.tied_head ? 0 : V * C, final_norm};
+    if (m.score_head) return {0, final_norm + C * double(m.num_labels)};
     const double E = double(m.embedding);
     if (m.lm_head) return {V, C * E + E + 2 * E};  // decoder bias; transform to E + LayerNorm
     if (m.span_head) return {0, 2 * C + 2};        // qa_outputs
     return {0, C * C + C + C * double(m.num_labels) + double(m.num_labels)};  // pooler + classifier
 }
 
-// One block application's forward FLOPs per token.
-double layer_flops_per_token(const PlanModel& m, int64_t seq) {
-    const double C = double(m.hidden), I = double(m.intermediate);
-    return 2 * (4 * C * C + 2 * C * I) + 4 * double(seq) * C;
+double plan_attention_keys(const PlanModel& m, int64_t seq) {
+    const double s = double(seq);
+    return m.window >= 0 ? std::min(s, double(m.window) + 1) : s;
 }
+
+double layer_flops_per_token(const PlanModel& m, int64_t seq) {
+    const double C = double(m.hidden), I = double(m.intermediate), KV = double(m.kv_width());
+    const double mlp = (m.gated_mlp ? 3 : 2) * C * I;
+    return 2 * (2 * C * C + 2 * C * KV + mlp) + 4 * plan_attention_keys(m, seq) * C;
+}
+
+namespace {
 
 // What the first and last stages add, in block applications: the runtime's
 // pipeline_stage_extras from the plan's model.
@@ -119,10 +140,14 @@ ActFloats block_acts(const PlanModel& m, const PlanWorkload& w, int tp) {
     const double N = double(w.micro_batch * w.seq), C = double(m.hidden),
                  I = double(m.intermediate);
     const double att = double(w.micro_batch) * double(m.heads / tp) * double(w.seq) * double(w.seq);
-    // qkv (3C/tp), context (C/tp), MLP pre- and post-activation (2I/tp), the
-    // LayerNorm output, residual sum and second LayerNorm input (3C), LayerNorm
-    // statistics (4), attention probabilities.
-    return {N * C, N * (4 * C / tp + 2 * I / tp + 3 * C + 4) + att};
+    // q|k|v (C + 2 NKV d)/tp and, with grouped-query attention, k and v
+    // expanded to NH heads (the 3C/tp rows attention reads, nn/self_attention.h);
+    // context (C/tp); MLP pre- and post-activation (2I/tp; SwiGLU: gate|up 2I
+    // and silu(gate) x up I); the norm output, residual sum and second norm
+    // input (3C); norm statistics (4); attention probabilities.
+    const double qkv = C + 2 * double(m.kv_width()) + (m.kv() != m.heads ? 3 * C : 0);
+    const double mlp = m.gated_mlp ? 3 * I : 2 * I;
+    return {N * C, N * ((qkv + C + mlp) / tp + 3 * C + 4) + att};
 }
 
 // Backward workspace shared by every block, plus embeddings and head buffers
@@ -134,19 +159,27 @@ double workspace_floats(const PlanModel& m, const PlanWorkload& w, const LayoutC
     const double E = double(m.embedding);
     const double att =
         double(w.micro_batch) * double(m.heads / l.tp) * double(w.seq) * double(w.seq);
-    double f = N * (4 * C / l.tp + I / l.tp + 4 * C) + att;  // dqkv, dctx, dI, t, u, dh, du; datt
+    // dqkv (and its expansion under GQA), dctx, dI (SwiGLU: d gate|up and d of
+    // the product), t, u, dh, du; datt.
+    const double dqkv = C + 2 * double(m.kv_width()) + (m.kv() != m.heads ? 3 * C : 0);
+    const double dI = m.gated_mlp ? 3 * I : I;
+    double f = N * ((dqkv + C + dI) / l.tp + 4 * C) + att;
     if (first_stage) {
-        f += N * C + 2 * N * E + 2 * N;               // hidden[0], embedding sum and its gradient
+        f += N * C + 2 * N;  // hidden[0]
+        // The embedding sum and its gradient (the Llama family embeds into hidden[0]).
+        if (!m.rms_norm) f += 2 * N * E;
         if (m.embedding != m.hidden) f += 2 * N * E;  // ALBERT's projection input and gradient
     }
     if (last_stage) {
         const double V = double(m.vocab) / l.tp;
         if (m.causal)
-            f += N * C + 2 * N + 2 * N * V;  // ln_f output; logits and their gradient
+            f += N * C + 2 * N + 2 * N * V;  // final norm output; logits and their gradient
         else if (m.lm_head)
             // The arena holds every position's logits (the labelled share varies
             // per batch); transform, GELU and LayerNorm buffers and gradients.
             f += N * (2 * C + 5 * E + 2 + 2 * V);
+        else if (m.score_head)
+            f += N * (C + 2);  // final norm output and statistics (the score is per row)
         else
             f += N * (C + 6);  // QA span head (classification's is per row: negligible)
     }
@@ -161,14 +194,15 @@ double ring_seconds(double bytes, int n, double gbps, double latency) {
 }  // namespace
 
 void plan_model_count_params(PlanModel& m) {
-    const BlockParams b = block_params(m), e = embedding_params(m), h = head_params(m);
+    const PlanParams b = plan_block_params(m), e = plan_embedding_params(m),
+                     h = plan_head_params(m);
     m.total_params = int64_t(double(m.distinct_blocks) * (b.split + b.replicated) + e.split +
                              e.replicated + h.split + h.replicated);
 }
 
 double forward_flops_per_token(const PlanModel& m, int64_t seq) {
-    const double C = double(m.hidden), I = double(m.intermediate), V = double(m.vocab);
-    double f = double(m.layers) * (2 * (4 * C * C + 2 * C * I) + 4 * double(seq) * C);
+    const double C = double(m.hidden), V = double(m.vocab);
+    double f = double(m.layers) * layer_flops_per_token(m, seq);
     if (m.embedding != m.hidden) f += 2 * double(m.embedding) * C;
     if (m.causal)
         f += 2 * C * V;
@@ -191,6 +225,10 @@ std::string layout_check(const PlanModel& m, const PlanWorkload& w, const Layout
     if (w.micro_batch < 1) return "global batch not divisible by dp x micro-batches";
     if (m.heads % l.tp)
         return "attention heads (" + std::to_string(m.heads) + ") not divisible by tp";
+    // Loom splits the key/value heads alike, so each rank keeps whole query groups.
+    if (m.kv() % l.tp)
+        return "key/value heads (" + std::to_string(m.kv()) +
+               ") not divisible by tp (each rank keeps whole query groups)";
     if (m.intermediate % l.tp) return "intermediate size not divisible by tp";
     if (l.pp * l.virtual_stages > m.layers) return "more pipeline stages than layers";
     if (l.pp > 1 && w.microbatches < l.pp && l.schedule != ScheduleKind::simple)
@@ -202,14 +240,15 @@ std::string layout_check(const PlanModel& m, const PlanWorkload& w, const Layout
 
 MemoryPlan plan_memory(const PlanModel& m, const PlanWorkload& w, const LayoutChoice& l) {
     MemoryPlan r;
-    const BlockParams b = block_params(m), e = embedding_params(m), h = head_params(m);
+    const PlanParams b = plan_block_params(m), e = plan_embedding_params(m),
+                     h = plan_head_params(m);
     const double blocks = double(stage_blocks(m, w, l));
     const double body = blocks * (b.split / l.tp + b.replicated);
     const double emb = e.split / l.tp + e.replicated, head = h.split / l.tp + h.replicated;
     // Busiest rank: the first stage (embeddings) or the last (head, and a copy
     // of the tied word embeddings when pp > 1).
     const double tied_copy =
-        m.lm_head && l.pp > 1 ? double(m.vocab) * double(m.embedding) / l.tp : 0;
+        m.lm_head && m.tied_head && l.pp > 1 ? double(m.vocab) * double(m.embedding) / l.tp : 0;
     const double first = body + emb + (l.pp == 1 ? head : 0);
     const double last = body + head + tied_copy;
     const double P = std::max(first, last);

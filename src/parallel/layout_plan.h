@@ -34,12 +34,47 @@ struct PlanModel {
     bool span_head = false;        // question answering: start/end logits, no pooler
     double labelled_share = 0.15;  // MLM: positions with labels (logits only there)
     int64_t num_labels = 2;
+    // The Llama family (Llama, Mistral, Qwen2). The defaults are BERT's and
+    // GPT-2's blocks: four C x C projections, a two-matrix MLP, every linear
+    // with a bias, LayerNorms, a learned position table, a tied LM head.
+    int64_t kv_heads = 0;           // NKV: k and v project to NKV x C/NH (grouped-query); 0 = heads
+    bool gated_mlp = false;         // SwiGLU: gate and up (C x I each), down (I x C)
+    bool rms_norm = false;          // RMSNorm (weight only), none on the embeddings
+    bool rotary = false;            // rotary embeddings: no position table
+    bool qkv_bias = true;           // biases on q, k, v
+    bool out_bias = true;           // bias on the attention output projection
+    bool mlp_bias = true;           // biases on the MLP's linears
+    bool tied_head = true;          // causal LM: lm_head is the word table, else V x C of its own
+    bool score_head = false;        // classification by a bias-free C x num_labels score at the
+                                    // last token, no pooler (num_labels 0: the base model)
+    int64_t window = -1;            // sliding window: a query sees keys i - window .. i; -1 = none
+    bool hidden_dropout = true;     // dropout on the embeddings and residual branches
+    bool attention_dropout = true;  // dropout on the attention probabilities
     int64_t total_params = 0;  // counted from the shapes above
+    int64_t kv() const { return heads > 0 ? (kv_heads > 0 ? kv_heads : heads) : 0; }
+    // Width of the k (and of the v) projection: NKV heads of C/NH.
+    int64_t kv_width() const { return heads > 0 ? kv() * (hidden / heads) : hidden; }
 };
 
 // Sets m.total_params from the shape fields (train/plan_model.h fills
 // those from a ModelConfig).
 void plan_model_count_params(PlanModel& m);
+
+// Parameters of one part of the model, split into what tensor parallelism
+// divides (column-parallel projections and their biases, row-parallel
+// weights, the vocabulary-parallel tables) and what every tp rank keeps
+// (row-parallel biases, norms, position tables, small heads).
+struct PlanParams {
+    double split = 0, replicated = 0;
+};
+PlanParams plan_block_params(const PlanModel& m);      // one transformer block
+PlanParams plan_embedding_params(const PlanModel& m);  // word, position and type tables
+PlanParams plan_head_params(const PlanModel& m);       // final norm and head, beyond a tied table
+
+// Keys each query's attention products cover: the sequence, or the sliding
+// window's window + 1 keys where that is shorter. FLOPs count every query
+// against this span (Megatron's convention: causal masking is not halved).
+double plan_attention_keys(const PlanModel& m, int64_t seq);
 
 // One optimizer step of one data-parallel replica.
 struct PlanWorkload {
@@ -133,5 +168,9 @@ std::vector<PlanRow> plan_layouts(const PlanModel& m, const PlanRequest& request
 
 // Forward FLOPs per token of one full model (GEMMs and attention products).
 double forward_flops_per_token(const PlanModel& m, int64_t seq);
+// The same for one block application: 2 x the projections' and the MLP's
+// weights (k and v of NKV heads, SwiGLU's three matrices) plus Q K^T and the
+// product with V over plan_attention_keys.
+double layer_flops_per_token(const PlanModel& m, int64_t seq);
 
 }  // namespace loom
