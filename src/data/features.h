@@ -50,6 +50,9 @@ struct Feature {
     // (T_i) causal LM: the token's label, -100 where it is no target (an
     // instruction's prompt); empty: every token is its own label.
     std::vector<int32_t> labels;
+    // (T_i) causal LM packed with document boundaries: each token's position
+    // in its document (0 starts a document); empty: 0 .. T_i - 1.
+    std::vector<int32_t> position_ids;
     int64_t label = -100;        // sequence classification: class index
     int64_t start_position = 0;  // QA: token index of the answer start (0 = CLS when absent)
     int64_t end_position = 0;
@@ -82,6 +85,11 @@ struct FeaturizeOptions {
     int64_t max_seq_length = 128;
     int64_t doc_stride = 128;
     bool packing = false;  // LM: concatenate and cut into blocks (group_texts)
+    // Causal LM with packing: keep document boundaries in each block
+    // (Feature::position_ids restart per document, each document's first
+    // token is no target). Not reachable from a job yet: the models do not
+    // read per-token positions or restrict attention to a document.
+    bool pack_documents = false;
     std::vector<std::string>
         label_names;  // classification: fixed label order (from config id2label)
     // Causal LM instruction data (records of RecordKind::prompt_completion,

@@ -29,6 +29,13 @@
 // counts them. Without packing a row longer than max_seq_length is cut on the
 // right (the end token may be cut, as in TRL); with packing rows are
 // concatenated, labels with them, and cut into blocks.
+//
+// pack_documents (causal LM, with packing) keeps the documents apart inside a
+// block: position ids restart at 0 for each document (and for the piece of a
+// document a block boundary cut off), and a document's first token is no
+// target. Only the data side exists: the models do not yet read the
+// per-token positions nor mask attention across documents, so no job key
+// sets it.
 #include <algorithm>
 
 #include "core/check.h"
@@ -190,18 +197,29 @@ FeatureSet featurize_lm(const std::vector<Record>& records, const Tokenizer& tok
                "lower max_seq_length or set packing: false",
                task, records.size(), total, block);
     set.features.resize(n_blocks);
+    // Causal LM with document boundaries: every piece of a document inside a
+    // block gets positions from 0 (the model cannot see the part cut off
+    // before it) and label -100 on its first token (nothing in the row
+    // precedes it), as HF's DataCollatorWithFlattening does.
+    const bool docs = opts.pack_documents && !mlm;
     size_t pos = 0;  // tokens placed so far
     for (const auto& r : rows) {
+        int32_t piece_pos = 0;  // position within the current piece of r
         for (size_t t = 0; t < r.ids.size() && pos < n_blocks * block; ++t, ++pos) {
             Feature& f = set.features[pos / block];
             if (f.ids.empty()) {
                 f.ids.reserve(block);
                 f.type_ids.reserve(block);
-                if (instruct) f.labels.reserve(block);
+                if (instruct || docs) f.labels.reserve(block);
+                if (docs) f.position_ids.reserve(block);
             }
+            if (docs && pos % block == 0) piece_pos = 0;
             f.ids.push_back(r.ids[t]);
             f.type_ids.push_back(r.type_ids[t]);
-            if (instruct) f.labels.push_back(r.labels[t]);
+            const int32_t label = instruct ? r.labels[t] : r.ids[t];
+            if (instruct || docs) f.labels.push_back(docs && piece_pos == 0 ? -100 : label);
+            if (docs) f.position_ids.push_back(piece_pos);
+            ++piece_pos;
         }
     }
     set.stats.dropped_tokens = int64_t(total - n_blocks * block);

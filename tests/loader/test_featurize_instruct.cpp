@@ -146,6 +146,32 @@ TEST_F(FeaturizeInstruct, PlainTextTakesStartTokensFromThePostProcessor) {
     EXPECT_TRUE(l3.features.at(0).labels.empty());  // every token is its own label
 }
 
+// Packing with document boundaries: positions restart at each document (and
+// at each block, for a document cut by it), whose first token is no target.
+TEST_F(FeaturizeInstruct, PackedDocumentsRestartPositions) {
+    const std::vector<Record> recs = {text_record("Hello, world!"),
+                                      text_record("The quick brown fox jumps over the lazy dog.")};
+    FeaturizeOptions o = options(2, 8, true);
+    o.pack_documents = true;
+    const FeatureSet set = featurize(recs, mistral_tokenizer(), o);
+    // 5 + 13 = 18 tokens: 2 blocks of 8, 2 dropped.
+    ASSERT_EQ(set.features.size(), 2u);
+    EXPECT_EQ(set.features[0].ids,
+              (std::vector<int32_t>{1, 22557, 28725, 1526, 28808, 1, 415, 2936}));
+    EXPECT_EQ(set.features[0].position_ids, (std::vector<int32_t>{0, 1, 2, 3, 4, 0, 1, 2}));
+    EXPECT_EQ(set.features[0].labels,
+              (std::vector<int32_t>{X, 22557, 28725, 1526, 28808, X, 415, 2936}));
+    EXPECT_EQ(set.features[1].ids,
+              (std::vector<int32_t>{9060, 285, 1142, 461, 10575, 754, 272, 17898}));
+    EXPECT_EQ(set.features[1].position_ids, (std::vector<int32_t>{0, 1, 2, 3, 4, 5, 6, 7}));
+    EXPECT_EQ(set.features[1].labels.front(), X);
+    // Without the option: group_texts, no positions, every token a label.
+    o.pack_documents = false;
+    const FeatureSet plain = featurize(recs, mistral_tokenizer(), o);
+    EXPECT_TRUE(plain.features[0].position_ids.empty());
+    EXPECT_TRUE(plain.features[0].labels.empty());
+}
+
 TEST_F(FeaturizeInstruct, MissingEosIsAnError) {
     auto recs = read(k_jsonl);
     expect_error([&] { featurize(recs, mistral_tokenizer(), options(-1)); },
