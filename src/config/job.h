@@ -111,6 +111,11 @@ struct DataArgs {
     std::string text_column = "text";
     std::string text_pair_column;  // empty = single-sequence input
     std::string label_column = "label";
+    // Causal-LM instruction data (TRL's prompt-completion format): a non-empty
+    // prompt_column reads records of a prompt and a completion; the loss
+    // counts the completion (and the end token) only.
+    std::string prompt_column;
+    std::string completion_column = "completion";
     // Raw label (as written in the data, integers in decimal) -> label name,
     // in the order of the job file. Empty = labels used as they are.
     std::vector<std::pair<std::string, std::string>> label_map;

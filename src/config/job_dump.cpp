@@ -64,6 +64,8 @@ void dump_data(Dumper& d, const DataArgs& a) {
     d.str("text_column", a.text_column);
     d.str("text_pair_column", a.text_pair_column);
     d.str("label_column", a.label_column);
+    d.str("prompt_column", a.prompt_column);
+    d.str("completion_column", a.completion_column);
     d.key("label_map");
     if (a.label_map.empty()) {
         d.out << YAML::Null;

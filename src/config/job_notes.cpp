@@ -162,6 +162,11 @@ void data_notes(const Notes& n, const Job& job) {
         only_for(k, Task::question_answering);
     for (std::string_view k : {"label_column", "text_pair_column"})
         only_for(k, Task::sequence_classification);
+    only_for("prompt_column", Task::causal_lm);
+    if (job.data.prompt_column.empty())
+        n.unused("data.completion_column", "it is read with data.prompt_column, which is not set");
+    else
+        n.unused("data.text_column", "instruction data reads prompt_column and completion_column");
     if (job.task == Task::question_answering)
         n.unused("data.text_column",
                  "question-answering reads question_column and "

@@ -189,6 +189,27 @@ void validate_data(const YamlCtx& ctx, Job& job) {
         bad("label_map",
             fmt::format("only applies to sequence-classification, not {}", enum_name(job.task)));
     if (d.text_column.empty()) bad("text_column", "must not be empty");
+    // A chat template is a Jinja program (tokenizer_config.json); Loom has no
+    // template engine, so conversations must arrive rendered.
+    for (std::string_view k : {"text_column", "prompt_column", "completion_column"}) {
+        const std::string& v = k == "text_column"     ? d.text_column
+                               : k == "prompt_column" ? d.prompt_column
+                                                      : d.completion_column;
+        if (v == "messages")
+            bad(k,
+                "chat 'messages' records are not supported: rendering them needs the model's "
+                "Jinja chat template, which Loom does not run; render the conversations to a "
+                "text column, or to prompt and completion columns, first");
+    }
+    if (!d.prompt_column.empty()) {
+        if (job.task != Task::causal_lm)
+            bad("prompt_column", fmt::format("prompt/completion records are instruction data for "
+                                             "causal-lm, not {}",
+                                             enum_name(job.task)));
+        if (d.completion_column.empty()) bad("completion_column", "must not be empty");
+        if (d.completion_column == d.prompt_column)
+            bad("completion_column", "must differ from prompt_column");
+    }
 }
 
 void check_exists(const YamlCtx& ctx, const std::string& key, const std::string& path,

@@ -103,6 +103,8 @@ std::vector<Field> data_fields(DataArgs& d) {
             field_string("text_column", &d.text_column),
             field_optional_string("text_pair_column", &d.text_pair_column),
             field_optional_string("label_column", &d.label_column),
+            field_optional_string("prompt_column", &d.prompt_column),
+            field_string("completion_column", &d.completion_column),
             {"label_map", label_map},
             field_string("question_column", &d.question_column),
             field_string("context_column", &d.context_column),

@@ -6,7 +6,9 @@
 // attention_mask 0, token_type_ids 0, token labels -100. Labels per task:
 //   sequence-classification  labels (B) = the class index (-100: unlabelled)
 //   question-answering       start_positions, end_positions (B)
-//   causal-lm                labels (B, T) = input_ids (the model shifts)
+//   causal-lm                labels (B, T) = input_ids (the model shifts), or the
+//                            feature's labels where it has them (instruction
+//                            data: -100 on the prompt)
 //   masked-lm                labels (B, T) = original id where masked (below)
 // Masked LM follows HF DataCollatorForLanguageModeling: every token that is
 // neither special nor padding is picked with mlm_probability; a picked token
@@ -17,7 +19,8 @@
 //
 // label_count matches Model::forward's LossSum::count for the batch: picked
 // tokens (masked LM), T_i - 1 per row (causal LM: the first token is never a
-// target), labelled rows (classification), 2 per row (QA: start and end terms).
+// target; with feature labels, those after the first that are not -100), labelled rows
+// (classification), 2 per row (QA: start and end terms).
 #pragma once
 
 #include <cstdint>

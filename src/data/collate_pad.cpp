@@ -31,11 +31,20 @@ int64_t padded_length(int64_t longest, int64_t pad_to_multiple_of) {
 int64_t row_label_count(Task task, const Feature& f, int64_t feature_index, int64_t epoch,
                         const MlmMasker* masker) {
     switch (task) {
-        case Task::sequence_classification: return f.label != -100 ? 1 : 0;
-        case Task::question_answering: return 2;
-        case Task::causal_lm: return f.ids.empty() ? 0 : int64_t(f.ids.size()) - 1;
-        case Task::masked_lm: return masker->count_row(f, feature_index, epoch);
-        case Task::base: return 0;
+        case Task::sequence_classification:
+            return f.label != -100 ? 1 : 0;
+        case Task::question_answering:
+            return 2;
+        case Task::causal_lm: {
+            if (f.labels.empty()) return f.ids.empty() ? 0 : int64_t(f.ids.size()) - 1;
+            // The first token is never a target (the model shifts).
+            return std::count_if(f.labels.begin() + 1, f.labels.end(),
+                                 [](int32_t l) { return l != -100; });
+        }
+        case Task::masked_lm:
+            return masker->count_row(f, feature_index, epoch);
+        case Task::base:
+            return 0;
     }
     return 0;
 }
@@ -78,10 +87,14 @@ void collate_rows(TokenBatch& out, const RowSource& rows, const LoaderOptions& o
             case Task::masked_lm:
                 out.label_count += masker->mask_row(ids, out.labels.data() + b * T, f, fi, epoch);
                 break;
-            case Task::causal_lm:
-                for (int64_t t = 0; t < n; ++t) ids[t] = out.labels[size_t(b * T + t)] = f.ids[size_t(t)];
+            case Task::causal_lm: {
+                int64_t* labels = out.labels.data() + b * T;
+                for (int64_t t = 0; t < n; ++t) ids[t] = labels[t] = f.ids[size_t(t)];
+                if (!f.labels.empty())
+                    for (int64_t t = 0; t < n; ++t) labels[t] = f.labels[size_t(t)];
                 out.label_count += row_label_count(task, f, fi, epoch, masker);
                 break;
+            }
             case Task::sequence_classification:
                 for (int64_t t = 0; t < n; ++t) ids[t] = f.ids[size_t(t)];
                 out.labels[size_t(b)] = f.label;

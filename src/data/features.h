@@ -17,6 +17,10 @@
 //   causal-lm                run_clm: texts without truncation, concatenated
 //                            and cut into blocks (`packing`, the default in the
 //                            job), or one truncated row per non-empty text.
+//                            Instruction records (prompt, completion) as TRL's
+//                            SFT: tokens of prompt + completion with the
+//                            tokenizer's special tokens, then eos_id; labels
+//                            -100 on the prompt's tokens (featurize_lm.cpp).
 //   question-answering       run_qa prepare_train_features: (question, context)
 //                            windows, only_second truncation with doc_stride
 //                            overlap; answer start/end token or (0, 0).
@@ -43,8 +47,14 @@ using tokenizer::Tokenizer;
 struct Feature {
     std::vector<int32_t> ids;       // (T_i) token ids, special tokens included, no padding
     std::vector<int32_t> type_ids;  // (T_i) segment ids
-    int64_t label = -100;           // sequence classification: class index
-    int64_t start_position = 0;     // QA: token index of the answer start (0 = CLS when absent)
+    // (T_i) causal LM: the token's label, -100 where it is no target (an
+    // instruction's prompt); empty: every token is its own label.
+    std::vector<int32_t> labels;
+    // (T_i) causal LM packed with document boundaries: each token's position
+    // in its document (0 starts a document); empty: 0 .. T_i - 1.
+    std::vector<int32_t> position_ids;
+    int64_t label = -100;        // sequence classification: class index
+    int64_t start_position = 0;  // QA: token index of the answer start (0 = CLS when absent)
     int64_t end_position = 0;
     // QA post-processing.
     int64_t example_index = -1;                       // index into FeatureSet::examples
@@ -57,6 +67,9 @@ struct FeatureStats {
     int64_t tokens = 0;     // real tokens over all features
     int64_t skipped = 0;    // records that made no feature (blank LM text)
     int64_t dropped_tokens = 0;  // packing: the tail shorter than one block
+    // Instruction data: tokens that straddle the prompt/completion boundary
+    // (counted as prompt, so not trained on).
+    int64_t boundary_tokens = 0;
 };
 
 struct FeatureSet {
@@ -71,8 +84,18 @@ struct FeaturizeOptions {
     Task task = Task::masked_lm;
     int64_t max_seq_length = 128;
     int64_t doc_stride = 128;
-    bool packing = false;                   // LM: concatenate and cut into blocks (group_texts)
-    std::vector<std::string> label_names;   // classification: fixed label order (from config id2label)
+    bool packing = false;  // LM: concatenate and cut into blocks (group_texts)
+    // Causal LM with packing: keep document boundaries in each block
+    // (Feature::position_ids restart per document, each document's first
+    // token is no target). Not reachable from a job yet: the models do not
+    // read per-token positions or restrict attention to a document.
+    bool pack_documents = false;
+    std::vector<std::string>
+        label_names;  // classification: fixed label order (from config id2label)
+    // Causal LM instruction data (records of RecordKind::prompt_completion,
+    // `has_pair` set): the end-of-sequence id appended after the completion
+    // (config.json's eos_token_id); required for such records.
+    int64_t eos_id = -1;
     // The reader's files (RecordReader::files()), so errors name "file:line";
     // empty: errors name the record's file index and line.
     std::vector<std::string> files;

@@ -57,6 +57,7 @@ public:
             label_ = index_of(o.label_column);
             if (!o.text_pair_column.empty()) pair_ = index_of(o.text_pair_column);
         }
+        if (o.kind == RecordKind::prompt_completion) pair_ = index_of(o.text_pair_column);
     }
 
     bool next(Record& out) override {

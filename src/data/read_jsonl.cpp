@@ -4,6 +4,7 @@
 // Accepted shapes per task:
 //   text            {"text": "..."}
 //   classification  {"text": "...", "text_pair": "...", "label": 3 | "positive"}
+//   prompt_completion {"prompt": "...", "completion": "..."}  (the column names are options)
 //   qa              {"id", "title", "question", "context",
 //                    "answers": {"text": [..], "answer_start": [..]}}   (HF datasets)
 //                   or "answers": [{"text": .., "answer_start": ..}]    (SQuAD);
@@ -134,6 +135,10 @@ bool record_from_json(const FileCtx& ctx, const json& obj, int64_t line, const s
     switch (o.kind) {
         case RecordKind::text:
             return string_column(o.text_column, out.text);
+        case RecordKind::prompt_completion:
+            out.has_pair = true;
+            return string_column(o.text_column, out.text) &&
+                   string_column(o.text_pair_column, out.text_pair);
         case RecordKind::classification: {
             if (!string_column(o.text_column, out.text)) return false;
             if (!o.text_pair_column.empty()) {
@@ -212,6 +217,7 @@ public:
 private:
     static std::vector<std::string> wanted_columns(const ReadOptions& o) {
         std::vector<std::string> w = {o.text_column};
+        if (o.kind == RecordKind::prompt_completion) w.push_back(o.text_pair_column);
         if (o.kind == RecordKind::classification) {
             w.push_back(o.label_column);
             if (!o.text_pair_column.empty()) w.push_back(o.text_pair_column);
@@ -269,6 +275,10 @@ private:
         out.line = ln;
         out.file_index = ctx_.file_index;
         if (!text(0, out.text)) return false;
+        if (o.kind == RecordKind::prompt_completion) {
+            out.has_pair = true;
+            return text(1, out.text_pair);
+        }
         if (o.kind != RecordKind::classification) return true;
         const JsonColumn& l = scan_.column(1);
         if (l.type == JsonColumn::Type::integer) {

@@ -1,4 +1,5 @@
 // Streaming line reader and the error helpers shared by every record reader.
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -81,7 +82,14 @@ void missing_column(const FileCtx& ctx, int64_t line, std::string_view column,
     for (const auto& c : present) list += (list.empty() ? "" : ", ") + c;
     if (list.empty()) list = "(none)";
     std::string at = line > 0 ? fmt::format("{}:{}", ctx.path, line) : ctx.path;
-    LOOM_FAIL("{}: column '{}' not found; columns present: {}", at, column, list);
+    // Chat records would need the model's chat template, a Jinja program,
+    // which Loom does not render.
+    const bool chat = std::find(present.begin(), present.end(), "messages") != present.end();
+    LOOM_FAIL("{}: column '{}' not found; columns present: {}{}", at, column, list,
+              chat ? " (chat 'messages' are not read: rendering them needs the model's Jinja chat "
+                     "template; render them to a text column, or to prompt and completion "
+                     "columns, first)"
+                   : "");
 }
 
 Label label_from_text(std::string_view s) {

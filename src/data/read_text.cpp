@@ -20,8 +20,9 @@ class TextSource : public FileSource {
 public:
     explicit TextSource(const FileCtx& ctx) : ctx_(ctx), lines_(ctx.path) {
         LOOM_CHECK(ctx.options->kind == RecordKind::text,
-                   "{}: plain-text files hold no labels or answers; use JSONL or CSV/TSV for "
-                   "sequence-classification and JSONL or SQuAD JSON for question-answering",
+                   "{}: plain-text files hold no labels, answers or prompt/completion pairs; use "
+                   "JSONL or CSV/TSV for sequence-classification and instruction data, and JSONL "
+                   "or SQuAD JSON for question-answering",
                    ctx.path);
     }
 

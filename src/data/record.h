@@ -30,7 +30,9 @@
 
 namespace loom {
 
-enum class RecordKind { text, classification, qa };
+// prompt_completion: instruction data for causal LM (TRL's prompt-completion
+// format): the prompt in Record::text, the completion in Record::text_pair.
+enum class RecordKind { text, classification, qa, prompt_completion };
 
 struct Label {
     enum class Kind { none, integer, text };
@@ -48,8 +50,8 @@ struct QaAnswer {
 };
 
 struct Record {
-    std::string text;       // classification / LM input
-    std::string text_pair;  // second segment (when has_pair)
+    std::string text;       // classification / LM input; prompt_completion: the prompt
+    std::string text_pair;  // second segment (when has_pair); prompt_completion: the completion
     bool has_pair = false;
     Label label;
     // Question answering.
@@ -69,7 +71,7 @@ struct Record {
 struct ReadOptions {
     RecordKind kind = RecordKind::text;
     std::string text_column = "text";
-    std::string text_pair_column;  // empty = single segment
+    std::string text_pair_column;  // empty = single segment; prompt_completion: the completion
     std::string label_column = "label";
     // Raw label (integers in decimal) -> label name; empty = labels as they are.
     std::vector<std::pair<std::string, std::string>> label_map;

@@ -293,6 +293,8 @@ const Feature& ShardDataset::row(int64_t i, Feature& out) const {
     out.type_ids.assign(size_t(n), 0);
     std::fill(out.type_ids.begin() + std::ptrdiff_t(split), out.type_ids.end(), 1);
     out.label = s.pairs ? int64_t(s.sop(j)) : -100;
+    out.labels.clear();
+    out.position_ids.clear();
     return out;
 }
 

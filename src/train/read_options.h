@@ -26,6 +26,11 @@ inline ReadOptions read_options_for(const Job& job) {
     o.text_pair_column = d.text_pair_column;
     o.label_column = d.label_column;
     o.label_map = d.label_map;
+    if (job.task == Task::causal_lm && !d.prompt_column.empty()) {
+        o.kind = RecordKind::prompt_completion;
+        o.text_column = d.prompt_column;
+        o.text_pair_column = d.completion_column;
+    }
     o.question_column = d.question_column;
     o.context_column = d.context_column;
     o.answers_column = d.answers_column;

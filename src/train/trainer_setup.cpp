@@ -67,6 +67,35 @@ SpecialIds special_ids(const std::string& tokenizer_path) {
     return s;
 }
 
+// config.json's eos_token_id (the first, where it is a list as in Llama 3),
+// or -1. The end token a decoder's generation stops at.
+int64_t config_eos_id(const std::string& config_path) {
+    json j;
+    try {
+        j = json::parse(read_file(config_path));
+    } catch (const json::exception& e) {
+        LOOM_FAIL("{}: not valid JSON ({})", config_path, e.what());
+    }
+    auto it = j.find("eos_token_id");
+    if (it == j.end() || it->is_null()) return -1;
+    const json& v = it->is_array() && !it->empty() ? it->front() : *it;
+    LOOM_CHECK(v.is_number_integer() && v.get<int64_t>() >= 0,
+               "{}: eos_token_id must be a token id (or a list of them), got {}", config_path,
+               it->dump());
+    return v.get<int64_t>();
+}
+
+// The id padding is written with. config.json's pad_token_id, else the
+// tokenizer's [PAD]/<pad>; for a causal LM without either (GPT-2, Llama,
+// Mistral), the end token, as HF fine-tuning sets pad_token = eos_token. The
+// value is never trained on: padding has attention_mask 0 and label -100.
+int64_t pad_id_for(const ModelConfig& config, const SpecialIds& sp, Task task, int64_t eos) {
+    if (config.pad_token_id >= 0) return config.pad_token_id;
+    if (sp.pad >= 0) return sp.pad;
+    if (task == Task::causal_lm && eos >= 0 && eos < config.vocab_size) return eos;
+    return 0;
+}
+
 }  // namespace
 
 Trainer::Trainer(Job job, TrainerOptions options)
@@ -120,6 +149,31 @@ void Trainer::read_data() {
     fo.max_seq_length = d.max_seq_length;
     fo.doc_stride = d.doc_stride;
     fo.packing = d.packing;
+    if (job_.task == Task::causal_lm) {
+        fo.eos_id = config_eos_id(job_.model.config_path);
+        if (!d.prompt_column.empty()) {
+            LOOM_CHECK(fo.eos_id >= 0,
+                       "{}: instruction data (data.prompt_column) puts the end-of-sequence token "
+                       "after each completion, and config.json has no eos_token_id",
+                       job_.model.config_path);
+            LOOM_CHECK(fo.eos_id < config_.vocab_size,
+                       "{}: eos_token_id {} is outside the vocabulary ({})", job_.model.config_path,
+                       fo.eos_id, config_.vocab_size);
+        }
+        const SpecialIds sp = special_ids(job_.model.tokenizer_path);
+        if (config_.pad_token_id < 0 && sp.pad < 0)
+            load_notes_.push_back(fmt::format(
+                "causal-lm: config.json has no pad_token_id and the tokenizer no pad token; "
+                "padding uses {} (padded positions get attention_mask 0 and label -100)",
+                fo.eos_id >= 0
+                    ? fmt::format("eos_token_id {}, as HF fine-tuning sets pad = eos", fo.eos_id)
+                    : std::string("id 0")));
+        if (!d.prompt_column.empty())
+            load_notes_.push_back(fmt::format(
+                "causal-lm instruction data: tokens = prompt + completion with the tokenizer's "
+                "special tokens, then eos_token_id {}; the loss counts completion tokens only",
+                fo.eos_id));
+    }
     check_max_length(config_, "data.max_seq_length", d.max_seq_length);
     if (job_.task == Task::sequence_classification) fo.label_names = initial_label_names();
 
@@ -190,9 +244,15 @@ std::shared_ptr<const FeatureSet> Trainer::load_channel(const std::string& where
         load_notes_.push_back(fmt::format(
             "{} data: {} of {} texts were longer than max_seq_length {} and were truncated",
             channel, fs_->stats.truncated, fs_->stats.records, d.max_seq_length));
-    load_notes_.push_back(fmt::format("{} data: {} records -> {} features, {} tokens ({})",
-                                      channel, fs_->stats.records, fs_->features.size(),
-                                      fs_->stats.tokens, path));
+    if (fs_->stats.boundary_tokens > 0)
+        load_notes_.push_back(fmt::format(
+            "{} data: {} token(s) cross the prompt/completion boundary (the tokenizer merged the "
+            "prompt's end with the completion's start); they count as prompt and are not trained "
+            "on",
+            channel, fs_->stats.boundary_tokens));
+    load_notes_.push_back(fmt::format("{} data: {} records -> {} features, {} tokens ({})", channel,
+                                      fs_->stats.records, fs_->features.size(), fs_->stats.tokens,
+                                      path));
     return fs_;
 }
 
@@ -254,7 +314,9 @@ LoaderOptions Trainer::loader_options(int64_t batch_size, bool shuffle) const {
     lo.drop_last = shuffle && job_.training.dataloader_drop_last;
     lo.seed = uint64_t(job_.training.data_seed);
     lo.pad_to_multiple_of = job_.data.pad_to_multiple_of;
-    lo.pad_id = config_.pad_token_id >= 0 ? config_.pad_token_id : std::max<int64_t>(sp.pad, 0);
+    lo.pad_id =
+        pad_id_for(config_, sp, job_.task,
+                   job_.task == Task::causal_lm ? config_eos_id(job_.model.config_path) : -1);
     lo.mlm_probability = job_.data.mlm_probability;
     lo.mask_id = sp.mask;
     lo.vocab_size = config_.vocab_size;

@@ -1,4 +1,4 @@
-// Every case of tests/data/tokenizers (4 tokenizers x 37 cases, expected
+// Every case of tests/data/tokenizers (6 tokenizers x 37 cases, expected
 // values produced by Hugging Face tokenizers 0.22.2) must match exactly: every
 // field of the encoding, the overflowing pieces, and both decodes.
 #include <gtest/gtest.h>
@@ -75,7 +75,8 @@ TEST_P(TokenizerCases, MatchHuggingFace) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, TokenizerCases,
-                         ::testing::Values("bert-base-uncased", "wordpiece-multilingual-cased", "gpt2",
+                         ::testing::Values("bert-base-uncased", "wordpiece-multilingual-cased",
+                                           "gpt2", "mistral-7b", "llama3-style",
                                            "unigram-albert-style"),
                          [](const ::testing::TestParamInfo<std::string>& param_info) {
                              std::string name = param_info.param;
