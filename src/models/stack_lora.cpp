@@ -85,6 +85,29 @@ void StackModel::apply_lora() {
     table_.group_trainable();
 }
 
+// Where a block's gradients start: its trainable rows' lowest offset (under
+// LoRA the frozen base lies below every adapter, so a block's adapters are
+// what its backward finishes), else its rows'.
+int64_t StackModel::block_grads_begin(const TransformerBlock& k) const {
+    std::vector<const ParamRef*> refs = {&k.ln1.weight, &k.ln1.bias, &k.ln2.weight, &k.ln2.bias};
+    for (const Linear* l : {&k.attn.qkv, &k.attn.proj, &k.mlp.fc, &k.mlp.proj}) {
+        refs.push_back(&l->weight);
+        refs.push_back(&l->bias);
+        for (const LoraAdapter& a : l->lora) {
+            refs.push_back(&a.A);
+            refs.push_back(&a.B);
+        }
+    }
+    int64_t all = table_.flat_numel(), trainable = all;
+    for (const ParamRef* r : refs) {
+        if (!r->defined() || !table_.row(r->row).local) continue;
+        const ParamRow& row = table_.row(r->row);
+        all = std::min(all, row.offset);
+        if (row.trainable) trainable = std::min(trainable, row.offset);
+    }
+    return trainable < table_.flat_numel() ? trainable : all;
+}
+
 int64_t StackModel::lora_work_elems_for(int64_t N) const {
     int64_t n = 0;
     for (const TransformerBlock& b : blocks_)

@@ -107,32 +107,9 @@ void StackModel::finish_build() {
     // embeddings, then the blocks, then the final norm and the head. Rows
     // above the blocks (final norm, untied head) get their gradients before
     // any block runs backward; rows below (embeddings, tied decoders) last.
-    // Where a block's gradients start: its trainable rows' lowest offset
-    // (under LoRA the frozen base lies below every adapter, so a block's
-    // adapters are what its backward finishes), else its rows'.
     block_begin_.assign(blocks_.size(), table_.flat_numel());
     block_first_app_.assign(blocks_.size(), int(schedule_.size()));
-    for (size_t b = 0; b < blocks_.size(); ++b) {
-        TransformerBlock& k = blocks_[b];
-        std::vector<const ParamRef*> refs = {&k.ln1.weight, &k.ln1.bias, &k.ln2.weight,
-                                             &k.ln2.bias};
-        for (const Linear* l : block_linears(k)) {
-            refs.push_back(&l->weight);
-            refs.push_back(&l->bias);
-            for (const LoraAdapter& a : l->lora) {
-                refs.push_back(&a.A);
-                refs.push_back(&a.B);
-            }
-        }
-        int64_t all = table_.flat_numel(), trainable = all;
-        for (const ParamRef* r : refs) {
-            if (!r->defined() || !table_.row(r->row).local) continue;
-            const ParamRow& row = table_.row(r->row);
-            all = std::min(all, row.offset);
-            if (row.trainable) trainable = std::min(trainable, row.offset);
-        }
-        block_begin_[b] = trainable < table_.flat_numel() ? trainable : all;
-    }
+    for (size_t b = 0; b < blocks_.size(); ++b) block_begin_[b] = block_grads_begin(blocks_[b]);
     // Only this part's applications run backward here.
     for (int64_t a = app_end(); a-- > app_begin();)
         block_first_app_[size_t(schedule_[size_t(a)])] = int(a);

@@ -102,6 +102,8 @@ class StackModel : public Model {
         return {&b.attn.qkv, &b.attn.proj, &b.mlp.fc, &b.mlp.proj};
     }
     int64_t lora_work_elems_for(int64_t N) const;
+    // The first flat element of block k's gradients the grad-ready hook waits for.
+    int64_t block_grads_begin(const TransformerBlock& k) const;
     ActPtr lora_work_;  // (lora_work_elems_for(B * T)) shared by every LoRA linear
     // Marks the rows of placement_.part's other stages absent (before allocate).
     void apply_part();

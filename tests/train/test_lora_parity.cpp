@@ -239,3 +239,63 @@ TEST(LoraInit, AsPeftKaimingUniformAndZeroB) {
 
 }  // namespace
 }  // namespace loom
+
+namespace loom {
+namespace {
+
+// Every family takes adapters by its HF linear names (PEFT's defaults), a
+// classifier head is trained in full through modules_to_save, and with B = 0
+// the adapter model is the base model: HF's logits, a gradient for B only.
+TEST(LoraFamilies, DefaultTargetsIdentityAtInitAndSavedHead) {
+    struct Case {
+        const char* fixture;
+        ModelFamily family;
+        std::vector<std::string> save;
+    };
+    for (const Case& k : {Case{"bert-cls", ModelFamily::bert, {"classifier"}},
+                          Case{"distilbert-cls", ModelFamily::distilbert, {"classifier"}},
+                          Case{"gpt2-lm", ModelFamily::gpt2, {}},
+                          Case{"llama-cls", ModelFamily::llama, {"score"}}}) {
+        SCOPED_TRACE(k.fixture);
+        const Fixture f(k.fixture);
+        ModelConfig c = f.config;
+        ASSERT_EQ(c.family, k.family);
+        c.lora.r = 2;
+        c.lora.target_modules = peft_default_targets(c.family);
+        c.lora.modules_to_save = k.save;
+        auto m = build_model(c);
+        m->load(SafetensorsFile::open(f.dir + "/model.safetensors"), 3);
+        ParamTable& t = m->params();
+        int saved = 0;
+        for (const ParamRow& r : t.rows()) {
+            const bool head = !k.save.empty() && r.name.rfind(k.save[0] + ".", 0) == 0;
+            EXPECT_EQ(r.trainable, r.adapter || head) << r.name;
+            saved += head;
+        }
+        EXPECT_EQ(saved > 0, !k.save.empty());
+        m->zero_grad();
+        const LossSum loss = m->forward(f.inputs(), DropoutPlan{});
+        EXPECT_TRUE(
+            close("logits", m->outputs().at("logits"), f.expected.at("logits"), f.tol("logits")));
+        m->backward(1.0 / double(loss.count));
+        int b_moved = 0;
+        for (int i = 0; i < t.size(); ++i) {
+            const ParamRow& r = t.row(i);
+            const Tensor g = t.grad_tensor(i);
+            double mx = 0;
+            for (int64_t e = 0; e < g.numel(); ++e)
+                mx = std::max(mx, double(std::fabs(g.data<float>()[e])));
+            if (!r.trainable || r.name.find("lora_A") != std::string::npos)
+                EXPECT_EQ(mx, 0.0) << r.name;  // frozen, or behind B = 0
+            else if (r.name.find("lora_B") != std::string::npos)
+                b_moved += mx > 0;
+        }
+        EXPECT_GT(b_moved, 0);
+        const auto exported = adapter_tensors(t);
+        for (const std::string& s : k.save)
+            EXPECT_TRUE(exported.count("base_model.model." + s + ".weight")) << s;
+    }
+}
+
+}  // namespace
+}  // namespace loom
