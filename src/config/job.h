@@ -267,6 +267,22 @@ struct SaveArgs {
     std::optional<DType> export_dtype;
 };
 
+// `peft:` a LoRA adapter, with PEFT's LoraConfig names (docs/job-file.md).
+// Only these keys are read; PEFT options Loom lacks (DoRA, rsLoRA, bias
+// training, dropout on the adapter's input) are refused by name.
+struct PeftArgs {
+    bool enabled = false;  // the job has a peft: block
+    int64_t r = 8;
+    double lora_alpha = 8;
+    double lora_dropout = 0;
+    std::vector<std::string> target_modules;   // empty: the family's PEFT default
+    std::vector<std::string> modules_to_save;  // trained in full (a classifier head)
+    // The final folder holds the merged model (W + B A * alpha / r) instead
+    // of adapter_model.safetensors + adapter_config.json.
+    bool merge_adapters = false;
+    bool operator==(const PeftArgs&) const = default;
+};
+
 struct Job {
     std::string source;  // the job file's path, or "<string>"
     Task task = Task::sequence_classification;
@@ -277,6 +293,7 @@ struct Job {
     CheckpointArgs checkpoint;
     HubArgs hub;
     SaveArgs save;
+    PeftArgs peft;
     // Lines for the start of the log: the precision, synonyms applied, and
     // every accepted key that changes nothing here, with the reason. Not
     // part of equality (they describe the job, they are not settings).
@@ -286,7 +303,7 @@ struct Job {
     std::map<std::string, std::string> locations;
     bool operator==(const Job& o) const {
         return task == o.task && model == o.model && data == o.data && training == o.training &&
-               distribution == o.distribution && checkpoint == o.checkpoint;
+               distribution == o.distribution && checkpoint == o.checkpoint && peft == o.peft;
     }
 };
 

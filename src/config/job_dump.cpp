@@ -187,6 +187,31 @@ void dump_distribution(Dumper& d, const DistributionArgs& a) {
     d.end();
 }
 
+void dump_list(Dumper& d, std::string_view k, const std::vector<std::string>& v) {
+    d.key(k);
+    if (v.empty()) {
+        d.out << YAML::Null;
+        return;
+    }
+    d.out << YAML::Flow << YAML::BeginSeq;
+    for (const std::string& s : v) d.out << YAML::DoubleQuoted << s;
+    d.out << YAML::EndSeq;
+}
+
+void dump_peft(Dumper& d, const PeftArgs& p) {
+    if (!p.enabled) return;
+    d.begin("peft");
+    d.str("peft_type", "LORA");
+    d.integer("r", p.r);
+    d.num("lora_alpha", p.lora_alpha);
+    d.num("lora_dropout", p.lora_dropout);
+    dump_list(d, "target_modules", p.target_modules);
+    dump_list(d, "modules_to_save", p.modules_to_save);
+    d.str("bias", "none");
+    d.boolean("merge_adapters", p.merge_adapters);
+    d.end();
+}
+
 }  // namespace
 
 std::string job_to_yaml(const Job& job) {
@@ -198,6 +223,7 @@ std::string job_to_yaml(const Job& job) {
     dump_data(d, job.data);
     dump_hyperparameters(d, job.training, job.checkpoint);
     dump_distribution(d, job.distribution);
+    dump_peft(d, job.peft);
     d.str("checkpoint_uri", job.checkpoint.checkpoint_uri);
     d.out << YAML::EndMap;
     LOOM_ASSERT(d.out.good(), "job_to_yaml: emitter error {}", d.out.GetLastError());

@@ -26,6 +26,11 @@ std::vector<Field> hub_fields(HubArgs& h);
 std::vector<Field> save_fields(SaveArgs& s);
 // Log lines for the hub keys: where pushes go, or that they have no effect.
 std::vector<std::string> hub_notes(const YamlCtx& ctx, const Job& job);
+// `peft:` (peft_yaml.cpp): LoRA's keys, PEFT's spelling and values only.
+void read_peft(const YamlCtx& ctx, const YAML::Node& node, const std::string& path, PeftArgs& out);
+// The LoRA job's cross-key checks (the layout it supports).
+void validate_peft(const YamlCtx& ctx, const Job& job);
+std::vector<std::string_view> peft_key_names();
 // `distribution:` any of the accepted shapes, into one DistributionArgs.
 // SMP's fp16/bf16 parameters turn on the training flags of the same name.
 void read_distribution(const YamlCtx& ctx, const YAML::Node& node, DistributionArgs& out,

@@ -251,6 +251,7 @@ void resolve_and_validate(const YamlCtx& ctx, Job& job, const JobParseOptions& o
     apply_hf_switches(ctx, job, options);
     validate_data(ctx, job);
     validate_training(ctx, job);
+    validate_peft(ctx, job);
     if (options.check_paths) check_paths(ctx, job);
     add_job_notes(ctx, job);
 }

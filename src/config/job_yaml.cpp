@@ -276,7 +276,8 @@ const std::vector<std::string_view> k_top_level_keys = {"model",
                                                         "hyperparameters",
                                                         "distribution",
                                                         "checkpoint_uri",
-                                                        "checkpoint_s3_uri"};
+                                                        "checkpoint_s3_uri",
+                                                        "peft"};
 
 }  // namespace
 
@@ -295,6 +296,7 @@ void register_key_homes(YamlCtx& ctx) {
     SaveArgs sv;
     for (auto k : field_names(save_fields(sv))) ctx.key_homes.emplace(std::string(k), "hyperparameters");
     for (auto k : distribution_key_names()) ctx.key_homes.emplace(std::string(k), "distribution");
+    for (auto k : peft_key_names()) ctx.key_homes.emplace(std::string(k), "peft");
 }
 
 }  // namespace config
@@ -357,6 +359,8 @@ Job job_parse(const std::string& yaml_text, const std::string& source_name,
           }},
          {"distribution",
           [&](const YamlCtx&, const YAML::Node& n, const std::string&) { distribution_node = n; }},
+         {"peft", [&](const YamlCtx& c, const YAML::Node& n,
+                      const std::string& p) { config::read_peft(c, n, p, job.peft); }},
          config::field_optional_string("checkpoint_uri", &job.checkpoint.checkpoint_uri),
          {"checkpoint_s3_uri", [](const YamlCtx& c, const YAML::Node& n, const std::string& p) {
               config::read_optional_string(c, n, p);

@@ -23,6 +23,7 @@
 
 #include "core/dtype.h"
 #include "core/task.h"
+#include "nn/lora.h"
 
 namespace loom {
 
@@ -37,6 +38,9 @@ struct ModelConfig {
     std::string model_type;    // "bert", "roberta", "distilbert", "albert", "gpt2"
     ModelFamily family = ModelFamily::bert;
     Task task = Task::base;
+    // LoRA adapters on the blocks' linears (a job's `peft:` block; not from
+    // config.json): set before build_model, like the task.
+    LoraSpec lora;
 
     int64_t vocab_size = 0;               // V
     int64_t hidden_size = 0;              // C (hidden_size / dim / n_embd)

@@ -27,6 +27,10 @@ void mark(std::vector<bool>& keep, const Linear* l) {
     if (!l) return;
     mark(keep, l->weight);
     mark(keep, l->bias);
+    for (const LoraAdapter& a : l->lora) {
+        mark(keep, a.A);
+        mark(keep, a.B);
+    }
 }
 void mark(std::vector<bool>& keep, const LayerNorm* n) {
     if (!n) return;
@@ -81,6 +85,7 @@ void StackModel::apply_part() {
 }
 
 void StackModel::finish_build() {
+    apply_lora();
     apply_part();
     // Tensor parallelism: the linears' TpRole plan decides what the blocks
     // split; the word table and the LM heads tied to it split by vocabulary
@@ -104,15 +109,7 @@ void StackModel::finish_build() {
     // any block runs backward; rows below (embeddings, tied decoders) last.
     block_begin_.assign(blocks_.size(), table_.flat_numel());
     block_first_app_.assign(blocks_.size(), int(schedule_.size()));
-    for (size_t b = 0; b < blocks_.size(); ++b) {
-        const TransformerBlock& k = blocks_[b];
-        for (const ParamRef* r :
-             {&k.attn.qkv.weight, &k.attn.qkv.bias, &k.attn.proj.weight, &k.attn.proj.bias,
-              &k.mlp.fc.weight, &k.mlp.fc.bias, &k.mlp.proj.weight, &k.mlp.proj.bias, &k.ln1.weight,
-              &k.ln1.bias, &k.ln2.weight, &k.ln2.bias})
-            if (r->defined() && table_.row(r->row).local)
-                block_begin_[b] = std::min(block_begin_[b], table_.row(r->row).offset);
-    }
+    for (size_t b = 0; b < blocks_.size(); ++b) block_begin_[b] = block_grads_begin(blocks_[b]);
     // Only this part's applications run backward here.
     for (int64_t a = app_end(); a-- > app_begin();)
         block_first_app_[size_t(schedule_[size_t(a)])] = int(a);
@@ -240,8 +237,13 @@ void StackModel::plan(int64_t B, int64_t T, bool fused) {
             tp_work_ = a.take_act(N * std::max(C, config_.embedding_size), act);
             tp_ids_work_ = a.take_i64(N);
         }
+        const int64_t lora_elems = lora_work_elems_for(N);
+        lora_work_ = lora_elems > 0 ? a.take_act(lora_elems, act) : nullptr;
     });
     if (placement_.tp.active()) lend_tp_work();
+    // One workspace for every adapter: each linear's use ends before the next runs.
+    for (TransformerBlock& b : blocks_)
+        for (Linear* l : block_linears(b)) l->lora_work = lora_work_;
     const size_t bytes = size_t(N * C) * dtype_size(ctx_.act);
     offload_.plan(*ctx_.be, offloaded, horizon_, bytes);
     for (int64_t r = 0; r < R; ++r) offload_.set_slot(r, ring[size_t(r)].get());

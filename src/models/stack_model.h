@@ -93,6 +93,18 @@ class StackModel : public Model {
 
   private:
     void bind_all();
+    // LoRA (config_.lora, models/stack_lora.cpp): adapters on the blocks'
+    // targeted linears, every other row frozen but modules_to_save, the
+    // trainable rows grouped at the top of the buffers (before apply_part).
+    void apply_lora();
+    // The blocks' linears, for code that walks them all.
+    std::vector<Linear*> block_linears(TransformerBlock& b) const {
+        return {&b.attn.qkv, &b.attn.proj, &b.mlp.fc, &b.mlp.proj};
+    }
+    int64_t lora_work_elems_for(int64_t N) const;
+    // The first flat element of block k's gradients the grad-ready hook waits for.
+    int64_t block_grads_begin(const TransformerBlock& k) const;
+    ActPtr lora_work_;  // (lora_work_elems_for(B * T)) shared by every LoRA linear
     // Marks the rows of placement_.part's other stages absent (before allocate).
     void apply_part();
     int64_t app_begin() const { return placement_.part.app_begin; }

@@ -163,17 +163,31 @@ void Linear::forward_input(ActPtr y, const Input& x, int64_t N) const {
     if (!row_parallel) {
         // Column parallel: Megatron "f" is the identity forward.
         gemm_forward(y, x, b, N);
-        return;
+    } else {
+        // Megatron "g": the partial products of the input-feature slices summed
+        // on tp; the bias joins after the sum, or it would count tp times.
+        gemm_forward(y, x, nullptr, N);
+        tp_sum_inplace(y, N * out, y.dtype(), *tp);
+        if (b) ctx.nn().add_bias(ctx, y, b, N, out);
     }
-    // Megatron "g": the partial products of the input-feature slices summed
-    // on tp; the bias joins after the sum, or it would count tp times.
-    gemm_forward(y, x, nullptr, N);
-    tp_sum_inplace(y, N * out, y.dtype(), *tp);
-    if (b) ctx.nn().add_bias(ctx, y, b, N, out);
+    // PEFT adds the adapters to the base output, bias included.
+    if (!lora.empty())
+        lora_forward(*this, y, x.x,
+                     rounds_operands() ? (x.rounded ? x.rounded : x.keep16) : nullptr, N);
 }
 
 void Linear::backward(ActPtr dx, CActPtr dy, CActPtr x, int64_t N, bool accumulate_dx,
                       const uint16_t* x16) const {
+    base_backward(dx, dy, x, N, accumulate_dx, x16);
+    // After the base: its dx overwrites (or adds), the adapters' adds.
+    if (!lora.empty()) {
+        LOOM_ASSERT(tp == nullptr, "LoRA on a tensor-parallel linear");
+        lora_backward(*this, dx, dy, x, rounds_operands() ? x16 : nullptr, N);
+    }
+}
+
+void Linear::base_backward(ActPtr dx, CActPtr dy, CActPtr x, int64_t N, bool accumulate_dx,
+                           const uint16_t* x16) const {
     // Row parallel: Megatron "g" bwd is the identity (dy is replicated, the
     // bias gradient is the same sum on every rank), so only the column role
     // has work: Megatron "f" bwd, all-reduce(sum, tp) of the input gradient.

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "nn/lora.h"
 #include "nn/module.h"
 #include "nn/tp_slice.h"
 #include "ops/matmul.h"
@@ -59,6 +60,13 @@ struct Linear {
     // backend's memory the partial gradient is reduced in before it is
     // added; the model's arena workspace, set at each plan.
     ActPtr tp_work;
+    // LoRA (nn/lora.h): adapters on some of the fused HF linears, their
+    // rank and alpha / r, and the model's arena workspace (lora_work_elems),
+    // set at each plan. Empty: a plain linear.
+    std::vector<LoraAdapter> lora;
+    int64_t lora_r = 0;
+    float lora_scaling = 1;
+    ActPtr lora_work;
     OpCtx ctx;
 
     // Rows "<prefix>.weight" (OC, C) or (C, OC) and "<prefix>.bias" (OC).
@@ -85,6 +93,10 @@ struct Linear {
         ctx = t.op_ctx();
         weight.bind(t);
         bias.bind(t);
+        for (LoraAdapter& a : lora) {
+            a.A.bind(t);
+            a.B.bind(t);
+        }
     }
     // Sizes are the local ones (`in`, `out`) once sharded. Under bf16 compute,
     // forward writes x's bf16 rounding to keep_x16 (N, C) when given (an
@@ -115,6 +127,8 @@ struct Linear {
     void forward_input(ActPtr y, const Input& x, int64_t N) const;
     void gemm_forward(ActPtr y, const Input& x, CActPtr b, int64_t N) const;
     void gemm_backward(ActPtr dx, CActPtr dy, CActPtr x, int64_t N, bool accumulate_dx,
+                       const uint16_t* x16) const;
+    void base_backward(ActPtr dx, CActPtr dy, CActPtr x, int64_t N, bool accumulate_dx,
                        const uint16_t* x16) const;
 };
 

@@ -3,6 +3,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <set>
@@ -60,6 +61,11 @@ void ParamTable::tie(const std::string& alias, const std::string& target) {
     LOOM_ASSERT(by_name_.count(alias) == 0, "tied name '{}' already used", alias);
     rows_[size_t(idx)].tied.push_back(alias);
     by_name_[alias] = idx;
+}
+
+void ParamTable::set_trainable(int i, bool on) {
+    LOOM_ASSERT(!allocated(), "parameter '{}' frozen after allocation", rows_[size_t(i)].name);
+    rows_[size_t(i)].trainable = on;
 }
 
 void ParamTable::set_absent(int i) {
@@ -177,23 +183,37 @@ void ParamTable::download_grads() const {
 }
 
 void ParamTable::lay_out() {
-    bool relayout = false;
+    bool relayout = group_trainable_;
     for (const auto& r : rows_) relayout = relayout || !r.local || r.shard.sharded();
-    if (relayout) {
-        // Lay the local rows out again in the same order and alignment rules.
-        int64_t end = 0;
-        for (auto& r : rows_) {
+    if (!relayout) return;
+    // Lay the local rows out again in the same order and alignment rules;
+    // grouped: the frozen rows, then the trainable ones.
+    int64_t end = 0;
+    for (int pass = 0; pass < (group_trainable_ ? 2 : 1); ++pass) {
+        for (size_t i = 0; i < rows_.size(); ++i) {
+            ParamRow& r = rows_[i];
+            if (group_trainable_ && r.trainable != (pass == 1)) continue;
             if (!r.local) {
                 r.offset = 0;
                 continue;
             }
+            LOOM_ASSERT(!group_trainable_ || !r.packed || rows_[i - 1].trainable == r.trainable,
+                        "packed row '{}' is {} but the row before it is not", r.name,
+                        r.trainable ? "trainable" : "frozen");
             int64_t off = end;
             if (!r.packed) off = (off + k_align_elems - 1) / k_align_elems * k_align_elems;
             r.offset = off;
             end = off + r.numel();
         }
-        flat_numel_ = end;
     }
+    flat_numel_ = end;
+}
+
+int64_t ParamTable::trainable_begin() const {
+    int64_t lo = flat_numel_;
+    for (const auto& r : rows_)
+        if (r.local && r.trainable && r.numel() > 0) lo = std::min(lo, r.offset);
+    return lo;
 }
 
 void ParamTable::share_buffers(const ParamTable& owner) {
@@ -304,6 +324,17 @@ void ParamTable::init_values(const ParamRow& r, const Shape& shape, float* p, ui
             }
             break;
         }
+        case InitRule::kaiming_uniform: {
+            LOOM_ASSERT(shape.ndim == 2, "kaiming-uniform init of '{}' needs a 2-D weight", r.name);
+            const double bound = 1.0 / std::sqrt(double(shape[1]));
+            const PhiloxStream rng(seed, 0, name_hash(r.name));
+            for (int64_t e = 0; e < n; ++e) {
+                const auto b = rng.block(uint64_t(e) >> 2);
+                const double u = double(b[size_t(e & 3)] >> 8) / 16777216.0;  // [0, 1)
+                p[e] = float(bound * (2.0 * u - 1.0));
+            }
+            break;
+        }
         case InitRule::sinusoidal: {
             // HF create_sinusoidal_embeddings: even columns sin, odd columns cos of
             // pos / 10000^(2*(j/2)/dim).
@@ -359,6 +390,10 @@ LoadReport ParamTable::load(const TensorSource& file, const std::string& expecte
                 found = &c;
                 break;
             }
+        if (!found && r.adapter) {
+            init_row(i, init_seed);
+            continue;
+        }
         if (!found) {
             LOOM_CHECK(r.head, "{}: missing tensor '{}' (expected shape {} from {})", file.path(),
                        r.name, r.shape.to_string(), expected_from);

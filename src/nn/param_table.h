@@ -50,6 +50,9 @@ enum class InitRule {
     zeros,       // biases
     ones,        // LayerNorm weights
     sinusoidal,  // DistilBERT's fixed sinusoidal position table
+    // U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = shape[1]: torch's
+    // kaiming_uniform_(a=sqrt(5)), PEFT's default for lora_A
+    kaiming_uniform,
 };
 
 // How a parameter is split across tensor-parallel ranks. `kind` and `axis`
@@ -89,6 +92,9 @@ struct ParamRow {
     bool decay = true;       // weight decay applies (the trainer's policy: not bias/LayerNorm)
     bool trainable = true;   // false: no gradient, no optimizer update
     bool head = false;       // belongs to a task head: may be absent from a checkpoint
+    // A LoRA adapter (nn/lora.h): initialised, not reported, when a file of
+    // base weights lacks it.
+    bool adapter = false;
     // Pipeline parallelism: false when another stage holds this row. Such a
     // row keeps its name and global shape but has no memory here (offset 0,
     // not trainable); load/save/init skip it and optimizers never see it.
@@ -116,6 +122,8 @@ public:
     void set_base_prefix(std::string prefix) { base_prefix_ = std::move(prefix); }
     const std::string& base_prefix() const { return base_prefix_; }
 
+    // Freezes (false) or unfreezes row i (before allocate).
+    void set_trainable(int i, bool on);
     // Pipeline stages: marks row i as held by another stage (before allocate).
     void set_absent(int i);
     // Tensor parallelism: row i (kind split) keeps only part tp_rank of
@@ -125,6 +133,16 @@ public:
     // Vocab-parallel: row i (V, ...) keeps its padded vocabulary slice along
     // dim 0 (before allocate). Idempotent, so a tied decoder may ask again.
     void shard_vocab_row(int i, int tp_size, int tp_rank);
+    // Lays the frozen rows out first and the trainable ones after them (each
+    // group in row order), so the trainable rows form one span at the top
+    // of the buffers (trainable_begin()): what LoRA asks, so the optimizer
+    // state and the gradient reduction cover the adapters only. Before
+    // allocate; packed rows must share their predecessor's flag.
+    void group_trainable() { group_trainable_ = true; }
+    bool grouped_trainable() const { return group_trainable_; }
+    // First element of the trainable rows' span (0 unless grouped, or when
+    // the first row is trainable); flat_numel() when none is trainable.
+    int64_t trainable_begin() const;
     // Allocates the flat buffers (zero-filled) on `device` after the last
     // add; absent rows take no space (the local rows are laid out again, in
     // order).
@@ -221,6 +239,7 @@ private:
     std::map<std::string, int> by_name_;  // stored names and aliases
     std::string base_prefix_;
     int64_t flat_numel_ = 0;
+    bool group_trainable_ = false;
     ParamDevice dev_;
     // On the backend: fp32 master, compute copy (== params_ when act is
     // f32), gradients in act. On the host: params_/grads_ themselves, or

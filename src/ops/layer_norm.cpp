@@ -136,11 +136,11 @@ void layer_norm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* 
                     sb[i] += pb[i];
                 }
             }
-#pragma omp simd
-            for (int64_t i = 0; i < len; ++i) {
-                dweight[c0 + i] += sw[i];
-                dbias[c0 + i] += sb[i];
-            }
+            // Null: a frozen weight or bias (LoRA's base).
+            if (dweight != nullptr)
+                for (int64_t i = 0; i < len; ++i) dweight[c0 + i] += sw[i];
+            if (dbias != nullptr)
+                for (int64_t i = 0; i < len; ++i) dbias[c0 + i] += sb[i];
         }
     }
 }

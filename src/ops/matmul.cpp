@@ -85,11 +85,14 @@ void matmul_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp,
     if (layout == WeightLayout::out_in) {
         if (dinp != nullptr)
             gemm<T>(false, false, N, C, OC, T(1), dout, OC, weight, C, beta_inp, dinp, C);
-        gemm<T>(true, false, OC, C, N, T(1), dout, OC, inp, C, T(1), dweight, C);
+        // dweight null: a frozen weight (LoRA's base), only dinp is wanted.
+        if (dweight != nullptr)
+            gemm<T>(true, false, OC, C, N, T(1), dout, OC, inp, C, T(1), dweight, C);
     } else {
         if (dinp != nullptr)
             gemm<T>(false, true, N, C, OC, T(1), dout, OC, weight, OC, beta_inp, dinp, C);
-        gemm<T>(true, false, C, OC, N, T(1), inp, C, dout, OC, T(1), dweight, OC);
+        if (dweight != nullptr)
+            gemm<T>(true, false, C, OC, N, T(1), inp, C, dout, OC, T(1), dweight, OC);
     }
     if (dbias != nullptr) bias_backward(dbias, dout, N, OC);
 }
@@ -161,6 +164,7 @@ void matmul_backward_bf16(float* dinp, float* dweight, float* dbias, const float
         else
             gemm_bf16(false, true, N, C, OC, 1.0f, dy, OC, w, OC, beta_inp, dinp, C);
     }
+    if (dweight == nullptr) return;  // a frozen weight
     if (layout == WeightLayout::out_in)
         gemm_bf16(true, false, OC, C, N, 1.0f, dy, OC, x, C, 1.0f, dweight, C);
     else

@@ -76,17 +76,20 @@ void matmul_backward_fp16(float* dinp, float* dweight, float* dbias, const float
     float* x = workspace(ws.inp, N * C);
     float* dy = workspace(ws.dout, N * OC);
     float* w = workspace(ws.weight, C * OC);
-    float* dw = workspace(ws.dweight, C * OC);
+    // A frozen weight (dweight null) still passes its input gradient on.
+    float* dw = dweight != nullptr ? workspace(ws.dweight, C * OC) : nullptr;
     round_to_fp16(x, inp, N * C);
     round_to_fp16(dy, dout, N * OC);
     round_to_fp16(w, weight, C * OC);
     // This call's gradients are fp16 tensors in autocast: round them alone,
     // then add them to the fp32 accumulators (.grad and a shared input's dx).
     float* dx = dinp != nullptr ? workspace(ws.dinp, N * C) : nullptr;
-    std::fill(dw, dw + C * OC, 0.0f);
+    if (dw != nullptr) std::fill(dw, dw + C * OC, 0.0f);
     matmul_backward(dx, dw, static_cast<float*>(nullptr), dy, x, w, N, C, OC, layout, false);
-    round_to_fp16(dw, C * OC);
-    for (int64_t i = 0; i < C * OC; ++i) dweight[i] += dw[i];
+    if (dw != nullptr) {
+        round_to_fp16(dw, C * OC);
+        for (int64_t i = 0; i < C * OC; ++i) dweight[i] += dw[i];
+    }
     if (dinp != nullptr) {
         round_to_fp16(dx, N * C);
         if (accumulate_dinp)

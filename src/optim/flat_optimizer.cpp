@@ -59,19 +59,28 @@ FlatOptimizer::FlatOptimizer(Backend& backend, const ParamTable& table,
         plan(std::move(segs));
         return;
     }
-    state_n_ = has_moments() ? table.flat_numel() : 0;
-    if (has_moments()) {
-        m_ = alloc_floats(backend_, state_n_);
-        v_ = alloc_floats(backend_, state_n_);
-    }
-    // The whole buffer: one segment per trainable row, state offset = flat
-    // offset. Frozen rows (and rows another pipeline stage holds) get none.
+    // The whole buffer: one segment per trainable row. Frozen rows (and rows
+    // another pipeline stage holds) get none; the state covers the span from
+    // the first trainable row to the end of the last, state offset = flat
+    // offset - state_base_.
     std::vector<ShardSegment> segs;
+    int64_t lo = table.flat_numel(), hi = 0;
     for (int i = 0; i < table.size(); ++i) {
         const ParamRow& r = table.row(i);
         if (!r.trainable || !r.local || r.numel() == 0) continue;
         segs.push_back(
             {r.offset, r.offset, r.numel(), config.decay == DecayPolicy::all || r.decay, i});
+        lo = std::min(lo, r.offset);
+        hi = std::max(hi, r.offset + r.numel());
+    }
+    state_base_ = segs.empty() ? 0 : lo;
+    for (ShardSegment& s : segs) s.shard -= state_base_;
+    state_n_ = has_moments() && !segs.empty() ? hi - lo : 0;
+    if (has_moments()) {
+        m_ = alloc_floats(backend_, state_n_);
+        v_ = alloc_floats(backend_, state_n_);
+        backend_.zero(m_->data(), size_t(std::max<int64_t>(state_n_, 1)) * sizeof(float));
+        backend_.zero(v_->data(), size_t(std::max<int64_t>(state_n_, 1)) * sizeof(float));
     }
     plan(std::move(segs));
 }
@@ -95,7 +104,9 @@ void FlatOptimizer::plan(std::vector<ShardSegment> segs) {
             const bool adjacent_rows = whole && s.row == last_row + 1;
             const bool contiguous =
                 b.param_offset + b.n == s.flat && b.state_offset + b.n == s.shard;
-            if (b.decay == s.decay && (adjacent_rows || contiguous)) {
+            // Across the gap between adjacent rows only when the state has it too.
+            const bool same_gap = s.flat - b.param_offset == s.shard - b.state_offset;
+            if (b.decay == s.decay && ((adjacent_rows && same_gap) || contiguous)) {
                 b.n = s.flat + s.n - b.param_offset;
                 last_row = s.row;
                 continue;
@@ -126,6 +137,10 @@ UpdateBuffers FlatOptimizer::buffers() const {
         b.grad = shard_->grads;
         b.grad_dtype = DType::f32;
         b.copy = nullptr;  // the caller's all-gather refreshes every piece
+    } else if (b.grad != nullptr) {
+        // The kernels index gradients like the state (a shard's layout): the
+        // whole buffer's gradients from the state's first element on.
+        b.grad = static_cast<const char*>(b.grad) + size_t(state_base_) * dtype_size(b.grad_dtype);
     }
     return b;
 }
@@ -185,13 +200,14 @@ void FlatOptimizer::set_shard(OptimizerShard shard) {
         auto m = alloc_floats(backend_, shard.numel), v = alloc_floats(backend_, shard.numel);
         for (const ShardSegment& s : shard.segments) {
             const size_t bytes = size_t(s.n) * sizeof(float);
-            backend_.copy(floats(m) + s.shard, floats(m_) + s.flat, bytes);
-            backend_.copy(floats(v) + s.shard, floats(v_) + s.flat, bytes);
+            backend_.copy(floats(m) + s.shard, floats(m_) + (s.flat - state_base_), bytes);
+            backend_.copy(floats(v) + s.shard, floats(v_) + (s.flat - state_base_), bytes);
         }
         m_ = std::move(m);
         v_ = std::move(v);
         state_n_ = shard.numel;
     }
+    state_base_ = 0;
     std::vector<ShardSegment> segs = shard.segments;
     shard_ = std::move(shard);
     plan(std::move(segs));
@@ -199,20 +215,22 @@ void FlatOptimizer::set_shard(OptimizerShard shard) {
 
 std::map<std::string, Tensor> FlatOptimizer::state_tensors() const {
     if (!has_moments()) return {};  // SGD: the step count only
-    if (backend_.device() == Device::cpu && !shard_) return moment_state_tensors(table_, m_, v_);
+    if (backend_.device() == Device::cpu && !shard_)
+        return moment_state_tensors(table_, m_, v_, state_base_);
     const int64_t flat = table_.flat_numel();
     const size_t bytes = size_t(std::max<int64_t>(flat, 1)) * sizeof(float);
     std::shared_ptr<Storage> host[2] = {Storage::alloc(bytes, false), Storage::alloc(bytes, false)};
     const std::shared_ptr<Storage>* src[2] = {&m_, &v_};
     for (int k = 0; k < 2; ++k) {
         const float* full = floats(*src[k]);
-        std::shared_ptr<Storage> gathered;
-        if (shard_) {
-            gathered = alloc_floats(backend_, flat);
-            shard_->gather_flat(full, floats(gathered));
-            full = floats(gathered);
+        if (!shard_) {
+            std::memset(host[k]->data(), 0, bytes);
+            backend_.to_host(floats(host[k]) + state_base_, full, size_t(state_n_) * sizeof(float));
+            continue;
         }
-        backend_.to_host(host[k]->data(), full, size_t(flat) * sizeof(float));
+        std::shared_ptr<Storage> gathered = alloc_floats(backend_, flat);
+        shard_->gather_flat(full, floats(gathered));
+        backend_.to_host(host[k]->data(), floats(gathered), size_t(flat) * sizeof(float));
     }
     return moment_state_tensors(table_, host[0], host[1]);
 }
@@ -235,7 +253,7 @@ void FlatOptimizer::load_state(const std::map<std::string, Tensor>& state, int64
     float* dst[2] = {floats(m_), floats(v_)};
     for (int k = 0; k < 2; ++k) {
         if (!shard_) {
-            backend_.to_device(dst[k], src[k], size_t(flat) * sizeof(float));
+            backend_.to_device(dst[k], src[k] + state_base_, size_t(state_n_) * sizeof(float));
             continue;
         }
         backend_.zero(dst[k], size_t(std::max<int64_t>(state_n_, 1)) * sizeof(float));

@@ -119,6 +119,10 @@ class FlatOptimizer : public Optimizer {
     std::optional<OptimizerShard> shard_;
     std::shared_ptr<Storage> m_, v_;  // (state_n_) each, backend memory
     int64_t state_n_ = 0;
+    // Whole buffer: the flat offset of state element 0. The state spans the
+    // trainable rows only (LoRA groups them at the top: ParamTable::
+    // group_trainable), so a frozen base holds no moments.
+    int64_t state_base_ = 0;
     std::vector<ShardSegment> segments_;
     std::vector<UpdateRun> runs_;  // segments_ merged for the elementwise kernels
     // LAMB's tile plan and sums, backend memory.

@@ -9,11 +9,12 @@ namespace loom {
 
 std::map<std::string, Tensor> moment_state_tensors(const ParamTable& table,
                                                    const std::shared_ptr<Storage>& m,
-                                                   const std::shared_ptr<Storage>& v) {
+                                                   const std::shared_ptr<Storage>& v,
+                                                   int64_t base) {
     std::map<std::string, Tensor> out;
     for (const ParamRow& r : table.rows()) {
-        if (!r.trainable) continue;
-        const size_t off = size_t(r.offset) * sizeof(float);
+        if (!r.trainable || !r.local) continue;
+        const size_t off = size_t(r.offset - base) * sizeof(float);
         out["exp_avg." + r.name] =
             Tensor::view_of(m, off, DType::f32, r.shape, "exp_avg." + r.name);
         out["exp_avg_sq." + r.name] =

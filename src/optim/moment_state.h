@@ -14,10 +14,12 @@
 
 namespace loom {
 
-// Views of m and v (flat_numel floats each) per trainable row.
+// Views of m and v per trainable row; element 0 of m and v is the flat
+// buffers' element `base` (the trainable span's start, FlatOptimizer).
 std::map<std::string, Tensor> moment_state_tensors(const ParamTable& table,
                                                    const std::shared_ptr<Storage>& m,
-                                                   const std::shared_ptr<Storage>& v);
+                                                   const std::shared_ptr<Storage>& v,
+                                                   int64_t base = 0);
 // Copies saved moments into m and v; every trainable row must be present with
 // its shape. `what` names the optimizer in errors.
 void load_moment_state(const ParamTable& table, const std::map<std::string, Tensor>& state,

@@ -21,6 +21,8 @@ DataParallel::DataParallel(StageModel& model, Communicator& dp, const OptimizerC
     g.bucket_elems = bucket_elems_from_mb(options.bucket_size_mb);
     g.overlap = options.overlap;
     g.max_in_flight_at_end = options.max_in_flight_at_end;
+    // A grouped table (LoRA) reduces and shards its trainable span only.
+    if (t.grouped_trainable()) g.first_elem = t.trainable_begin();
     Communicator& buffers = options.buffers ? *options.buffers : dp;
     LOOM_CHECK(buffers.size() == dp.size() && buffers.rank() == dp.rank(),
                "data parallel: the buffers' group ({} of {}) is not the dp group ({} of {})",

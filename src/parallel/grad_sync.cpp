@@ -46,16 +46,19 @@ int64_t bucket_elems_from_mb(double mb) {
     return std::max<int64_t>(1, int64_t(mb * double(1 << 20) / double(sizeof(float))));
 }
 
-std::vector<GradBucket> grad_buckets_plan(int64_t flat_numel, int64_t bucket_elems, int dp_size) {
+std::vector<GradBucket> grad_buckets_plan(int64_t flat_numel, int64_t bucket_elems, int dp_size,
+                                          int64_t first) {
     LOOM_CHECK(flat_numel >= 0 && bucket_elems > 0 && dp_size > 0,
                "gradient buckets: flat buffer of {} elements, bucket of {}, dp size {}", flat_numel,
                bucket_elems, dp_size);
     const int64_t S = round_up(bucket_elems, 16 * int64_t(dp_size));
     std::vector<GradBucket> out;
-    for (int64_t end = flat_numel; end > 0; end -= S) {
+    LOOM_CHECK(0 <= first && first <= flat_numel, "gradient buckets from {} of {} elements", first,
+               flat_numel);
+    for (int64_t end = flat_numel; end > first; end -= S) {
         GradBucket b;
         b.end = end;
-        b.begin = std::max<int64_t>(0, end - S);
+        b.begin = std::max<int64_t>(first, end - S);
         b.chunk = round_up((b.numel() + dp_size - 1) / dp_size, 16);
         out.push_back(b);
     }
@@ -92,7 +95,7 @@ GradSync::GradSync(ActPtr grads, int64_t flat_numel, Communicator& dp,
       dtype_(grads.dtype()),
       opt_(options) {
     LOOM_ASSERT(grads || flat_numel == 0, "GradSync over a null gradient buffer");
-    buckets_ = grad_buckets_plan(flat_numel, opt_.bucket_elems, dp.size());
+    buckets_ = grad_buckets_plan(flat_numel, opt_.bucket_elems, dp.size(), opt_.first_elem);
     pieces_ = shard_pieces(buckets_, dp.rank());
     covered_.assign(buckets_.size(), 0);
     launch_order_.resize(buckets_.size());

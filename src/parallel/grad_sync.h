@@ -98,7 +98,10 @@ int64_t bucket_elems_from_mb(double mb);
 
 // Buckets of about `bucket_elems` (rounded up to a multiple of 16 * dp_size),
 // bucket 0 at the top of the buffer. Pure logic.
-std::vector<GradBucket> grad_buckets_plan(int64_t flat_numel, int64_t bucket_elems, int dp_size);
+// Buckets over [first, flat_numel): below `first` the rows are frozen
+// (LoRA's base, ParamTable::group_trainable) and nothing is reduced.
+std::vector<GradBucket> grad_buckets_plan(int64_t flat_numel, int64_t bucket_elems, int dp_size,
+                                          int64_t first = 0);
 
 // One piece of a rank's ZeRO shard: the rank's chunk of one bucket.
 struct ShardPiece {
@@ -120,6 +123,8 @@ struct GradSyncOptions {
     // of the whole gradient buffer per rank, which 8 ranks of a large model
     // cannot afford.
     int max_in_flight_at_end = 0;
+    // The buckets start here (grad_buckets_plan's `first`).
+    int64_t first_elem = 0;
 };
 
 // Counters for tests and the benchmark.

@@ -21,7 +21,7 @@ constexpr int k_version = 1;
 
 // Dotted keys of job_to_yaml's output that are not part of the identity
 // (why: job_identity.h). Sections listed whole end with a dot.
-constexpr std::array<std::string_view, 22> k_not_identity = {
+constexpr std::array<std::string_view, 23> k_not_identity = {
     "distribution.",
     "checkpoint_uri",
     "hyperparameters.output_dir",
@@ -44,6 +44,7 @@ constexpr std::array<std::string_view, 22> k_not_identity = {
     "hyperparameters.save_strategy",
     "hyperparameters.save_steps",
     "hyperparameters.save_total_limit",
+    "peft.merge_adapters",  // what the final folder holds, not what trains
 };
 
 // Maps whose order means something (label_map's order numbers the labels):

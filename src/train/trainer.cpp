@@ -255,7 +255,25 @@ MemoryPlan Trainer::memory_plan(bool checkpointing) const {
     }
     l.checkpointing = checkpointing;
     l.checkpoint_every = int(std::max<int64_t>(job_.distribution.checkpoint_every, 1));
-    return plan_memory(plan_model_from_config(config_), w, l);
+    MemoryPlan m = plan_memory(plan_model_from_config(config_), w, l);
+    if (job_.peft.enabled && model_) {
+        // LoRA: moments (and ZeRO's gradient shards) cover the trainable span only.
+        const ParamTable& t = model_->params();
+        const double span = 4.0 * double(t.flat_numel() - t.trainable_begin());
+        const double shards = l.zero_stage == 2 ? 2 : 1;
+        m.peak -= m.optimizer;
+        if (l.zero_stage == 0) {
+            m.optimizer = 2 * span;
+        } else {
+            m.peak -= shards * m.params / l.dp;
+            m.grads -= shards * m.params / l.dp;
+            m.grads += shards * span / l.dp;
+            m.peak += shards * span / l.dp;
+            m.optimizer = 2 * span / l.dp;
+        }
+        m.peak += m.optimizer;
+    }
+    return m;
 }
 
 EvalOutput Trainer::evaluate(bool keep_outputs) {

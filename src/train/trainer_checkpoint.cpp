@@ -13,6 +13,7 @@
 #include "parallel/dp_step.h"
 #include "parallel/pipeline_parallel.h"
 #include "train/export_hf.h"
+#include "train/export_peft.h"
 #include "train/job_identity.h"
 #include "train/log_jsonl.h"
 #include "train/log_tensorboard.h"
@@ -245,6 +246,19 @@ void Trainer::export_model(const std::string& dir) const {
     // load_best_model wrote it.
     ModelConfig out = config_;
     out.torch_dtype = export_dtype_;
+    if (job_.peft.enabled) {
+        // LoRA trains with data parallelism only: the whole model is here.
+        const ParamTable& t = model_->params();
+        if (job_.peft.merge_adapters) {
+            export_hf_folder(dir, out,
+                             merged_tensors(t, config_.lora, config_.family == ModelFamily::gpt2),
+                             job_.model.tokenizer_path, parse_shard_size(job_.save.max_shard_size));
+            return;
+        }
+        const std::string base = !job_.model.hub_id.empty() ? job_.model.hub_id : job_.model.path;
+        export_peft_adapter(dir, t, config_.lora, job_.task, base);
+        return;
+    }
     export_hf_folder(dir, out, gathered ? gathered_params_ : model_->params().param_tensors(),
                      job_.model.tokenizer_path, parse_shard_size(job_.save.max_shard_size));
 }
@@ -304,8 +318,10 @@ void Trainer::finish_run(TrainResult& r, double runtime_s) {
                     "the time waiting for data",
                     r.step_losses.size(), runtime_s, tp.train_samples_per_second,
                     tp.train_tokens_per_second, 100.0 * wait_share));
-    say(fmt::format("model saved to {} (config.json, model.safetensors, tokenizer.json)",
-                    t.output_dir));
+    say(fmt::format("model saved to {} ({})", t.output_dir,
+                    job_.peft.enabled && !job_.peft.merge_adapters
+                        ? "adapter_model.safetensors, adapter_config.json"
+                        : "config.json, model.safetensors, tokenizer.json"));
     say(fmt::format("report: {}", report));
     if (hub_) hub_->at_end();
 }

@@ -73,6 +73,15 @@ MemoryPlan Trainer::announce_run(bool resumed) {
     say(fmt::format("model: {} ({}), {} parameters; task {}", config_.architecture,
                     job_.model.weights_path.empty() ? "from scratch" : job_.model.weights_path,
                     train_model().params().num_parameters(), enum_name(job_.task)));
+    if (job_.peft.enabled) {
+        int64_t n = 0;
+        for (const ParamRow& r : train_model().params().rows())
+            if (r.trainable) n += r.numel();
+        say(
+            fmt::format("LoRA: r {}, lora_alpha {} (scaling {}); {} trainable parameters, the "
+                        "rest frozen",
+                        config_.lora.r, config_.lora.lora_alpha, config_.lora.scaling(), n));
+    }
     say(fmt::format(
         "plan: {} examples, {} steps ({} per epoch, {} epochs), global batch {} = {} "
         "x {} accumulation x {} replicas, warmup {}, {} threads",

@@ -16,6 +16,7 @@
 #include "parallel/dp_step.h"
 #include "parallel/pipeline_parallel.h"
 #include "tokenizer/tokenizer.h"
+#include "train/export_peft.h"
 #include "train/job_identity.h"
 #include "train/log_jsonl.h"
 #include "train/log_tensorboard.h"
@@ -132,6 +133,23 @@ void Trainer::load_tokenizer_and_config() {
     config_ = load_hf_config(job_.model.config_path);
     const Task want = job_.task;
     if (config_.task != want) config_set_task(config_, want);
+    if (job_.peft.enabled) {
+        // LoRA: the model builds adapters on the targeted linears and freezes the rest.
+        const PeftArgs& p = job_.peft;
+        LoraSpec& l = config_.lora;
+        l.r = p.r;
+        l.lora_alpha = p.lora_alpha;
+        l.target_modules = p.target_modules;
+        l.modules_to_save = p.modules_to_save;
+        if (l.target_modules.empty()) {
+            l.target_modules = peft_default_targets(config_.family);
+            std::string names;
+            for (const auto& n : l.target_modules) names += (names.empty() ? "" : ", ") + n;
+            load_notes_.push_back(
+                fmt::format("peft.target_modules not given: PEFT's default for {} ({})",
+                            family_name(config_.family), names));
+        }
+    }
     const int64_t tok_vocab = int64_t(tokenizer_->vocab_size(true));
     LOOM_CHECK(tok_vocab <= config_.vocab_size,
                "{}: vocab_size {} is smaller than the tokenizer's {} tokens ({}); ids past the "

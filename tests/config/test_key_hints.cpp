@@ -106,7 +106,7 @@ TEST(KeyHints, EditDistanceOnlyWhenClose) {
     // ...and in a small one the list of valid keys.
     EXPECT_EQ(error_for("", "pipeline_config"),
               "job.yaml:5: unknown key 'pipeline_config' in the top level of the job (expected "
-              "one of: model, task, data, hyperparameters, distribution, checkpoint_uri, "
+              "one of: model, task, data, hyperparameters, distribution, peft, checkpoint_uri, "
               "checkpoint_s3_uri)");
 }
 

@@ -30,7 +30,8 @@ nlohmann::json read_json(const std::string& p) {
 }
 
 TEST(SafetensorsFixtures, AllThirteenFixturesArePresent) {
-    EXPECT_EQ(fixture_dirs().size(), 13u);  // BERT family, GPT-2, Llama, Mistral, Qwen2
+    // BERT family, GPT-2, Llama, Mistral, Qwen2, and the LoRA adapter on llama-lm.
+    EXPECT_EQ(fixture_dirs().size(), 14u);
 }
 
 TEST(SafetensorsFixtures, EveryFileMatchesItsRawBytes) {
@@ -67,13 +68,22 @@ TEST(SafetensorsFixtures, EveryFileMatchesItsRawBytes) {
 TEST(SafetensorsFixtures, ModelMatchesManifest) {
     for (const std::string& d : fixture_dirs()) {
         SCOPED_TRACE(d);
-        SafetensorsFile f = SafetensorsFile::open(k_hf + d + "/model.safetensors");
+        SafetensorsFile base = SafetensorsFile::open(k_hf + d + "/model.safetensors");
         auto m = read_json(k_hf + d + "/manifest.json");
-        EXPECT_EQ(f.metadata().at("format"), "pt");
+        EXPECT_EQ(base.metadata().at("format"), "pt");
 
         auto keys = m["model_safetensors_keys"].get<std::vector<std::string>>();
-        EXPECT_EQ(std::set<std::string>(f.names().begin(), f.names().end()),
+        EXPECT_EQ(std::set<std::string>(base.names().begin(), base.names().end()),
                   std::set<std::string>(keys.begin(), keys.end()));
+        // A LoRA fixture's parameters (and its AdamW step) are the adapter's.
+        const bool lora = std::filesystem::exists(k_hf + d + "/adapter_config.json");
+        SafetensorsFile f = SafetensorsFile::open(
+            k_hf + d + (lora ? "/adapter_model.safetensors" : "/model.safetensors"));
+        if (lora) {
+            auto akeys = m["adapter_safetensors_keys"].get<std::vector<std::string>>();
+            EXPECT_EQ(std::set<std::string>(f.names().begin(), f.names().end()),
+                      std::set<std::string>(akeys.begin(), akeys.end()));
+        }
         int64_t params = 0;
         for (const auto& [name, dims_json] : m["parameters"].items()) {
             if (m["tied_not_saved"].contains(name)) {

@@ -28,11 +28,14 @@ inline std::string hf_dir() {
     return std::string(LOOM_TEST_DATA_DIR) + "/hf";
 }
 
-// Every fixture folder (a folder with a config.json), sorted.
+// Every full-model fixture folder (a folder with a config.json), sorted. A
+// LoRA fixture (adapter_config.json: its gradients and AdamW step are the
+// adapter's) has its own tests (test_lora_parity.cpp).
 inline std::vector<std::string> hf_fixture_names() {
     std::vector<std::string> names;
     for (const auto& e : std::filesystem::directory_iterator(hf_dir()))
-        if (e.is_directory() && std::filesystem::exists(e.path() / "config.json"))
+        if (e.is_directory() && std::filesystem::exists(e.path() / "config.json") &&
+            !std::filesystem::exists(e.path() / "adapter_config.json"))
             names.push_back(e.path().filename().string());
     std::sort(names.begin(), names.end());
     return names;

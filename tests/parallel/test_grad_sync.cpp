@@ -16,6 +16,23 @@
 namespace loom {
 namespace {
 
+// A grouped table (LoRA): the buckets, and so the ZeRO shards, tile only
+// the trainable span [first, flat); the frozen base below it is never reduced.
+TEST(GradBucketsPlan, FromFirstCoverOnlyTheTrainableSpan) {
+    for (int dp : {1, 2, 3}) {
+        const auto bk = grad_buckets_plan(10000, 1000, dp, 9000);
+        ASSERT_FALSE(bk.empty());
+        EXPECT_EQ(bk.front().end, 10000);
+        EXPECT_EQ(bk.back().begin, 9000);
+        int64_t covered = 0;
+        for (const GradBucket& b : bk) covered += b.numel();
+        EXPECT_EQ(covered, 1000);
+        EXPECT_LE(shard_numel(bk), 1000 / dp + 16 * int64_t(bk.size())) << "dp " << dp;
+    }
+    EXPECT_TRUE(grad_buckets_plan(100, 64, 2, 100).empty());
+    EXPECT_THROW(grad_buckets_plan(100, 64, 2, 101), Error);
+}
+
 TEST(GradBucketsPlan, TileTheBufferTopDownInEqualChunks) {
     for (int64_t flat : {0, 1, 15, 16, 1000, 4096, 100003}) {
         for (int64_t want : {1, 64, 1000, 1 << 20}) {

@@ -1,0 +1,68 @@
+// LoRA (Hu et al. 2021) on a Linear, as PEFT's LoraLayer computes it:
+//   y = W x (+ b) + (B (A x)) * scaling,   scaling = lora_alpha / r,
+// A = "<module>.lora_A.weight" (r, C), B = "<module>.lora_B.weight" (OC_k, r)
+// where <module> is the HF linear's name. A fused Linear (Llama's q|k|v,
+// gate|up) carries one adapter per targeted HF linear, each adding into its
+// own output slice [out_offset, out_offset + out) of the fused GEMM's rows.
+//
+// Written over the table's ops (matmul, copy_2d, scale, add_inplace), so it
+// runs on every backend. Nothing is saved for backward: A x is recomputed
+// there from the linear's saved input (r columns, cheap next to the base GEMM).
+// The workspace is the model's arena (lora_work_elems), lent at each plan.
+//
+// Not here: lora_dropout > 0, DoRA, rsLoRA, bias training and tensor
+// parallelism (the job refuses them before a model is built).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/act_ptr.h"
+#include "nn/module.h"
+
+namespace loom {
+
+struct Linear;
+
+// A job's `peft:` block as the model reads it (PEFT's LoraConfig names).
+struct LoraSpec {
+    int64_t r = 0;  // 0: no LoRA
+    double lora_alpha = 8;
+    std::vector<std::string> target_modules;   // PEFT matching: name == t or ends with "." + t
+    std::vector<std::string> modules_to_save;  // trained in full (a classifier head)
+    bool active() const { return r > 0; }
+    double scaling() const { return lora_alpha / double(r); }
+    bool operator==(const LoraSpec&) const = default;
+};
+
+// PEFT's rule for a list of target names: the module's full name equals the
+// target or ends with "." + target.
+bool lora_name_matches(const std::string& module, const std::string& target);
+
+struct LoraAdapter {
+    std::string module;      // the HF linear's name (no ".weight")
+    int64_t out_offset = 0;  // first output column of the fused GEMM it adds to
+    int64_t out = 0;         // its output width (OC_k)
+    ParamRef A, B;           // (r, C), (out, r)
+};
+
+// Adds an adapter to every HF linear of `l` that `spec` targets (rows
+// "<module>.lora_A.weight" and ".lora_B.weight", trainable); returns the
+// HF linear names it matched, in `l`'s order.
+std::vector<std::string> lora_attach(ParamTable& t, Linear& l, const LoraSpec& spec);
+
+// The HF module names of `l`'s linears ("model.layers.0.self_attn.q_proj").
+std::vector<std::string> lora_module_names(const ParamTable& t, const Linear& l);
+
+// Workspace (activations) one forward or backward of `l` needs for N rows.
+int64_t lora_work_elems(const Linear& l, int64_t N);
+
+// y (N, OC) += each adapter's (B (A x)) * scaling in its slice. x16: x's
+// bf16 rounding when the linear rounds its operands (then x may be null).
+void lora_forward(const Linear& l, ActPtr y, CActPtr x, const uint16_t* x16, int64_t N);
+// dA, dB +=; dx (N, C) += the adapters' input gradient (dx may be null).
+void lora_backward(const Linear& l, ActPtr dx, CActPtr dy, CActPtr x, const uint16_t* x16,
+                   int64_t N);
+
+}  // namespace loom
