@@ -97,7 +97,10 @@ void layer_norm_fwd(const OpCtx& c, void* y, float* mean, float* rstd, const voi
 void layer_norm_bwd(const OpCtx& c, void* dx, void* dw, void* db, const void* dy, const void* x,
                     const void* w, const float* mean, const float* rstd, int64_t N, int64_t C,
                     bool accumulate_dx) {
-    LOOM_ASSERT(dw != nullptr, "a frozen LayerNorm on CUDA: its kernel always writes dweight");
+    // A frozen LayerNorm (LoRA's base) skips the parameter kernel, which sums
+    // both gradients together: a frozen weight with a trained bias it cannot do.
+    LOOM_ASSERT(dw != nullptr || db == nullptr,
+                "a LayerNorm on CUDA with a frozen weight and a trained bias");
     with_act(c, "layer_norm_backward", [&](auto t) {
         using T = decltype(t);
         layer_norm_backward_cuda<T>(P<T>(dx), P<T>(dw), P<T>(db), P<T>(dy), P<T>(x), P<T>(w), mean,
