@@ -28,14 +28,7 @@ print(f"{sys.argv[2]}: step 1 grad_norm {g[1]:.9g} vs {g[0]:.9g}")
 PY
 }
 
-python3 - "$data" <<'PY'
-import json, sys
-d = sys.argv[1]
-c = json.load(open(f"{d}/hf/llama-lm/config.json"))
-c.update(vocab_size=json.load(open(f"{d}/train/tiny-gpt2.json"))["vocab_size"],
-         num_hidden_layers=4)
-json.dump(c, open("llama.json", "w"), indent=1)
-PY
+llama_config
 layout_job causal-lm llama.json unigram-albert-style > llama.yaml
 
 echo "== one rank"

@@ -12,14 +12,7 @@
 #   $1 = loom binary, $2 = tests/data directory
 source "$(dirname "$0")/lib/layouts.sh" "$@"
 
-python3 - "$data" <<'PY'
-import json, sys
-d = sys.argv[1]
-c = json.load(open(f"{d}/hf/llama-lm/config.json"))
-c.update(vocab_size=json.load(open(f"{d}/train/tiny-gpt2.json"))["vocab_size"],
-         num_hidden_layers=4)
-json.dump(c, open("llama.json", "w"), indent=1)
-PY
+llama_config
 layout_job causal-lm llama.json unigram-albert-style > lora.yaml
 cat >> lora.yaml <<'YAML'
 peft:

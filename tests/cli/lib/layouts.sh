@@ -13,6 +13,8 @@
 #   layout_configs     writes bert.json, gpt2.json (4 layers), bert8.json,
 #                      gpt8.json (8 layers) and albert.json, distilbert.json,
 #                      roberta.json (4 layers, the word-piece vocabulary, MLM)
+#   llama_config       writes llama.json: the llama-lm fixture's config (GQA 4/2
+#                      heads) with 4 layers and tiny-gpt2's vocabulary
 #   layout_job TASK CONFIG TOKENIZER [DATA]   a job file on stdout
 set -euo pipefail
 loom=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
@@ -59,6 +61,17 @@ put(f"{d}/hf/albert-mlm/config.json", "albert.json", vocab_size=vocab, num_hidde
 put(f"{d}/hf/distilbert-mlm/config.json", "distilbert.json", vocab_size=vocab, n_layers=4)
 put(f"{d}/hf/roberta-cls/config.json", "roberta.json", vocab_size=vocab,
     architectures=["RobertaForMaskedLM"], num_hidden_layers=4)
+PY
+}
+
+llama_config() {
+  python3 - "$data" <<'PY'
+import json, sys
+d = sys.argv[1]
+c = json.load(open(f"{d}/hf/llama-lm/config.json"))
+c.update(vocab_size=json.load(open(f"{d}/train/tiny-gpt2.json"))["vocab_size"],
+         num_hidden_layers=4)
+json.dump(c, open("llama.json", "w"), indent=1)
 PY
 }
 
