@@ -35,8 +35,6 @@ struct LtGemm {
     size_t c_elem_bytes = 4;
     cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
     const void* bias = nullptr;
-    void* aux = nullptr;
-    int64_t aux_ld = 0;
 };
 
 // RAII for the three cuBLASLt descriptor kinds.
@@ -97,14 +95,6 @@ bool lt_matmul(const LtGemm& g, CudaContext& ctx) {
                                                          &g.epilogue, sizeof g.epilogue));
         LOOM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op.d, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
                                                          &g.bias, sizeof g.bias));
-        if (g.aux) {
-            LOOM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
-                op.d, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g.aux, sizeof g.aux));
-            LOOM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
-                op.d, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &g.aux_ld, sizeof g.aux_ld));
-            LOOM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
-                op.d, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, &g.type, sizeof g.type));
-        }
     }
     // cuBLASLt's A is our B and vice versa (see above).
     Layout la, lb, lc;
@@ -151,7 +141,7 @@ bool lt_matmul(const LtGemm& g, CudaContext& ctx) {
                                     align_b,
                                     align_c,
                                     tf32,
-                                    g.aux_ld,
+                                    0,
                                     int64_t(g.beta != 0.0f)};
     std::optional<cublasLtMatmulAlgo_t> algo;
     if (const auto* cached = h.find_algo(key)) {
@@ -283,22 +273,14 @@ void gemm_cuda(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, floa
 template <typename T>
 bool gemm_bias_epilogue_cuda(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
                              const T* A, int64_t lda, const T* B, int64_t ldb, T* C, int64_t ldc,
-                             const T* bias, T* gelu_pre, CudaContext& ctx) {
+                             const T* bias, CudaContext& ctx) {
     check_dims("gemm_bias_epilogue_cuda", M, N, K);
-    // NOTE: the epilogue reads bias (and writes gelu_pre) with vector loads; views
+    // NOTE: the epilogue reads bias with vector loads; views
     // into a flat parameter buffer need not be 16-byte aligned, so those fall back.
     if (M == 0 || N == 0 || K == 0 || bias == nullptr || !aligned16(bias)) return false;
     LtGemm g = make_gemm(trans_a, trans_b, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc);
     g.bias = bias;
-    if (gelu_pre) {
-        // cuBLASLt: aux leading dimension divisible by 8
-        if (ldc % 8 != 0 || !aligned16(gelu_pre)) return false;
-        g.epilogue = CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
-        g.aux = gelu_pre;
-        g.aux_ld = ldc;
-    } else {
-        g.epilogue = CUBLASLT_EPILOGUE_BIAS;
-    }
+    g.epilogue = CUBLASLT_EPILOGUE_BIAS;
     return lt_matmul(g, ctx);
 }
 
@@ -310,7 +292,7 @@ bool gemm_bias_epilogue_cuda(bool trans_a, bool trans_b, int64_t M, int64_t N, i
                                        float, T*, int64_t, int64_t, CudaContext&);              \
     template bool gemm_bias_epilogue_cuda<T>(bool, bool, int64_t, int64_t, int64_t, const T*,   \
                                              int64_t, const T*, int64_t, T*, int64_t, const T*, \
-                                             T*, CudaContext&);                                 \
+                                             CudaContext&);                                     \
     template void gemm_batched_f32out_cuda<T>(                                                  \
         int64_t, bool, bool, int64_t, int64_t, int64_t, float, const T*, int64_t, int64_t,      \
         const T*, int64_t, int64_t, float, float*, int64_t, int64_t, CudaContext&);

@@ -35,14 +35,12 @@ void gemm_batched_f32out_cuda(int64_t batch, bool trans_a, bool trans_b, int64_t
                               int64_t ldc, int64_t stride_c, CudaContext& ctx);
 
 // Epilogue-fused form: C = op(A) op(B) + bias (bias (N) broadcast over rows),
-// and when `gelu_pre` is given, gelu_pre = that sum and C = gelu_tanh(gelu_pre)
-// (cuBLASLt's GELU is the tanh form, i.e. HF's gelu_new). beta is 0.
-// Returns false, having done nothing, when cuBLASLt has no kernel for the
-// requested epilogue (e.g. an aux leading dimension not divisible by 8); the
-// caller then runs the plain GEMM and a separate kernel.
+// beta 0. Returns false, having done nothing, when cuBLASLt has no kernel for
+// it or the bias is not 16-byte aligned; the caller then runs the plain GEMM
+// and a separate bias kernel.
 template <typename T>
 bool gemm_bias_epilogue_cuda(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
                              const T* A, int64_t lda, const T* B, int64_t ldb, T* C, int64_t ldc,
-                             const T* bias, T* gelu_pre, CudaContext& ctx);
+                             const T* bias, CudaContext& ctx);
 
 }  // namespace loom

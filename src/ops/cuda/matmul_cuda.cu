@@ -37,7 +37,7 @@ void matmul_forward_cuda(T* out, const T* inp, const T* weight, const T* bias, i
     if (N <= 0 || OC <= 0) return;
     const WeightView w = weight_view(layout, C, OC);
     if (bias && gemm_bias_epilogue_cuda<T>(false, w.trans_fwd, N, OC, C, inp, C, weight, w.ld, out,
-                                           OC, bias, nullptr, ctx))
+                                           OC, bias, ctx))
         return;
     gemm_cuda<T>(false, w.trans_fwd, N, OC, C, 1.0f, inp, C, weight, w.ld, 0.0f, out, OC, ctx);
     if (bias) {
@@ -70,28 +70,11 @@ void matmul_backward_cuda(T* dinp, T* dweight, T* dbias, const T* dout, const T*
     if (dbias) gpu::column_sum_accumulate(dbias, dout, N, OC, ctx.stream());
 }
 
-template <typename T>
-void matmul_bias_act_forward_cuda(T* out, T* pre, const T* inp, const T* weight, const T* bias,
-                                  int64_t N, int64_t C, int64_t OC, WeightLayout layout,
-                                  Activation act, CudaContext& ctx) {
-    if (N <= 0 || OC <= 0) return;
-    const WeightView w = weight_view(layout, C, OC);
-    if (act == Activation::gelu_tanh &&
-        gemm_bias_epilogue_cuda<T>(false, w.trans_fwd, N, OC, C, inp, C, weight, w.ld, out, OC,
-                                   bias, pre, ctx))
-        return;
-    gemm_cuda<T>(false, w.trans_fwd, N, OC, C, 1.0f, inp, C, weight, w.ld, 0.0f, pre, OC, ctx);
-    bias_activation_forward_cuda<T>(out, pre, pre, bias, N, OC, act, ctx);
-}
-
-#define LOOM_INSTANTIATE(T)                                                                      \
-    template void matmul_forward_cuda<T>(T*, const T*, const T*, const T*, int64_t, int64_t,     \
-                                         int64_t, WeightLayout, CudaContext&);                   \
-    template void matmul_backward_cuda<T>(T*, T*, T*, const T*, const T*, const T*, int64_t,     \
-                                          int64_t, int64_t, WeightLayout, bool, CudaContext&);   \
-    template void matmul_bias_act_forward_cuda<T>(T*, T*, const T*, const T*, const T*, int64_t, \
-                                                  int64_t, int64_t, WeightLayout, Activation,    \
-                                                  CudaContext&);
+#define LOOM_INSTANTIATE(T)                                                                  \
+    template void matmul_forward_cuda<T>(T*, const T*, const T*, const T*, int64_t, int64_t, \
+                                         int64_t, WeightLayout, CudaContext&);               \
+    template void matmul_backward_cuda<T>(T*, T*, T*, const T*, const T*, const T*, int64_t, \
+                                          int64_t, int64_t, WeightLayout, bool, CudaContext&);
 LOOM_INSTANTIATE(float)
 LOOM_INSTANTIATE(__nv_bfloat16)
 LOOM_INSTANTIATE(__half)

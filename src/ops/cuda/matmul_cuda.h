@@ -3,8 +3,7 @@
 // Same arguments as ops/matmul.h, then the CudaContext. dweight and dbias
 // accumulate (+=): dweight through the GEMM's beta = 1, dbias through a
 // deterministic column reduction. dinp overwrites unless `accumulate_dinp`.
-// The bias add rides on cuBLASLt's epilogue when it can, and the fused
-// bias + activation form uses the GELU epilogue for gelu_tanh.
+// The bias add rides on cuBLASLt's epilogue when it can.
 #pragma once
 
 #include <cstdint>
@@ -31,16 +30,5 @@ void matmul_backward_cuda(T* dinp,          // (N, C) or null
                           const T* weight,  // (OC, C) or (C, OC)
                           int64_t N, int64_t C, int64_t OC, WeightLayout layout,
                           bool accumulate_dinp, CudaContext& ctx);
-
-// The MLP's first linear with its activation: pre = inp @ W' + bias, out = act(pre).
-// pre (N, OC) is saved for bias_activation_backward_cuda (activation_cuda.h).
-template <typename T>
-void matmul_bias_act_forward_cuda(T* out,           // (N, OC)
-                                  T* pre,           // (N, OC)
-                                  const T* inp,     // (N, C)
-                                  const T* weight,  // (OC, C) or (C, OC)
-                                  const T* bias,    // (OC)
-                                  int64_t N, int64_t C, int64_t OC, WeightLayout layout,
-                                  Activation act, CudaContext& ctx);
 
 }  // namespace loom

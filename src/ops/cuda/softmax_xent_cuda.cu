@@ -118,13 +118,6 @@ static void xent_forward_launch(T* losses, const T* logits, const int64_t* targe
 }
 
 template <typename T>
-void softmax_xent_forward_cuda_async(T* losses, const T* logits, const int64_t* targets, int64_t N,
-                                     int64_t V, XentSum* result, CudaContext& ctx) {
-    float* row_loss = static_cast<float*>(ctx.scratch(size_t(N > 0 ? N : 1) * sizeof(float)));
-    xent_forward_launch<T>(losses, logits, targets, N, V, row_loss, result, ctx);
-}
-
-template <typename T>
 XentSum softmax_xent_forward_cuda(T* losses, const T* logits, const int64_t* targets, int64_t N,
                                   int64_t V, CudaContext& ctx) {
     ScratchCarver plan(nullptr);
@@ -155,8 +148,6 @@ void softmax_xent_backward_cuda(T* dlogits, const T* logits, const int64_t* targ
 #define LOOM_INSTANTIATE(T)                                                                       \
     template XentSum softmax_xent_forward_cuda<T>(T*, const T*, const int64_t*, int64_t, int64_t, \
                                                   CudaContext&);                                  \
-    template void softmax_xent_forward_cuda_async<T>(T*, const T*, const int64_t*, int64_t,       \
-                                                     int64_t, XentSum*, CudaContext&);            \
     template void softmax_xent_backward_cuda<T>(T*, const T*, const int64_t*, int64_t, int64_t,   \
                                                 double, CudaContext&);
 LOOM_INSTANTIATE(float)

@@ -20,13 +20,6 @@ XentSum softmax_xent_forward_cuda(T* losses,        // (N) per-row loss, 0 on ig
                                   const int64_t* targets,  // (N)
                                   int64_t N, int64_t V, CudaContext& ctx);
 
-// No synchronisation: the sum and count land in device memory `result`
-// (one XentSum), for callers that accumulate losses over micro-batches on the
-// GPU. Bad targets surface at ctx.check_device_errors().
-template <typename T>
-void softmax_xent_forward_cuda_async(T* losses, const T* logits, const int64_t* targets, int64_t N,
-                                     int64_t V, XentSum* result, CudaContext& ctx);
-
 // dlogits = scale * (softmax(logits) - onehot(target)); 0 on ignored rows. Overwrites;
 // dlogits may alias logits (llm.c's fused classifier writes the gradient in place).
 template <typename T>
