@@ -34,10 +34,12 @@ struct Saved {
 // post-LN layer with a GeLU MLP and dropout everywhere). a*s^2*b terms are
 // per token here as a*s.
 //
-// Adapted to the Llama family (Llama, Mistral, Qwen2), assuming an attention
-// kernel that reads k and v of NKV heads (no expanded copy) and rotary
-// embeddings applied in place (their backward needs only cos and sin):
+// Adapted to the Llama family (Llama, Mistral, Qwen2), with rotary embeddings
+// applied in place (their backward needs only cos and sin):
 //   - K and V are 2 NKV d bytes each per token instead of 2h;
+//   - with grouped queries (NKV < NH), Loom's attention reads q, k and v
+//     expanded to every query head (nn/self_attention.h), a 6h copy kept
+//     beside the projection's output;
 //   - SwiGLU keeps its input (shared by gate and up), the gate and up
 //     outputs (the inputs of silu(gate) x up, 2I each) and down's input (2I):
 //     6I where GeLU keeps 4I;
@@ -56,6 +58,7 @@ std::vector<Saved> layer_saves(const PlanModel& m, int64_t seq, bool fused_atten
         {2 * h, false, false},          // norm 2 input
         {2 * h, false, false},          // MLP first linear input (gate and up share it)
     };
+    if (m.kv() != m.heads) v.push_back({6 * h, true, false});  // q|k|v expanded to NH heads
     if (m.gated_mlp) {
         v.push_back({4 * I, true, false});  // gate and up outputs (silu x mul inputs)
         v.push_back({2 * I, true, false});  // down input: silu(gate) x up

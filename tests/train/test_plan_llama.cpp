@@ -189,8 +189,9 @@ TEST(PlanLlama, ActivationMemoryMatchesTheArena) {
 
 // Korthikanti's per-layer bytes adapted (gpu_plan_memory.cpp): 16-bit
 // values, no dropout; norm inputs, the QKV and MLP inputs 8sbh; Q 2sbh, K
-// and V 2 sb NKV d each, the context 2sbh, SwiGLU's gate and up outputs and
-// down's input 6sbI, the softmax output 2as^2b: all but the first split by t.
+// and V 2 sb NKV d each, q|k|v expanded to the 64 query heads 6sbh, the
+// context 2sbh, SwiGLU's gate and up outputs and down's input 6sbI, the
+// softmax output 2as^2b: all but the first split by t.
 TEST(PlanLlama, LayerActivationBytesAreKorthikantisAdapted) {
     const PlanModel m = plan_model_from_config(llama2(8192, 80, 64, 8, 28672));
     ASSERT_FALSE(m.hidden_dropout);
@@ -199,7 +200,7 @@ TEST(PlanLlama, LayerActivationBytesAreKorthikantisAdapted) {
     GpuLayout l;
     l.tp = 8;
     l.micro_batch = 1;
-    const double split = 2 * h + 2 * kv + 2 * kv + 2 * h + 6 * I;
+    const double split = 2 * h + 2 * kv + 2 * kv + 6 * h + 2 * h + 6 * I;
     EXPECT_DOUBLE_EQ(gpu_layer_activation_bytes(m, 4096, l),
                      s * b * (8 * h + (split + 2 * a * s) / t));
     l.recompute = Recompute::selective;
