@@ -108,16 +108,10 @@ void read_peft(const YamlCtx& ctx, const YAML::Node& node, const std::string& pa
 void validate_peft(const YamlCtx& ctx, const Job& job) {
     if (!job.peft.enabled) return;
     const DistributionArgs& d = job.distribution;
-    if (d.pipeline_parallel_degree > 1)
-        ctx.fail_key("distribution.pipeline_parallel_degree",
-                     fmt::format("distribution.pipeline_parallel_degree: {} with a peft: block; "
-                                 "LoRA trains with data and tensor parallelism (and ZeRO), "
-                                 "not pipeline parallelism: pipeline_parallel_degree must be 1",
-                                 d.pipeline_parallel_degree));
     if (d.auto_layout)
         ctx.fail_key("distribution",
                      "distribution: auto with a peft: block; the layout search does not plan "
-                     "LoRA: give data_parallel_degree (and zero_stage, tensor_parallel_degree) "
+                     "LoRA: give the data, tensor and pipeline parallel degrees (and zero_stage) "
                      "instead");
 }
 

@@ -251,8 +251,9 @@ void Trainer::export_model(const std::string& dir) {
     ModelConfig out = config_;
     out.torch_dtype = export_dtype_;
     if (job_.peft.enabled) {
-        // Tensor parallelism: the adapter's slices were gathered with the
-        // rest; the whole model's table knows which rows PEFT's file holds.
+        // Tensor or pipeline parallelism: the adapter's rows were gathered
+        // whole with the rest; the whole model's table knows which rows
+        // PEFT's file holds (the stages' tables mark others' rows frozen).
         if (gathered) fill_full_model(gathered_params_);
         const ParamTable& t = model_->params();
         if (job_.peft.merge_adapters) {

@@ -38,9 +38,10 @@ TEST(PeftYaml, ReadsLoraConfigKeys) {
     const Job d = parse_job(with_peft("  r: 8\n"));
     EXPECT_EQ(d.peft.lora_alpha, 8);
     EXPECT_EQ(d.peft.lora_dropout, 0);
-    // lora_dropout and tensor parallelism are accepted.
-    const Job t = parse_job(with_peft("  r: 4\n  lora_dropout: 0.1\n") +
-                            "distribution: {tensor_parallel_degree: 2}\n");
+    // lora_dropout, tensor and pipeline parallelism are accepted.
+    const Job t =
+        parse_job(with_peft("  r: 4\n  lora_dropout: 0.1\n") +
+                  "distribution: {tensor_parallel_degree: 2, pipeline_parallel_degree: 2}\n");
     EXPECT_EQ(t.peft.lora_dropout, 0.1);
     EXPECT_TRUE(d.peft.target_modules.empty());
     EXPECT_FALSE(parse_job(k_min_job).peft.enabled);
@@ -59,8 +60,8 @@ TEST(PeftYaml, RefusesWhatLoomLacksNamingTheKey) {
     expect_job_error(with_peft("  target_modules: q_proj\n"),
                      {"peft.target_modules", "regular expression"});
     expect_job_error(with_peft("  layers_to_transform: [0]\n"), {"layers_to_transform"});
-    expect_job_error(with_peft("  r: 4\n") + "distribution: {pipeline_parallel_degree: 2}\n",
-                     {"pipeline_parallel_degree", "peft"});
+    expect_job_error(with_peft("  r: 4\n") + "distribution: auto\n",
+                     {"distribution: auto", "peft"});
 }
 
 }  // namespace
