@@ -2,7 +2,7 @@
 # LoRA under tensor and pipeline parallelism and lora_dropout through the real `loom train`,
 # on the 4-layer GQA Llama of train_lora.sh (4 query heads, 2 key/value heads),
 # on the CPU. Every layout trains the 1-rank adapter:
-#   - tp 2, tp 2 x dp 2 with ZeRO 1, pp 2 and tp 2 x pp 2: the losses, grad
+#   - tp 2, tp 2 x dp 2 with ZeRO 1 and 2, pp 2 and tp 2 x pp 2: the losses, grad
 #     norms and merged weights of the 1-rank run (merge_adapters: true);
 #   - the PEFT folders of the tp 2 and pp 2 runs hold the whole adapter
 #     (PEFT's names and shapes) and equal the 1-rank run's;
@@ -26,13 +26,16 @@ T2="--set distribution.tensor_parallel_degree=2"
 M="--set peft.merge_adapters=true"
 P2="--set distribution.pipeline_parallel_degree=2 --set distribution.microbatches=2"
 
-echo "== 1 rank, tp 2, tp 2 x dp 2 (ZeRO 1): merged weights"
+echo "== 1 rank, tp 2, tp 2 x dp 2 (ZeRO 1, 2), pp 2, tp 2 x pp 2: merged weights"
 "$loom" train lora.yaml --quiet --threads 1 --set hyperparameters.output_dir=m1 $M
 train_on lora.yaml mt2 2 $T2 $M
 compare m1 mt2 1e-5 3e-4 1e-4
 train_on lora.yaml mt2d2 4 $T2 $M --set distribution.zero_stage=1 \
     --set hyperparameters.per_device_train_batch_size=4
 compare m1 mt2d2 1e-5 3e-4 1e-4
+train_on lora.yaml mt2z2 4 $T2 $M --set distribution.zero_stage=2 \
+    --set hyperparameters.per_device_train_batch_size=4
+compare m1 mt2z2 1e-5 3e-4 1e-4
 train_on lora.yaml mp2 2 $P2 $M
 compare m1 mp2 1e-5 3e-4 1e-4
 train_on lora.yaml mt2p2 4 $T2 $P2 $M
