@@ -1,5 +1,5 @@
 // LoRA (Hu et al. 2021) on a Linear, as PEFT's LoraLayer computes it:
-//   y = W x (+ b) + (B (A x)) * scaling,   scaling = lora_alpha / r,
+//   y = W x (+ b) + (B (A drop(x))) * scaling,   scaling = lora_alpha / r,
 // A = "<module>.lora_A.weight" (r, C), B = "<module>.lora_B.weight" (OC_k, r)
 // where <module> is the HF linear's name. A fused Linear (Llama's q|k|v,
 // gate|up) carries one adapter per targeted HF linear, each adding into its
@@ -12,7 +12,9 @@
 //
 // Tensor parallelism follows the base linear (Megatron's split): column
 // parallel, B is split by output rows and B^T du summed over tp in backward;
-// row parallel, A is split by input columns and A x summed over tp before B.
+// row parallel, A is split by input columns and A x summed over tp before B
+// (in backward too, where A x is recomputed: one more (N, r) all-reduce
+// instead of keeping it).
 // The replicated halves (A, resp. B) then get the same gradient on every tp
 // rank, as LayerNorms do, without a sum over tp.
 //
