@@ -100,32 +100,19 @@ void read_peft(const YamlCtx& ctx, const YAML::Node& node, const std::string& pa
     if (!(out.lora_alpha > 0))
         ctx.fail_key("peft.lora_alpha",
                      fmt::format("peft.lora_alpha: must be > 0, got {}", out.lora_alpha));
-    if (out.lora_dropout != 0)
+    if (!(out.lora_dropout >= 0 && out.lora_dropout < 1))
         ctx.fail_key("peft.lora_dropout",
-                     fmt::format("peft.lora_dropout: only 0 is supported (got {}): dropout on the "
-                                 "adapter's input is not implemented",
-                                 out.lora_dropout));
+                     fmt::format("peft.lora_dropout: must be in [0, 1), got {}", out.lora_dropout));
 }
 
 void validate_peft(const YamlCtx& ctx, const Job& job) {
     if (!job.peft.enabled) return;
     const DistributionArgs& d = job.distribution;
-    if (d.tensor_parallel_degree > 1)
-        ctx.fail_key("distribution.tensor_parallel_degree",
-                     fmt::format("distribution.tensor_parallel_degree: {} with a peft: block; LoRA "
-                                 "trains with data parallelism (and ZeRO) only, tensor_parallel_"
-                                 "degree must be 1",
-                                 d.tensor_parallel_degree));
-    if (d.pipeline_parallel_degree > 1)
-        ctx.fail_key("distribution.pipeline_parallel_degree",
-                     fmt::format("distribution.pipeline_parallel_degree: {} with a peft: block; "
-                                 "LoRA trains with data parallelism (and ZeRO) only, "
-                                 "pipeline_parallel_degree must be 1",
-                                 d.pipeline_parallel_degree));
     if (d.auto_layout)
         ctx.fail_key("distribution",
-                     "distribution: auto with a peft: block; LoRA trains with data parallelism "
-                     "only: give data_parallel_degree (and zero_stage) instead");
+                     "distribution: auto with a peft: block; the layout search does not plan "
+                     "LoRA: give the data, tensor and pipeline parallel degrees (and zero_stage) "
+                     "instead");
 }
 
 }  // namespace loom::config

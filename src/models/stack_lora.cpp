@@ -44,14 +44,16 @@ void StackModel::apply_lora() {
     std::set<std::string> hit;
     std::vector<std::string> linears;  // the blocks' linears by last component, once each
     for (TransformerBlock& b : blocks_) {
-        for (Linear* l : block_linears(b)) {
+        const std::vector<Linear*> ls = block_linears(b);
+        for (size_t slot = 0; slot < ls.size(); ++slot) {
+            Linear* l = ls[slot];
             if (!l->weight.defined()) continue;
             for (const std::string& m : lora_module_names(table_, *l)) {
                 const std::string s = last_component(m);
                 if (std::find(linears.begin(), linears.end(), s) == linears.end())
                     linears.push_back(s);
             }
-            for (const std::string& m : lora_attach(table_, *l, spec))
+            for (const std::string& m : lora_attach(table_, *l, spec, uint32_t(slot)))
                 for (const std::string& t : spec.target_modules)
                     if (lora_name_matches(m, t)) hit.insert(t);
         }

@@ -296,6 +296,7 @@ TransformerBlock::Step StackModel::step_for(int app) const {
     s.drop_probs = drop_.spec(config_.attention_dropout, layer, DropoutPlan::attn_probs);
     s.drop_attn_out = drop_.spec(config_.hidden_dropout, layer, DropoutPlan::attn_out);
     s.drop_ffn_out = drop_.spec(config_.hidden_dropout, layer, DropoutPlan::ffn_out);
+    s.lora = LoraDropout{drop_, layer, B_, T_, nullptr};
     return s;
 }
 

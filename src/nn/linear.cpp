@@ -112,6 +112,7 @@ void Linear::shard(ParamTable& t, const ModelTp& tp) {
         if (bias.defined() && tp_role == TpRole::column)
             t.shard_row(bias.row + k, tp.size, tp.rank, tp_blocks);
     }
+    lora_shard(t, *this, tp.size, tp.rank);
     if (tp_role == TpRole::column)
         out /= tp.size;
     else
@@ -180,10 +181,7 @@ void Linear::backward(ActPtr dx, CActPtr dy, CActPtr x, int64_t N, bool accumula
                       const uint16_t* x16) const {
     base_backward(dx, dy, x, N, accumulate_dx, x16);
     // After the base: its dx overwrites (or adds), the adapters' adds.
-    if (!lora.empty()) {
-        LOOM_ASSERT(tp == nullptr, "LoRA on a tensor-parallel linear");
-        lora_backward(*this, dx, dy, x, rounds_operands() ? x16 : nullptr, N);
-    }
+    if (!lora.empty()) lora_backward(*this, dx, dy, x, rounds_operands() ? x16 : nullptr, N);
 }
 
 void Linear::base_backward(ActPtr dx, CActPtr dy, CActPtr x, int64_t N, bool accumulate_dx,

@@ -66,7 +66,12 @@ struct Linear {
     std::vector<LoraAdapter> lora;
     int64_t lora_r = 0;
     float lora_scaling = 1;
+    float lora_p = 0;        // lora_dropout
+    uint32_t lora_site = 0;  // DropoutPlan site of its first adapter
     ActPtr lora_work;
+    // This call's dropout keys, set by the block before each forward and
+    // backward (it holds nothing between calls that a later one reads).
+    mutable LoraDropout lora_drop;
     OpCtx ctx;
 
     // Rows "<prefix>.weight" (OC, C) or (C, OC) and "<prefix>.bias" (OC).

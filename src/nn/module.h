@@ -115,6 +115,7 @@ struct DropoutPlan {
         ffn_out = 4,
         head_a = 5,  // classifier / QA head, first dropout
         head_b = 6,  // classifier, second dropout
+        lora = 16,   // LoRA adapters' inputs: lora + 4 * linear slot + adapter (nn/lora.h)
     };
 
     // `layer` is the 1-based layer application (0 for embeddings and heads).

@@ -33,6 +33,7 @@ void TransformerBlock::plan(Acts& acts, ActArena& a, int64_t B, int64_t T, bool 
 
 void TransformerBlock::forward(ActPtr y, Acts& acts, CActPtr x, const Step& s) const {
     const int64_t N = s.B * s.T;
+    set_lora_dropout(s, nullptr);
     const NnOps& ops = ctx.nn();
     const int64_t per_sample = s.T * C;
     if (norm == NormPlacement::post) {
@@ -63,6 +64,7 @@ void TransformerBlock::forward(ActPtr y, Acts& acts, CActPtr x, const Step& s) c
 void TransformerBlock::backward(ActPtr dio, const Acts& acts, CActPtr x, const Step& s,
                                 const Scratch& sc) const {
     const int64_t N = s.B * s.T;
+    set_lora_dropout(s, nullptr);
     const NnOps& ops = ctx.nn();
     const int64_t per_sample = s.T * C;
     if (norm == NormPlacement::post) {

@@ -62,6 +62,7 @@ struct TransformerBlock {
         int64_t B = 0, T = 0;
         const int64_t* key_padding = nullptr;  // (B, T) or null
         DropoutSpec drop_probs, drop_attn_out, drop_ffn_out;
+        LoraDropout lora;  // the LoRA adapters' keys (nn/lora.h); rows: null
     };
 
     // fused: attention through the table's fused entries (SelfAttention::Acts).
@@ -95,6 +96,15 @@ struct TransformerBlock {
     // overwrites all of it with dx. The Acts hold (M, ...) rows meanwhile.
     bool supports_rows() const {
         return norm == NormPlacement::post && ctx.nn().rows_supported();
+    }
+    // The linears' LoRA dropout keys for this call; `rows`: the positions the
+    // attention output and MLP run on (forward_rows), null for all.
+    void set_lora_dropout(const Step& s, const int64_t* rows) const {
+        attn.qkv.lora_drop = s.lora;
+        for (const Linear* l : {&attn.proj, &mlp.fc, &mlp.proj}) {
+            l->lora_drop = s.lora;
+            l->lora_drop.rows = rows;
+        }
     }
     void forward_rows(ActPtr y, Acts& acts, CActPtr x, const Step& s,
                       const AttnRows& rows) const;

@@ -23,6 +23,7 @@ namespace loom {
 void TransformerBlock::forward_rows(ActPtr y, Acts& acts, CActPtr x, const Step& s,
                                     const AttnRows& r) const {
     LOOM_ASSERT(supports_rows(), "forward_rows: only post-LN blocks run on a subset of rows");
+    set_lora_dropout(s, r.rows);
     const int64_t M = r.M;
     const NnOps& ops = ctx.nn();
     attn.forward_rows(acts.res1, acts.attn, x, s.B, s.T, s.key_padding, s.drop_probs, r);
@@ -53,6 +54,7 @@ void TransformerBlock::forward_rows(ActPtr y, Acts& acts, CActPtr x, const Step&
 void TransformerBlock::backward_rows(ActPtr dio, const Acts& acts, CActPtr x, const Step& s,
                                      const Scratch& sc, const AttnRows& r) const {
     LOOM_ASSERT(supports_rows(), "backward_rows: only post-LN blocks run on a subset of rows");
+    set_lora_dropout(s, r.rows);
     const int64_t M = r.M;
     const NnOps& ops = ctx.nn();
     const size_t row_bytes = size_t(C) * dtype_size(ctx.act);

@@ -100,6 +100,7 @@ class PipelineParallel : public StepEngine {
     PipelineParallel& operator=(const PipelineParallel&) = delete;
 
     StageModel& model() { return *models_[0]; }
+    const StageModel& model() const { return *models_[0]; }
     DataParallel& data_parallel() { return *dp_; }
     int stage() const { return pp_.rank(); }
     int n_stages() const { return pp_.size(); }

@@ -60,7 +60,7 @@ std::string adapter_config_json(const LoraSpec& spec, Task task,
     j["layers_to_transform"] = nullptr;
     j["loftq_config"] = nlohmann::json::object();
     j["lora_alpha"] = py_number(spec.lora_alpha);
-    j["lora_dropout"] = 0.0;
+    j["lora_dropout"] = double(spec.lora_dropout);  // a float, as PEFT writes it
     j["megatron_config"] = nullptr;
     j["megatron_core"] = "megatron.core";
     j["modules_to_save"] = spec.modules_to_save.empty() ? nlohmann::json(nullptr)

@@ -256,9 +256,15 @@ MemoryPlan Trainer::memory_plan(bool checkpointing) const {
     l.checkpointing = checkpointing;
     l.checkpoint_every = int(std::max<int64_t>(job_.distribution.checkpoint_every, 1));
     MemoryPlan m = plan_memory(plan_model_from_config(config_), w, l);
-    if (job_.peft.enabled && model_) {
+    // This rank's table: the whole model, or its stage's tp slice (one
+    // chunk: interleaved stages hold several tables, left as planned).
+    const PipelineParallel* pp = pipeline();
+    const ParamTable* trained = !pp                    ? (model_ ? &model_->params() : nullptr)
+                                : pp->n_virtual() == 1 ? &pp->model().params()
+                                                       : nullptr;
+    if (job_.peft.enabled && trained) {
         // LoRA: moments (and ZeRO's gradient shards) cover the trainable span only.
-        const ParamTable& t = model_->params();
+        const ParamTable& t = *trained;
         const double span = 4.0 * double(t.flat_numel() - t.trainable_begin());
         const double shards = l.zero_stage == 2 ? 2 : 1;
         m.peak -= m.optimizer;

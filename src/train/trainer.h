@@ -165,7 +165,7 @@ class Trainer {
     const FeatureSet* train_data() const { return train_.get(); }
     const FeatureSet* eval_data() const { return eval_.get(); }
     // Exports the current model as an HF folder (output_dir at the end of train()).
-    void export_model(const std::string& dir) const;
+    void export_model(const std::string& dir);
 
   private:
     // trainer_restart.cpp: a fresh start or the same job's newest checkpoint
@@ -249,6 +249,8 @@ class Trainer {
     // Collective on pp: the stages' rows into model_, on every rank or (for
     // export) only on the main one.
     void refresh_full_model(bool all_ranks = true);
+    // The whole model's parameters from gathered rows (by HF name).
+    void fill_full_model(const std::map<std::string, Tensor>& rows);
     DropoutPlan train_dropout(int64_t step, const TokenBatch& b) const;
     // The step's n batches as the engine runs them; under pipeline
     // parallelism each split into `microbatches` pieces (kept in `pieces`,

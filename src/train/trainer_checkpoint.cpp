@@ -125,6 +125,10 @@ void Trainer::refresh_full_model(bool all_ranks) {
     // Collective on pp (and dp under ZeRO).
     const std::map<std::string, Tensor> rows = pp->gather_params(all_ranks);
     if (!all_ranks && !sync_->is_main()) return;
+    fill_full_model(rows);
+}
+
+void Trainer::fill_full_model(const std::map<std::string, Tensor>& rows) {
     ParamTable& full = ensure_full_model().params();
     for (const auto& [name, t] : rows)
         std::memcpy(full.param(full.index(name)), t.raw(), size_t(t.numel()) * sizeof(float));
@@ -238,7 +242,7 @@ void Trainer::load_best_model() {
     ensure_full_model().params().load(SafetensorsFile::open(path), path);
 }
 
-void Trainer::export_model(const std::string& dir) const {
+void Trainer::export_model(const std::string& dir) {
     // Pipeline stages: the rows gathered at the end, unless the best model
     // was loaded into the whole model since.
     const bool gathered = pipeline() && !gathered_params_.empty();
@@ -247,7 +251,10 @@ void Trainer::export_model(const std::string& dir) const {
     ModelConfig out = config_;
     out.torch_dtype = export_dtype_;
     if (job_.peft.enabled) {
-        // LoRA trains with data parallelism only: the whole model is here.
+        // Tensor or pipeline parallelism: the adapter's rows were gathered
+        // whole with the rest; the whole model's table knows which rows
+        // PEFT's file holds (the stages' tables mark others' rows frozen).
+        if (gathered) fill_full_model(gathered_params_);
         const ParamTable& t = model_->params();
         if (job_.peft.merge_adapters) {
             export_hf_folder(dir, out,

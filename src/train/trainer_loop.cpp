@@ -75,8 +75,8 @@ MemoryPlan Trainer::announce_run(bool resumed) {
                     train_model().params().num_parameters(), enum_name(job_.task)));
     if (job_.peft.enabled) {
         int64_t n = 0;
-        for (const ParamRow& r : train_model().params().rows())
-            if (r.trainable) n += r.numel();
+        for (const ParamRow& r : train_model().params().rows())  // whole adapters, not tp slices
+            if (r.trainable) n += r.shard.sharded() ? r.shard.global.numel() : r.numel();
         say(
             fmt::format("LoRA: r {}, lora_alpha {} (scaling {}); {} trainable parameters, the "
                         "rest frozen",

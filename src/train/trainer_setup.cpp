@@ -139,6 +139,7 @@ void Trainer::load_tokenizer_and_config() {
         LoraSpec& l = config_.lora;
         l.r = p.r;
         l.lora_alpha = p.lora_alpha;
+        l.lora_dropout = p.lora_dropout;
         l.target_modules = p.target_modules;
         l.modules_to_save = p.modules_to_save;
         if (l.target_modules.empty()) {

@@ -37,6 +37,12 @@ TEST(PeftYaml, ReadsLoraConfigKeys) {
     // PEFT's defaults, and no peft block: no LoRA.
     const Job d = parse_job(with_peft("  r: 8\n"));
     EXPECT_EQ(d.peft.lora_alpha, 8);
+    EXPECT_EQ(d.peft.lora_dropout, 0);
+    // lora_dropout, tensor and pipeline parallelism are accepted.
+    const Job t =
+        parse_job(with_peft("  r: 4\n  lora_dropout: 0.1\n") +
+                  "distribution: {tensor_parallel_degree: 2, pipeline_parallel_degree: 2}\n");
+    EXPECT_EQ(t.peft.lora_dropout, 0.1);
     EXPECT_TRUE(d.peft.target_modules.empty());
     EXPECT_FALSE(parse_job(k_min_job).peft.enabled);
     // The resolved job round-trips through job_to_yaml.
@@ -48,15 +54,14 @@ TEST(PeftYaml, RefusesWhatLoomLacksNamingTheKey) {
     expect_job_error(with_peft("  use_dora: true\n"), {"peft.use_dora", "only false"});
     expect_job_error(with_peft("  use_rslora: true\n"), {"peft.use_rslora", "only false"});
     expect_job_error(with_peft("  peft_type: IA3\n"), {"peft.peft_type", "IA3", "LORA"});
-    expect_job_error(with_peft("  lora_dropout: 0.1\n"), {"peft.lora_dropout", "only 0"});
+    expect_job_error(with_peft("  lora_dropout: 1.0\n"), {"peft.lora_dropout", "[0, 1)"});
+    expect_job_error(with_peft("  lora_dropout: -0.1\n"), {"peft.lora_dropout", "[0, 1)"});
     expect_job_error(with_peft("  r: 0\n"), {"peft.r", "> 0"});
     expect_job_error(with_peft("  target_modules: q_proj\n"),
                      {"peft.target_modules", "regular expression"});
     expect_job_error(with_peft("  layers_to_transform: [0]\n"), {"layers_to_transform"});
-    expect_job_error(with_peft("  r: 4\n") + "distribution: {tensor_parallel_degree: 2}\n",
-                     {"tensor_parallel_degree", "peft"});
-    expect_job_error(with_peft("  r: 4\n") + "distribution: {pipeline_parallel_degree: 2}\n",
-                     {"pipeline_parallel_degree", "peft"});
+    expect_job_error(with_peft("  r: 4\n") + "distribution: auto\n",
+                     {"distribution: auto", "peft"});
 }
 
 }  // namespace
