@@ -6,7 +6,9 @@
 // inside the parallel region run on the calling thread (see gemm.h).
 //
 // Masks (attention.h): key j is visible from query i when key_padding[b, j] != 0
-// and, if causal, j <= i. A row with no visible key reproduces HF's eager
+// and, if causal, j <= i. Keys before a sliding window or before the query's
+// document (key_start) are outside the row altogether: weight 0, whatever the
+// rest of the row. A row with no visible key reproduces HF's eager
 // arithmetic, where a causally hidden key is *replaced* by float32's lowest
 // value and a padded key has lowest *added* (so hidden and padded gives -inf):
 // the row is uniform over the keys left at "lowest", i.e. the causally allowed
