@@ -47,6 +47,7 @@ inline std::vector<float> reference_lse(const float* q, const float* k, int64_t 
                 int64_t n = 0;
                 for (int64_t j = 0; j < s.T; ++j) {
                     if ((m.causal && j > i) || (m.window >= 0 && i - j > m.window) ||
+                        (m.key_start && j < m.key_start[b * s.T + i]) ||
                         (m.key_padding && m.key_padding[b * s.T + j] == 0))
                         continue;
                     const float* kj = k + (b * s.T + j) * ld + h * s.HS;

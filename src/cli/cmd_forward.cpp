@@ -148,8 +148,9 @@ void setup_forward(CLI::App& app) {
 The model folder holds config.json and model.safetensors as save_pretrained
 writes them (BERT, RoBERTa, DistilBERT, ALBERT, GPT-2; the head comes from
 config.json's architectures). The batch is a safetensors file of int64 tensors:
-input_ids [B,T], attention_mask [B,T], token_type_ids [B,T] (optional), and
-labels [B,T] (masked/causal LM, -100 = ignored) or [B] (classification), or
+input_ids [B,T], attention_mask [B,T], token_type_ids [B,T] (optional),
+position_ids [B,T] (optional, causal LM: packed documents, 0 where each starts;
+a token then attends to its own document only), and labels [B,T] (masked/causal LM, -100 = ignored) or [B] (classification), or
 start_positions/end_positions [B] (question answering).
 
 The output file (safetensors, float32) holds:

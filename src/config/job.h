@@ -131,6 +131,10 @@ struct DataArgs {
     double mlm_probability = 0.15;
     int64_t pad_to_multiple_of = 0;  // 0 = no rounding
     bool packing = false;            // default true for causal-lm (run_clm's group_texts)
+    // Causal LM with packing: each text stays a document of its own inside a
+    // block (positions restart, attention stays within it, its first token
+    // is no target), as HF's DataCollatorWithFlattening.
+    bool pack_boundaries = false;
     bool skip_bad_lines = false;
     SampleBy sample_by = SampleBy::line;
     bool operator==(const DataArgs&) const = default;

@@ -85,6 +85,7 @@ void dump_data(Dumper& d, const DataArgs& a) {
     d.num("mlm_probability", a.mlm_probability);
     d.integer("pad_to_multiple_of", a.pad_to_multiple_of);
     d.boolean("packing", a.packing);
+    d.boolean("pack_boundaries", a.pack_boundaries);
     d.boolean("skip_bad_lines", a.skip_bad_lines);
     d.enumeration("sample_by", a.sample_by);
     d.end();

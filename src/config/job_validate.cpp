@@ -173,6 +173,14 @@ void validate_data(const YamlCtx& ctx, Job& job) {
         bad("packing", fmt::format("packing joins texts into blocks, which only makes sense for "
                                    "causal-lm or masked-lm, not {}",
                                    enum_name(job.task)));
+    if (d.pack_boundaries && job.task != Task::causal_lm)
+        bad("pack_boundaries",
+            fmt::format("keeps packed documents apart for causal-lm, not {}", enum_name(job.task)));
+    if (d.pack_boundaries && !d.packing)
+        bad("pack_boundaries",
+            "keeps documents apart inside packed blocks, and data.packing is false (one "
+            "truncated row per text has no boundaries to keep); set packing: true or drop "
+            "pack_boundaries");
     if (d.max_seq_length < 2) bad("max_seq_length", "must be >= 2");
     if (d.pad_to_multiple_of < 0) bad("pad_to_multiple_of", "must be >= 0");
     if (!(d.mlm_probability > 0 && d.mlm_probability < 1))

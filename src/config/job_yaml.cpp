@@ -119,6 +119,7 @@ std::vector<Field> data_fields(DataArgs& d) {
                  d.pad_to_multiple_of = n.IsNull() ? 0 : read_int(c, n, p);
              }},
             field_bool("packing", &d.packing),
+            field_bool("pack_boundaries", &d.pack_boundaries),
             field_bool("skip_bad_lines", &d.skip_bad_lines),
             field_enum("sample_by", &d.sample_by)};
 }

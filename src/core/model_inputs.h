@@ -16,6 +16,12 @@ struct ModelInputs {
     const int64_t* input_ids = nullptr;        // (B, T)
     const int64_t* attention_mask = nullptr;   // (B, T) 1 = token, 0 = padding; null: all tokens
     const int64_t* token_type_ids = nullptr;   // (B, T) null: all zero
+    // (B, T) packed documents: each token's position in its document, 0 where
+    // one starts (rows 0, 1, 2, 0, 1, ...). A token attends only to its own
+    // document's keys (the first is t - position_ids[t]), and position
+    // embeddings read these positions. Null: one document per row, positions
+    // 0 .. T-1.
+    const int64_t* position_ids = nullptr;
     const int64_t* labels = nullptr;           // (B, T) token tasks or (B) classification
     const int64_t* start_positions = nullptr;  // (B) question answering
     const int64_t* end_positions = nullptr;    // (B)

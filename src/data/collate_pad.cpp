@@ -14,6 +14,7 @@ ModelInputs TokenBatch::inputs() const {
     in.input_ids = input_ids.data();
     in.attention_mask = attention_mask.data();
     in.token_type_ids = token_type_ids.data();
+    in.position_ids = position_ids.empty() ? nullptr : position_ids.data();
     in.labels = labels.empty() ? nullptr : labels.data();
     in.start_positions = start_positions.empty() ? nullptr : start_positions.data();
     in.end_positions = end_positions.empty() ? nullptr : end_positions.data();
@@ -63,6 +64,7 @@ void collate_rows(TokenBatch& out, const RowSource& rows, const LoaderOptions& o
     out.labels.clear();
     out.start_positions.clear();
     out.end_positions.clear();
+    out.position_ids.clear();
     out.feature_index.assign(feature_index, feature_index + B);
     out.label_count = 0;
     const bool token_labels = task == Task::masked_lm || task == Task::causal_lm;
@@ -92,6 +94,16 @@ void collate_rows(TokenBatch& out, const RowSource& rows, const LoaderOptions& o
                 for (int64_t t = 0; t < n; ++t) ids[t] = labels[t] = f.ids[size_t(t)];
                 if (!f.labels.empty())
                     for (int64_t t = 0; t < n; ++t) labels[t] = f.labels[size_t(t)];
+                if (!f.position_ids.empty()) {
+                    // The first row with documents gives every row positions:
+                    // 0 .. T-1 (one document) until its own are written.
+                    if (out.position_ids.empty())
+                        for (int64_t r = 0; r < B; ++r)
+                            for (int64_t t = 0; t < T; ++t) out.position_ids.push_back(t);
+                    int64_t* pos = out.position_ids.data() + b * T;
+                    for (int64_t t = 0; t < n; ++t) pos[t] = f.position_ids[size_t(t)];
+                    for (int64_t t = n; t < T; ++t) pos[t] = t - n;  // padding: its own
+                }
                 out.label_count += row_label_count(task, f, fi, epoch, masker);
                 break;
             }

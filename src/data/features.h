@@ -87,8 +87,9 @@ struct FeaturizeOptions {
     bool packing = false;  // LM: concatenate and cut into blocks (group_texts)
     // Causal LM with packing: keep document boundaries in each block
     // (Feature::position_ids restart per document, each document's first
-    // token is no target). Not reachable from a job yet: the models do not
-    // read per-token positions or restrict attention to a document.
+    // token is no target); the job key data.pack_boundaries. The loader
+    // hands the positions on (ModelInputs::position_ids), and the models keep
+    // attention within each document.
     bool pack_documents = false;
     std::vector<std::string>
         label_names;  // classification: fixed label order (from config id2label)

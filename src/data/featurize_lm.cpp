@@ -33,9 +33,8 @@
 // pack_documents (causal LM, with packing) keeps the documents apart inside a
 // block: position ids restart at 0 for each document (and for the piece of a
 // document a block boundary cut off), and a document's first token is no
-// target. Only the data side exists: the models do not yet read the
-// per-token positions nor mask attention across documents, so no job key
-// sets it.
+// target (job key data.pack_boundaries; the models read the positions and
+// keep attention within each document, ModelInputs::position_ids).
 #include <algorithm>
 
 #include "core/check.h"

@@ -55,6 +55,9 @@ struct TokenBatch {
     std::vector<int64_t> input_ids, attention_mask, token_type_ids;  // (B, T)
     std::vector<int64_t> labels;                                     // (B, T) or (B)
     std::vector<int64_t> start_positions, end_positions;             // (B) QA
+    // (B, T) causal LM packed with document boundaries (Feature::position_ids;
+    // padding counts as a document of its own); empty otherwise.
+    std::vector<int64_t> position_ids;
     std::vector<int64_t> feature_index;   // (B) index into FeatureSet::features
     // Position in the epoch's order of row 0 (rows are consecutive positions);
     // unique per sample within a step, for dropout keys.

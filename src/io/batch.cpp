@@ -75,6 +75,7 @@ ModelInputs inputs_from_batch(const Batch& batch, Task task, bool require_labels
     // find() hands back a copy of the view; the data stays owned by `batch`.
     if (auto t = batch.find("attention_mask")) in.attention_mask = check_shape(*t, "attention_mask", bt);
     if (auto t = batch.find("token_type_ids")) in.token_type_ids = check_shape(*t, "token_type_ids", bt);
+    if (auto t = batch.find("position_ids")) in.position_ids = check_shape(*t, "position_ids", bt);
 
     const std::vector<std::string> keys = label_keys(task);
     if (keys.empty()) return in;

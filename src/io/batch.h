@@ -1,7 +1,8 @@
 // Batch: the integer tensors of one saved training batch, by key.
 //
 // A batch file is a safetensors file such as the fixtures' batch.safetensors:
-// input_ids, attention_mask, token_type_ids (B, T), and labels (B, T) or (B),
+// input_ids, attention_mask, token_type_ids, position_ids (packed documents,
+// ModelInputs::position_ids) (B, T), and labels (B, T) or (B),
 // or start_positions / end_positions (B). Every tensor is I64 in memory: I32
 // files are widened on load, any other dtype is an error naming the key.
 // The tensors are owned copies, not views of the file, so collators and tests

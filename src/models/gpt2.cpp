@@ -105,8 +105,13 @@ class Gpt2Model final : public StackModel {
         LOOM_CHECK(T_ <= config_.max_position_embeddings,
                    "sequence length {} exceeds what the model accepts: {}", T_,
                    describe_max_positions(config_));
-        for (int64_t b = 0; b < B_; ++b)
-            for (int64_t t = 0; t < T_; ++t) pos_ids_[size_t(b * T_ + t)] = t;
+        // Packed documents read their own positions (ModelInputs::position_ids).
+        if (!positions_.empty()) {
+            pos_ids_ = positions_;
+        } else {
+            for (int64_t b = 0; b < B_; ++b)
+                for (int64_t t = 0; t < T_; ++t) pos_ids_[size_t(b * T_ + t)] = t;
+        }
         upload(pos_dev_, pos_ids_);
         wte_.forward(h0, ids_dev_, N);
         wpe_.forward(h0, pos_dev_, N, /*accumulate=*/true);

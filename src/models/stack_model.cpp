@@ -179,7 +179,8 @@ bool StackModel::fused_attention_fits() const {
     if (blocks_.empty()) return false;
     const SelfAttention& at = blocks_[0].attn;
     return ctx_.nn().fused_attention(AttnShape{B_, T_, at.NH, at.C / at.NH}) &&
-           attention_every_row_has_a_key(mask_.empty() ? nullptr : mask_.data(), B_, T_, at.causal);
+           attention_every_row_has_a_key(mask_.empty() ? nullptr : mask_.data(), B_, T_, at.causal,
+                                         key_start_.empty() ? nullptr : key_start_.data());
 }
 
 void StackModel::plan(int64_t B, int64_t T, bool fused) {
@@ -208,6 +209,8 @@ void StackModel::plan(int64_t B, int64_t T, bool fused) {
         ids_dev_ = a.take_i64(N);
         types_dev_ = a.take_i64(N);
         mask_dev_ = a.take_i64(N);
+        positions_dev_ = a.take_i64(N);
+        key_start_dev_ = a.take_i64(N);
         if (with_head && final_norm_.weight.defined()) {
             final_ = a.take_act(N * C, act);
             final_acts_.plan(a, N);
@@ -291,7 +294,9 @@ TransformerBlock::Step StackModel::step_for(int app) const {
     TransformerBlock::Step s;
     s.B = B_;
     s.T = T_;
-    s.key_padding = mask_.empty() ? nullptr : mask_dev_;
+    s.tok.key_padding = mask_.empty() ? nullptr : mask_dev_;
+    s.tok.positions = positions_.empty() ? nullptr : positions_dev_;
+    s.tok.key_start = key_start_.empty() ? nullptr : key_start_dev_;
     const uint32_t layer = uint32_t(app + 1);
     s.drop_probs = drop_.spec(config_.attention_dropout, layer, DropoutPlan::attn_probs);
     s.drop_attn_out = drop_.spec(config_.hidden_dropout, layer, DropoutPlan::attn_out);
@@ -364,6 +369,7 @@ LossSum StackModel::forward(const ModelInputs& in, const DropoutPlan& dropout) {
     ids_.assign(in.input_ids, in.input_ids + N);
     mask_.clear();
     if (in.attention_mask) mask_.assign(in.attention_mask, in.attention_mask + N);
+    take_positions(in);
     types_.clear();
     if (in.token_type_ids && config_.type_vocab_size > 0)
         types_.assign(in.token_type_ids, in.token_type_ids + N);
@@ -386,6 +392,10 @@ LossSum StackModel::forward(const ModelInputs& in, const DropoutPlan& dropout) {
     upload(ids_dev_, ids_);
     if (!types_.empty()) upload(types_dev_, types_);
     if (!mask_.empty()) upload(mask_dev_, mask_);
+    if (!positions_.empty()) {
+        upload(positions_dev_, positions_);
+        upload(key_start_dev_, key_start_);
+    }
 
     offload_.before_write(app_begin());
     if (placement_.part.embeddings) {

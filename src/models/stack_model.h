@@ -83,6 +83,14 @@ class StackModel : public Model {
     int64_t* ids_dev_ = nullptr;
     int64_t* types_dev_ = nullptr;
     int64_t* mask_dev_ = nullptr;
+    // Packed documents (ModelInputs::position_ids): each token's position and
+    // the first key it may see, t - position; empty when absent. Uploaded to
+    // the *_dev_ slots.
+    std::vector<int64_t> positions_, key_start_;  // (B, T)
+    int64_t* positions_dev_ = nullptr;
+    int64_t* key_start_dev_ = nullptr;
+    // Copies and checks in.position_ids (models/stack_positions.cpp).
+    void take_positions(const ModelInputs& in);
     // Copies v into dst, a slot of the backend's memory, and returns it.
     int64_t* upload(int64_t* dst, const std::vector<int64_t>& v) const;
     std::vector<int64_t> labels_, starts_, ends_;

@@ -31,6 +31,17 @@
 
 namespace loom {
 
+// What attention reads per token of a batch, (B, T) each in the backend's
+// memory, null when absent.
+struct AttnTokens {
+    const int64_t* key_padding = nullptr;  // 1 = token, 0 = padding
+    // Packed documents: each token's position in its document (rotary
+    // embeddings; null: 0 .. T-1) and the first key it may see
+    // (AttnMask::key_start; null: 0).
+    const int64_t* positions = nullptr;
+    const int64_t* key_start = nullptr;
+};
+
 struct SelfAttention {
     int64_t C = 0, NH = 0;    // local: C/tp features, NH/tp heads once sharded
     int64_t head_offset = 0;  // global index of local head 0
@@ -99,27 +110,29 @@ struct SelfAttention {
         proj.bind(t);
     }
     // y (B, T, C) = proj(attention(qkv(x))).
-    void forward(ActPtr y, Acts& acts, CActPtr x, int64_t B, int64_t T,
-                 const int64_t* key_padding, const DropoutSpec& drop_probs) const;
+    void forward(ActPtr y, Acts& acts, CActPtr x, int64_t B, int64_t T, const AttnTokens& tok,
+                 const DropoutSpec& drop_probs) const;
     // dx (B, T, C): overwritten, or accumulated into when accumulate_dx.
-    void backward(ActPtr dx, CActPtr dy, const Acts& acts, CActPtr x, int64_t B,
-                  int64_t T, const int64_t* key_padding, const DropoutSpec& drop_probs,
-                  const Scratch& s, bool accumulate_dx) const;
+    void backward(ActPtr dx, CActPtr dy, const Acts& acts, CActPtr x, int64_t B, int64_t T,
+                  const AttnTokens& tok, const DropoutSpec& drop_probs, const Scratch& s,
+                  bool accumulate_dx) const;
 
     // The same at the query rows `rows` only (ops/attention_rows.h): keys and
     // values from every position, y (M, C) at those rows; acts.ctx holds
     // (M, C) and acts.att (M, NH, T). Backward takes dy (M, C) and overwrites
     // dx (B, T, C) (the residual's part is the caller's).
-    void forward_rows(ActPtr y, Acts& acts, CActPtr x, int64_t B, int64_t T,
-                      const int64_t* key_padding, const DropoutSpec& drop_probs,
-                      const AttnRows& rows) const;
-    void backward_rows(ActPtr dx, CActPtr dy, const Acts& acts, CActPtr x, int64_t B,
-                       int64_t T, const int64_t* key_padding, const DropoutSpec& drop_probs,
-                       const Scratch& s, const AttnRows& rows) const;
+    void forward_rows(ActPtr y, Acts& acts, CActPtr x, int64_t B, int64_t T, const AttnTokens& tok,
+                      const DropoutSpec& drop_probs, const AttnRows& rows) const;
+    void backward_rows(ActPtr dx, CActPtr dy, const Acts& acts, CActPtr x, int64_t B, int64_t T,
+                       const AttnTokens& tok, const DropoutSpec& drop_probs, const Scratch& s,
+                       const AttnRows& rows) const;
 
   private:
-    void prepare_qkv(const Acts& acts, int64_t B, int64_t T) const;
-    void finish_dqkv(const Scratch& s, int64_t B, int64_t T) const;
+    void prepare_qkv(const Acts& acts, int64_t B, int64_t T, const int64_t* positions) const;
+    void finish_dqkv(const Scratch& s, int64_t B, int64_t T, const int64_t* positions) const;
+    AttnMask mask_of(const AttnTokens& tok) const {
+        return AttnMask{tok.key_padding, causal, window, tok.key_start};
+    }
 };
 
 }  // namespace loom

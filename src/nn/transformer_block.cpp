@@ -37,7 +37,7 @@ void TransformerBlock::forward(ActPtr y, Acts& acts, CActPtr x, const Step& s) c
     const NnOps& ops = ctx.nn();
     const int64_t per_sample = s.T * C;
     if (norm == NormPlacement::post) {
-        attn.forward(acts.res1, acts.attn, x, s.B, s.T, s.key_padding, s.drop_probs);
+        attn.forward(acts.res1, acts.attn, x, s.B, s.T, s.tok, s.drop_probs);
         if (s.drop_attn_out.active())
             ops.dropout_forward(ctx, acts.res1, acts.res1, s.B, per_sample, s.drop_attn_out);
         ops.residual_forward(ctx, acts.res1, acts.res1, x, N * C);
@@ -49,7 +49,7 @@ void TransformerBlock::forward(ActPtr y, Acts& acts, CActPtr x, const Step& s) c
         ln2.forward(y, acts.ln2, acts.res2, N);
     } else {
         ln1.forward(acts.ln1_out, acts.ln1, x, N);
-        attn.forward(acts.res1, acts.attn, acts.ln1_out, s.B, s.T, s.key_padding, s.drop_probs);
+        attn.forward(acts.res1, acts.attn, acts.ln1_out, s.B, s.T, s.tok, s.drop_probs);
         if (s.drop_attn_out.active())
             ops.dropout_forward(ctx, acts.res1, acts.res1, s.B, per_sample, s.drop_attn_out);
         ops.residual_forward(ctx, acts.res1, acts.res1, x, N * C);
@@ -81,7 +81,7 @@ void TransformerBlock::backward(ActPtr dio, const Acts& acts, CActPtr x, const S
             ops.dropout_backward(ctx, sc.t, dio, s.B, per_sample, s.drop_attn_out);
             d_a = sc.t;
         }
-        attn.backward(dio, d_a, acts.attn, x, s.B, s.T, s.key_padding, s.drop_probs, sc.attn,
+        attn.backward(dio, d_a, acts.attn, x, s.B, s.T, s.tok, s.drop_probs, sc.attn,
                       /*accumulate_dx=*/true);
     } else {
         // dio = d y = d r1 (residual) and the MLP branch's gradient.
@@ -97,8 +97,8 @@ void TransformerBlock::backward(ActPtr dio, const Acts& acts, CActPtr x, const S
             ops.dropout_backward(ctx, sc.t, dio, s.B, per_sample, s.drop_attn_out);
             d_a = sc.t;
         }
-        attn.backward(sc.u, d_a, acts.attn, acts.ln1_out, s.B, s.T, s.key_padding, s.drop_probs,
-                      sc.attn, /*accumulate_dx=*/false);
+        attn.backward(sc.u, d_a, acts.attn, acts.ln1_out, s.B, s.T, s.tok, s.drop_probs, sc.attn,
+                      /*accumulate_dx=*/false);
         ln1.backward(dio, sc.u, x, acts.ln1, N, /*accumulate_dx=*/true);
     }
 }

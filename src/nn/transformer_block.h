@@ -60,7 +60,7 @@ struct TransformerBlock {
     // What changes per call: sizes, the mask and this application's dropout.
     struct Step {
         int64_t B = 0, T = 0;
-        const int64_t* key_padding = nullptr;  // (B, T) or null
+        AttnTokens tok;  // padding mask, positions and document bounds
         DropoutSpec drop_probs, drop_attn_out, drop_ffn_out;
         LoraDropout lora;  // the LoRA adapters' keys (nn/lora.h); rows: null
     };

@@ -26,7 +26,7 @@ void TransformerBlock::forward_rows(ActPtr y, Acts& acts, CActPtr x, const Step&
     set_lora_dropout(s, r.rows);
     const int64_t M = r.M;
     const NnOps& ops = ctx.nn();
-    attn.forward_rows(acts.res1, acts.attn, x, s.B, s.T, s.key_padding, s.drop_probs, r);
+    attn.forward_rows(acts.res1, acts.attn, x, s.B, s.T, s.tok, s.drop_probs, r);
     if (s.drop_attn_out.active())
         ops.dropout_rows(ctx, acts.res1, acts.res1, r.rows, M, s.T, C, s.drop_attn_out);
     for (int64_t i = 0; i < M; ++i) ops.add_inplace(ctx, acts.res1 + i * C, x + r.rows[i] * C, C);
@@ -72,7 +72,7 @@ void TransformerBlock::backward_rows(ActPtr dio, const Acts& acts, CActPtr x, co
         ops.dropout_rows(ctx, sc.t, sc.u, r.rows, M, s.T, C, s.drop_attn_out);
         d_a = sc.t;
     }
-    attn.backward_rows(dio, d_a, acts.attn, x, s.B, s.T, s.key_padding, s.drop_probs, sc.attn, r);
+    attn.backward_rows(dio, d_a, acts.attn, x, s.B, s.T, s.tok, s.drop_probs, sc.attn, r);
     for (int64_t i = 0; i < M; ++i) ops.add_inplace(ctx, dio + r.rows[i] * C, sc.u + i * C, C);
 }
 

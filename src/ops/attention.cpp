@@ -6,7 +6,9 @@
 // inside the parallel region run on the calling thread (see gemm.h).
 //
 // Masks (attention.h): key j is visible from query i when key_padding[b, j] != 0
-// and, if causal, j <= i. A row with no visible key reproduces HF's eager
+// and, if causal, j <= i. Keys before a sliding window or before the query's
+// document (key_start) are outside the row altogether: weight 0, whatever the
+// rest of the row. A row with no visible key reproduces HF's eager
 // arithmetic, where a causally hidden key is *replaced* by float32's lowest
 // value and a padded key has lowest *added* (so hidden and padded gives -inf):
 // the row is uniform over the keys left at "lowest", i.e. the causally allowed
@@ -167,9 +169,23 @@ class Bf16Gemms {
     uint16_t *p_ = nullptr, *ds_ = nullptr;
 };
 
-// The first key query i may see under a sliding window (0 without one).
-inline int64_t window_start(const AttnMask& mask, int64_t i) {
-    return mask.window >= 0 ? std::max<int64_t>(0, i - mask.window) : 0;
+// The first key query i of sample b may see: under a sliding window, and
+// from the start of its document (AttnMask::key_start); 0 without either.
+inline int64_t key_lo(const AttnMask& mask, int64_t b, int64_t T, int64_t i) {
+    int64_t lo = mask.window >= 0 ? std::max<int64_t>(0, i - mask.window) : 0;
+    if (mask.key_start != nullptr) lo = std::max(lo, mask.key_start[b * T + i]);
+    return lo;
+}
+
+void check_key_start(const AttnMask& mask, int64_t B, int64_t T) {
+    if (mask.key_start == nullptr) return;
+    for (int64_t b = 0; b < B; ++b)
+        for (int64_t i = 0; i < T; ++i) {
+            const int64_t lo = mask.key_start[b * T + i];
+            LOOM_ASSERT(lo >= 0 && lo <= (mask.causal ? i : T - 1),
+                        "attention: key_start {} of query {} (sample {}) outside [0, {}]", lo, i, b,
+                        mask.causal ? i : T - 1);
+        }
 }
 
 template <typename T, typename Gemms>
@@ -177,6 +193,7 @@ void forward_tasks(T* out, T* att, const T* q, const T* k, const T* v, int64_t l
                    const AttnShape& s, const AttnMask& mask, const DropoutSpec& drop) {
     const Geometry g = geometry_of(s, ld);
     LOOM_ASSERT(mask.window < 0 || mask.causal, "attention: a sliding window needs the causal mask");
+    check_key_start(mask, g.B, g.T);
     const std::vector<unsigned char> vis = visible_keys(mask, g.B, g.T);
     const T scale = attn_scale<T>(g.HS);
     const int64_t TT = g.T * g.T;
@@ -191,8 +208,9 @@ void forward_tasks(T* out, T* att, const T* q, const T* k, const T* v, int64_t l
             const Gemms gm(g, q + off, k + off, v + off, nullptr);
             gm.scores(a, scale);
             for (int64_t i = 0; i < g.T; ++i) {
-                // Keys before the window are outside the row: weight 0.
-                const int64_t lo = window_start(mask, i);
+                // Keys before the window or the document are outside the
+                // row: weight 0.
+                const int64_t lo = key_lo(mask, b, g.T, i);
                 T* r = a + i * g.T;
                 std::fill(r, r + lo, T(0));
                 softmax_row(r + lo, vis.data() + b * g.T + lo, (mask.causal ? i + 1 : g.T) - lo,
@@ -247,7 +265,7 @@ void backward_tasks(T* dq, T* dk, T* dv, T* scratch, const T* dout, const T* att
             // Softmax backward per row: dS = P (dP - <P, dP>).
             const unsigned char* vb = vis.data() + b * g.T;
             for (int64_t i = 0; i < g.T; ++i) {
-                const int64_t lo = window_start(mask, i);
+                const int64_t lo = key_lo(mask, b, g.T, i);
                 std::fill(ds + i * g.T, ds + i * g.T + lo, T(0));
                 softmax_row_backward(ds + i * g.T + lo, a + i * g.T + lo, vb + lo,
                                      (mask.causal ? i + 1 : g.T) - lo, g.T - lo);
@@ -300,10 +318,30 @@ template void attention_backward<double>(double*, double*, double*, double*, con
                                          const DropoutSpec&);
 
 bool attention_every_row_has_a_key(const int64_t* key_padding_host, int64_t B, int64_t T,
-                                   bool causal) {
+                                   bool causal, const int64_t* key_start_host) {
     if (key_padding_host == nullptr || T == 0) return true;
     for (int64_t b = 0; b < B; ++b) {
         const int64_t* pad = key_padding_host + b * T;
+        if (key_start_host != nullptr) {
+            // Query i sees [key_start[i], i] (causal) or [key_start[i], T):
+            // track the last unpadded key at or before i (causal) or the
+            // next at or after key_start[i] (otherwise).
+            const int64_t* lo = key_start_host + b * T;
+            if (causal) {
+                int64_t last = -1;
+                for (int64_t i = 0; i < T; ++i) {
+                    if (pad[i] != 0) last = i;
+                    if (last < lo[i]) return false;
+                }
+            } else {
+                std::vector<int64_t> next(size_t(T + 1), T);
+                for (int64_t j = T; j-- > 0;)
+                    next[size_t(j)] = pad[j] != 0 ? j : next[size_t(j + 1)];
+                for (int64_t i = 0; i < T; ++i)
+                    if (next[size_t(lo[i])] >= T) return false;
+            }
+            continue;
+        }
         if (causal) {
             if (pad[0] == 0) return false;
         } else if (std::none_of(pad, pad + T, [](int64_t x) { return x != 0; })) {

@@ -35,6 +35,11 @@ struct AttnMask {
     // i, window + 1 keys with itself; -1: no window. Only the unfused CPU
     // entries take one (attention.cpp); the others assert it is absent.
     int64_t window = -1;
+    // Packed documents: (B, T) the first key query t may see, the start of its
+    // document (keys before it get weight 0, like those before a window);
+    // null: 0. In the memory of the device the kernel runs on. Not taken by
+    // the query-row entries (attention_rows.h).
+    const int64_t* key_start = nullptr;
 };
 
 template <typename T>
@@ -69,10 +74,11 @@ void attention_backward_bf16(float* dq, float* dk, float* dv, float* scratch, co
 // Whether every query row of every sample sees at least one key, the
 // precondition of fused (flash) kernels, which lack the uniform-weights rule
 // above. key_padding_host is (B, T) host memory (1 = attend, 0 = padding) or
-// null. Without a causal mask a sample needs one unpadded key; with one, its
+// null; key_start_host the AttnMask::key_start bounds in host memory or null.
+// Without a causal mask a sample needs one unpadded key; with one, its
 // first key must be unpadded (query 0 sees only key 0, and then every query
-// sees it).
+// sees it); with key bounds, every query needs an unpadded key in its range.
 bool attention_every_row_has_a_key(const int64_t* key_padding_host, int64_t B, int64_t T,
-                                   bool causal);
+                                   bool causal, const int64_t* key_start_host = nullptr);
 
 }  // namespace loom

@@ -34,6 +34,8 @@ struct RowTasks {
           rows(r.rows),
           M(r.M) {
         LOOM_ASSERT(mask.window < 0, "attention at selected rows takes no sliding window");
+        LOOM_ASSERT(mask.key_start == nullptr,
+                    "attention at selected rows takes no document bounds (key_start)");
         LOOM_ASSERT(M >= 0 && (M == 0 || rows != nullptr), "attention rows: {} rows, no list", M);
         for (int64_t i = 0; i < M; ++i)
             LOOM_ASSERT(rows[i] >= 0 && rows[i] < g.B * g.T && (i == 0 || rows[i] > rows[i - 1]),

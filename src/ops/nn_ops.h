@@ -169,9 +169,10 @@ struct NnOps {
                               const void* w, const float* rstd, int64_t N, int64_t C,
                               bool accumulate_dx) = nullptr;
     // In place on `heads` heads of size d of every (B, T) row of stride ld
-    // (ops/rope.h); inverse: the backward.
-    void (*rope)(const OpCtx&, void* x, int64_t ld, int64_t B, int64_t T, int64_t heads,
-                 int64_t d, const RopeSpec&, bool inverse) = nullptr;
+    // (ops/rope.h); inverse: the backward. positions (B, T) in the backend's
+    // memory, or null for 0 .. T-1.
+    void (*rope)(const OpCtx&, void* x, int64_t ld, int64_t B, int64_t T, int64_t heads, int64_t d,
+                 const RopeSpec&, bool inverse, const int64_t* positions) = nullptr;
     // GQA's key/value expansion and its gradient's group sums (ops/repeat_kv.h).
     void (*repeat_kv_forward)(const OpCtx&, void* expanded, const void* packed, int64_t N,
                               int64_t NH, int64_t NKV, int64_t d) = nullptr;

@@ -256,9 +256,9 @@ void rms_norm_bwd(const OpCtx& c, void* dx, void* dw, const void* dy, const void
 }
 
 void rope_cpu(const OpCtx& c, void* x, int64_t ld, int64_t B, int64_t T, int64_t heads, int64_t d,
-              const RopeSpec& spec, bool inverse) {
+              const RopeSpec& spec, bool inverse, const int64_t* positions) {
     check_act(c, "rope");
-    rope_apply(F(x), ld, B, T, heads, d, spec, inverse);
+    rope_apply(F(x), ld, B, T, heads, d, spec, inverse, positions);
 }
 
 void repeat_kv_fwd(const OpCtx& c, void* expanded, const void* packed, int64_t N, int64_t NH,

@@ -45,16 +45,22 @@ void rope_tables(float* cos_out, float* sin_out, int64_t T, int64_t d, const Rop
 }
 
 void rope_apply(float* x, int64_t ld, int64_t B, int64_t T, int64_t heads, int64_t d,
-                const RopeSpec& spec, bool inverse) {
+                const RopeSpec& spec, bool inverse, const int64_t* positions) {
     const int64_t h = d / 2;
+    if (positions != nullptr)
+        for (int64_t i = 0; i < B * T; ++i)
+            LOOM_CHECK(positions[i] >= 0 && positions[i] < T,
+                       "rotary embeddings: position id {} of token {} outside [0, {})",
+                       positions[i], i, T);
     std::vector<float> cs(size_t(T * h)), sn(size_t(T * h));
     rope_tables(cs.data(), sn.data(), T, d, spec);
     const float sign = inverse ? -1.0f : 1.0f;
 #pragma omp parallel for collapse(2) schedule(static)
     for (int64_t b = 0; b < B; ++b)
         for (int64_t t = 0; t < T; ++t) {
-            const float* c = cs.data() + t * h;
-            const float* s = sn.data() + t * h;
+            const int64_t p = positions != nullptr ? positions[b * T + t] : t;
+            const float* c = cs.data() + p * h;
+            const float* s = sn.data() + p * h;
             float* row = x + (b * T + t) * ld;
             for (int64_t k = 0; k < heads; ++k) {
                 float* v = row + k * d;

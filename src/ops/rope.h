@@ -5,7 +5,9 @@
 //   x'[i]       = x[i] cos - x[i + d/2] sin
 //   x'[i + d/2] = x[i + d/2] cos + x[i] sin
 // Positions are 0 .. T-1 in every row, whatever the padding (transformers
-// 4.40 without position_ids). inv_freq, the angles and their cos/sin are
+// 4.40 without position_ids), or per token when `positions` (B, T) is given
+// (packed documents: each restarts at 0; dynamic scaling below still takes
+// the batch's T). inv_freq, the angles and their cos/sin are
 // rounded to float32 where HF rounds them. `scale` is rope_scaling's linear
 // factor (1: none).
 //
@@ -38,8 +40,9 @@ struct RopeSpec {
 };
 
 // x: (B, T, ld) with head h of row (b, t) at x[(b T + t) ld + h d ... + d).
+// positions: (B, T) in [0, T), or null for 0 .. T-1.
 void rope_apply(float* x, int64_t ld, int64_t B, int64_t T, int64_t heads, int64_t d,
-                const RopeSpec& spec, bool inverse);
+                const RopeSpec& spec, bool inverse, const int64_t* positions = nullptr);
 
 // inv_freq (d/2) in float32 as HF forms it for a batch of seq_len positions
 // (the CUDA kernel takes it too).

@@ -48,6 +48,7 @@ TokenBatch batch_rows(const TokenBatch& b, int64_t part, int64_t parts, Task tas
     o.input_ids = rows(b.input_ids, T);
     o.attention_mask = rows(b.attention_mask, T);
     o.token_type_ids = rows(b.token_type_ids, T);
+    o.position_ids = rows(b.position_ids, T);
     o.feature_index = rows(b.feature_index, 1);
     o.start_positions = rows(b.start_positions, 1);
     o.end_positions = rows(b.end_positions, 1);

@@ -168,6 +168,7 @@ void Trainer::read_data() {
     fo.max_seq_length = d.max_seq_length;
     fo.doc_stride = d.doc_stride;
     fo.packing = d.packing;
+    fo.pack_documents = d.pack_boundaries;
     if (job_.task == Task::causal_lm) {
         fo.eos_id = config_eos_id(job_.model.config_path);
         if (!d.prompt_column.empty()) {
@@ -187,6 +188,10 @@ void Trainer::read_data() {
                 fo.eos_id >= 0
                     ? fmt::format("eos_token_id {}, as HF fine-tuning sets pad = eos", fo.eos_id)
                     : std::string("id 0")));
+        if (d.pack_boundaries)
+            load_notes_.push_back(
+                "causal-lm packing keeps document boundaries (data.pack_boundaries): positions "
+                "restart at each text, attention stays inside it, its first token is no target");
         if (!d.prompt_column.empty())
             load_notes_.push_back(fmt::format(
                 "causal-lm instruction data: tokens = prompt + completion with the tokenizer's "
@@ -197,6 +202,10 @@ void Trainer::read_data() {
     if (job_.task == Task::sequence_classification) fo.label_names = initial_label_names();
 
     if (!d.train.empty() && is_shard_folder(d.train)) {
+        LOOM_CHECK(!d.pack_boundaries,
+                   "data.pack_boundaries: {} is a token shard folder, whose blocks carry no "
+                   "document boundaries; train on the text files, or drop pack_boundaries",
+                   d.train);
         train_rows_ = open_train_shards(d.train);
     } else if (!d.train.empty()) {
         auto t = load_channel(d.train, "train", ro, fo);

@@ -288,6 +288,10 @@ TEST(JobYaml, DefaultsThatDependOnOtherKeys) {
     EXPECT_TRUE(clm.data.packing);
     Job clm2 = parse_job("model: m\ntask: causal-lm\ndata: {train: t.txt, packing: false}\n");
     EXPECT_FALSE(clm2.data.packing);
+    EXPECT_FALSE(clm.data.pack_boundaries);
+    Job docs =
+        parse_job("model: m\ntask: causal-lm\ndata: {train: t.txt, pack_boundaries: true}\n");
+    EXPECT_TRUE(docs.data.packing && docs.data.pack_boundaries);
     // Perplexity: lower is better, although it does not end in "loss".
     Job ppl = parse_job(
         "model: m\ntask: causal-lm\ndata: {train: t, eval: e}\n"
@@ -330,6 +334,12 @@ TEST(JobYaml, CrossKeyChecksPointAtTheKey) {
                      {"job.yaml:7:", "lr_end"});
     expect_job_error("model: m\ntask: sequence-classification\ndata:\n  train: t\n  packing: true\n",
                      {"job.yaml:5:", "packing"});
+    // Document boundaries need packed causal-LM blocks.
+    expect_job_error("model: m\ntask: masked-lm\ndata:\n  train: t\n  pack_boundaries: true\n",
+                     {"job.yaml:5:", "data.pack_boundaries", "causal-lm, not masked-lm"});
+    expect_job_error(
+        "model: m\ntask: causal-lm\ndata:\n  train: t\n  packing: false\n  pack_boundaries: true\n",
+        {"job.yaml:6:", "data.pack_boundaries", "data.packing is false"});
     expect_job_error("model: m\ntask: masked-lm\ndata:\n  train: t\n  label_map: {a: b}\n",
                      {"job.yaml:5:", "label_map: only applies to sequence-classification"});
     expect_job_error("model: m\ntask: question-answering\ndata:\n  train: t\n  doc_stride: 384\n",

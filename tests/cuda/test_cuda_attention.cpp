@@ -94,5 +94,65 @@ TYPED_TEST(CudaAttention, ForwardBackwardMatchCpu) {
     }
 }
 
+// Packed documents (AttnMask::key_start): each query sees its own document
+// only, combined with padding (a document whose first tokens are padding has
+// rows with no visible key: the uniform rule within the document), dropout
+// and GPT-2's packed q/k/v.
+TYPED_TEST(CudaAttention, DocumentBoundsMatchCpu) {
+    using T = TypeParam;
+    const int64_t B = 2, Tn = 13, NH = 2, HS = 8, C = NH * HS, ld = 3 * C;
+    // Row 0: documents of 4, 5 and 4 tokens; row 1: 6 and 7, the second one's
+    // first two tokens padded, and its last.
+    const std::vector<int64_t> lens[2] = {{4, 5, 4}, {6, 7}};
+    std::vector<int64_t> start(size_t(B * Tn)), pad(size_t(B * Tn), 1);
+    for (int64_t b = 0; b < B; ++b) {
+        int64_t t0 = 0;
+        for (int64_t n : lens[b]) {
+            for (int64_t t = t0; t < t0 + n; ++t) start[size_t(b * Tn + t)] = t0;
+            t0 += n;
+        }
+    }
+    pad[size_t(Tn + 6)] = pad[size_t(Tn + 7)] = pad[size_t(2 * Tn - 1)] = 0;
+    auto qkv = round_all<T>(random_vec(size_t(B * Tn * ld), 5, -2.0f, 2.0f));
+    auto dout = round_all<T>(random_vec(size_t(B * Tn * C), 6));
+    auto gqkv = upload<T>(qkv), gdout = upload<T>(dout);
+    auto gpad = upload_raw<int64_t>(pad), gstart = upload_raw<int64_t>(start);
+    const AttnShape s{B, Tn, NH, HS};
+    for (float p : {0.0f, 0.3f}) {
+        const std::string tag = "documents p=" + std::to_string(p);
+        DropoutSpec drop;
+        drop.p = p;
+        drop.stream = PhiloxStream(99, 7, (2u << 8) | 5u);
+        const AttnMask cmask{pad.data(), true, -1, start.data()};
+        const size_t att_n = size_t(B * NH * Tn * Tn);
+        std::vector<float> out(size_t(B * Tn * C)), att(att_n), scratch(att_n),
+            dqkv(qkv.size(), 0.0f);
+        attention_forward<float>(out.data(), att.data(), qkv.data(), qkv.data() + C,
+                                 qkv.data() + 2 * C, ld, s, cmask, drop);
+        attention_backward<float>(dqkv.data(), dqkv.data() + C, dqkv.data() + 2 * C, scratch.data(),
+                                  dout.data(), att.data(), qkv.data(), qkv.data() + C,
+                                  qkv.data() + 2 * C, ld, s, cmask, drop);
+        const AttnMask gmask{gpad->get(), true, -1, gstart->get()};
+        DeviceBuffer<T> gout(out.size()), gatt(att_n), gscratch(att_n), gdqkv(qkv.size());
+        const T* x = gqkv->get();
+        attention_forward_cuda<T>(gout.get(), gatt.get(), x, x + C, x + 2 * C, ld, s, gmask, drop,
+                                  this->ctx());
+        EXPECT_TRUE(all_close(tag + " att", download(gatt), att, tol_for<T>(1e-6, 1e-4)));
+        EXPECT_TRUE(all_close(tag + " out", download(gout), out, tol_for<T>(2e-5, 1e-4)));
+        T* dx = gdqkv.get();
+        attention_backward_cuda<T>(dx, dx + C, dx + 2 * C, gscratch.get(), gdout->get(), gatt.get(),
+                                   x, x + C, x + 2 * C, ld, s, gmask, drop, this->ctx());
+        EXPECT_TRUE(all_close(tag + " dq/dk/dv", download(gdqkv), dqkv, tol_for<T>(5e-5, 1e-3)));
+        // A probability across a document boundary would show here.
+        const std::vector<float> got_att = download(gatt);
+        for (int64_t b = 0; b < B; ++b)
+            for (int64_t h = 0; h < NH; ++h)
+                for (int64_t i = 0; i < Tn; ++i)
+                    for (int64_t j = 0; j < start[size_t(b * Tn + i)]; ++j)
+                        ASSERT_EQ(got_att[size_t(((b * NH + h) * Tn + i) * Tn + j)], 0.0f)
+                            << tag << " b=" << b << " h=" << h << " i=" << i << " j=" << j;
+    }
+}
+
 }  // namespace
 }  // namespace loom::test

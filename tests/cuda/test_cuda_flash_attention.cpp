@@ -63,6 +63,7 @@ struct FlashInputs {
     size_t off[3];           // q, k, v offsets into qkv
     std::vector<float> dout;
     std::vector<int64_t> pad;  // (B, T) or empty
+    std::vector<int64_t> key_start;  // (B, T) packed documents (AttnMask::key_start) or empty
     AttnShape shape;
     DropoutSpec drop;
 };
@@ -97,7 +98,8 @@ struct AttnResult {
 AttnResult run_cpu(const FlashInputs& in, bool causal) {
     const AttnShape& s = in.shape;
     const size_t att_n = size_t(s.B * s.NH * s.T * s.T);
-    AttnMask mask{in.pad.empty() ? nullptr : in.pad.data(), causal};
+    AttnMask mask{in.pad.empty() ? nullptr : in.pad.data(), causal, -1,
+                  in.key_start.empty() ? nullptr : in.key_start.data()};
     AttnResult r;
     r.out.assign(size_t(s.B * s.T * in.C), 0.0f);
     r.dqkv.assign(in.qkv.size(), 0.0f);
@@ -117,7 +119,9 @@ AttnResult run_flash(const FlashInputs& in, bool causal, CudaContext& ctx) {
     const AttnShape& s = in.shape;
     auto gqkv = upload<T>(in.qkv), gdout = upload<T>(in.dout);
     auto gpad = upload_raw<int64_t>(in.pad);
-    AttnMask mask{in.pad.empty() ? nullptr : gpad->get(), causal};
+    auto gstart = upload_raw<int64_t>(in.key_start);
+    AttnMask mask{in.pad.empty() ? nullptr : gpad->get(), causal, -1,
+                  in.key_start.empty() ? nullptr : gstart->get()};
     DeviceBuffer<T> gout(size_t(s.B * s.T * in.C)), gdqkv(in.qkv.size());
     DeviceBuffer<float> glse(size_t(s.B * s.NH * s.T));
     const T* x = gqkv->get();
@@ -144,6 +148,7 @@ std::vector<float> host_lse(const FlashInputs& in, bool causal) {
                 const float* q = in.qkv.data() + in.off[0] + (b * s.T + i) * in.ld + h * s.HS;
                 for (int64_t j = 0; j < s.T; ++j) {
                     if (causal && j > i) continue;
+                    if (!in.key_start.empty() && j < in.key_start[size_t(b * s.T + i)]) continue;
                     if (!in.pad.empty() && in.pad[size_t(b * s.T + j)] == 0) continue;
                     const float* k = in.qkv.data() + in.off[1] + (b * s.T + j) * in.ld + h * s.HS;
                     double d = 0;
@@ -178,6 +183,52 @@ TYPED_TEST(CudaFlashAttention, ForwardBackwardMatchCpu) {
         // The scores are fp32 sums of the same rounded inputs for every T.
         EXPECT_TRUE(all_close(tag + " lse", got.lse, host_lse(in, c.causal), Tol{2e-4, 1e-4}));
         EXPECT_TRUE(all_close(tag + " dq/dk/dv", got.dqkv, want.dqkv, tol_for<T>(5e-5, 1e-3)));
+    }
+}
+
+// Packed documents (AttnMask::key_start): each query sees its own document
+// only, with padding at the end of a row, dropout and tile-straddling
+// documents; causal (the decoders) and not.
+TYPED_TEST(CudaFlashAttention, DocumentBoundsMatchCpu) {
+    using T = TypeParam;
+    constexpr FlashCase doc_cases[] = {
+        {2, 40, 2, 32, true, true, 0.0f, 0, 0, 0, false},
+        {2, 150, 2, 64, true, false, 0.1f, 0, 0, 0, false},
+        {1, 70, 2, 128, false, false, 0.0f, 0, 0, 0, true},
+    };
+    uint32_t seed = 71;
+    for (const FlashCase& c : doc_cases) {
+        const std::string tag = describe(c) + " documents";
+        FlashInputs in = make_inputs<T>(c, seed);
+        seed += 3;
+        // Documents of 1, 9, 17, ... tokens (the lengths grow by 8, sample b
+        // starting one further), a row's last 3 tokens padding of their own.
+        in.key_start.assign(size_t(c.B * c.T), 0);
+        if (c.padding) in.pad.assign(size_t(c.B * c.T), 1);
+        for (int64_t b = 0; b < c.B; ++b) {
+            int64_t start = 0, len = 1 + b;
+            for (int64_t t = 0; t < c.T; ++t) {
+                if (t - start == len || (c.padding && t == c.T - 3)) {
+                    start = t;
+                    len += 8;
+                }
+                in.key_start[size_t(b * c.T + t)] = start;
+                if (c.padding && t >= c.T - 3) in.pad[size_t(b * c.T + t)] = t == c.T - 3;
+            }
+        }
+        ASSERT_TRUE(attention_every_row_has_a_key(in.pad.empty() ? nullptr : in.pad.data(), c.B,
+                                                  c.T, c.causal, in.key_start.data()))
+            << tag;
+        const AttnResult want = run_cpu(in, c.causal);
+        const AttnResult got = run_flash<T>(in, c.causal, this->ctx());
+        EXPECT_TRUE(all_close(tag + " out", got.out, want.out, tol_for<T>(2e-5, 1e-4)));
+        EXPECT_TRUE(all_close(tag + " lse", got.lse, host_lse(in, c.causal), Tol{2e-4, 1e-4}));
+        EXPECT_TRUE(all_close(tag + " dq/dk/dv", got.dqkv, want.dqkv, tol_for<T>(5e-5, 1e-3)));
+        // Without the bounds the results differ: the comparison can fail.
+        FlashInputs mixed = in;
+        mixed.key_start.clear();
+        EXPECT_FALSE(all_close(tag + " mixed", run_flash<T>(mixed, c.causal, this->ctx()).out,
+                               want.out, tol_for<T>(2e-5, 1e-4)));
     }
 }
 

@@ -113,11 +113,13 @@ TYPED_TEST(CudaNnOps, LlamaEntriesMatchTheCpuEntries) {
         for (bool inverse : {false, true}) {
             auto p = this->in(size_t(N * lp), 44);
             std::vector<float> r = p;
-            this->cpu_ops().rope(this->cpu_, r.data(), lp, B, T, NH, d, spec, inverse);
-            this->cpu_ops().rope(this->cpu_, r.data() + C, lp, B, T, NKV, d, spec, inverse);
+            this->cpu_ops().rope(this->cpu_, r.data(), lp, B, T, NH, d, spec, inverse, nullptr);
+            this->cpu_ops().rope(this->cpu_, r.data() + C, lp, B, T, NKV, d, spec, inverse,
+                                 nullptr);
             auto* gp = this->up(p);
-            this->gpu_ops().rope(this->gpu_, gp->get(), lp, B, T, NH, d, spec, inverse);
-            this->gpu_ops().rope(this->gpu_, gp->get() + C, lp, B, T, NKV, d, spec, inverse);
+            this->gpu_ops().rope(this->gpu_, gp->get(), lp, B, T, NH, d, spec, inverse, nullptr);
+            this->gpu_ops().rope(this->gpu_, gp->get() + C, lp, B, T, NKV, d, spec, inverse,
+                                 nullptr);
             EXPECT_TRUE(all_close("rope", download(*gp), r, this->tol()));
         }
 

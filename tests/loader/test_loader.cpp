@@ -232,6 +232,35 @@ TEST(Loader, PaddingMasksTypesAndLabelsPerTask) {
     }
 }
 
+// Packed documents: each row's position ids come through (padding a document
+// of its own, 0, 1, ...), and a batch without them has none.
+TEST(Loader, PositionIdsOfPackedDocuments) {
+    auto set = std::make_shared<FeatureSet>();
+    set->task = Task::causal_lm;
+    Feature a, b;
+    a.ids = a.type_ids = {5, 6, 7, 8};
+    a.labels = {-100, 6, -100, 8};
+    a.position_ids = {0, 1, 0, 1};
+    b.ids = b.type_ids = {9, 10};
+    b.labels = {-100, 10};
+    b.position_ids = {0, 1};
+    set->features = {a, b};
+    LoaderOptions o = base_options(2);
+    o.shuffle = false;
+    Loader loader(set, o);
+    TokenBatch batch;
+    ASSERT_TRUE(loader.next(batch));
+    ASSERT_EQ(batch.T, 4);
+    EXPECT_EQ(batch.position_ids, (std::vector<int64_t>{0, 1, 0, 1, /**/ 0, 1, 0, 1}));
+    EXPECT_EQ(batch.inputs().position_ids, batch.position_ids.data());
+    EXPECT_EQ(batch.label_count, 3);
+    auto plain = synthetic_set(Task::causal_lm, 4);
+    Loader plain_loader(plain, base_options(2));
+    ASSERT_TRUE(plain_loader.next(batch));
+    EXPECT_TRUE(batch.position_ids.empty());
+    EXPECT_EQ(batch.inputs().position_ids, nullptr);
+}
+
 TEST(Loader, PadSpanGivesOneLengthPerStepWhateverTheSplit) {
     auto data = synthetic_set(Task::causal_lm, 40);
     // A step = 2 micro-batches of 8 rows globally: (B=4, dp=2, span 2) vs (B=8, dp=1, span 2)

@@ -303,7 +303,7 @@ TEST(LlamaNnOps, CpuTableEntriesAreTheOps) {
     rms_norm_forward(y2.data(), r2.data(), x.data(), w.data(), N, C, 1e-6);
     EXPECT_EQ(y1, y2);
     std::vector<float> q1 = x, q2 = x;
-    ops.rope(ctx, q1.data(), C, B, T, NH, d, RopeSpec{1e4, 1.0}, false);
+    ops.rope(ctx, q1.data(), C, B, T, NH, d, RopeSpec{1e4, 1.0}, false, nullptr);
     rope_apply(q2.data(), C, B, T, NH, d, RopeSpec{1e4, 1.0}, false);
     EXPECT_EQ(q1, q2);
     const auto packed = to_f32(round_f32(randn(N * (C + 2 * NKV * d), 17)));

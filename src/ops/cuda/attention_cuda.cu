@@ -8,7 +8,8 @@
 //           dA = dropout_backward(dP);  dQp = dS Kp / sqrt(HS);  dKp = dS^T Qp / sqrt(HS)
 // A query row with no visible key gets HF's uniform weights (over the causally
 // allowed keys plus the unpadded future keys) and sends no gradient to q or k
-// (ops/attention.cpp's rules).
+// (ops/attention.cpp's rules). AttnMask::key_start (device memory) hides the
+// keys before each query's document.
 // The dropout element of (b, h, i, j) is ((sample_offset + b) * NH_total
 // + head_offset + h) * T * T + i * T + j: a head's mask is the same whichever
 // tensor-parallel rank owns it.
@@ -63,16 +64,24 @@ struct SoftmaxArgs {
     int64_t B, NH, T;
     int64_t head_offset, NH_total;
     const int64_t* key_padding;  // (B, T) or null
+    const int64_t* key_start;    // (B, T) first key of each query's document, or null
     bool causal;
 };
+
+// The first key query i of sample b may see (AttnMask::key_start).
+__device__ __forceinline__ int64_t first_key(const SoftmaxArgs& a, int64_t b, int64_t i) {
+    return a.key_start == nullptr ? 0 : a.key_start[b * a.T + i];
+}
 
 // Key j of sample b is not padding.
 __device__ __forceinline__ bool pad_visible(const SoftmaxArgs& a, int64_t b, int64_t j) {
     return a.key_padding == nullptr || a.key_padding[b * a.T + j] != 0;
 }
 
-__device__ __forceinline__ bool key_allowed(const SoftmaxArgs& a, int64_t b, int64_t i, int64_t j) {
-    if (a.causal && j > i) return false;
+// lo = first_key(a, b, i), read once per row.
+__device__ __forceinline__ bool key_allowed(const SoftmaxArgs& a, int64_t b, int64_t i, int64_t lo,
+                                            int64_t j) {
+    if ((a.causal && j > i) || j < lo) return false;
     return pad_visible(a, b, j);
 }
 
@@ -96,29 +105,32 @@ __global__ void masked_softmax_kernel(const S* scores, T* att, T* dropped, Softm
     const int64_t h = bh % a.NH, b = bh / a.NH;
     const S* x = scores + row * a.T;
     T* y = att + row * a.T;
+    const int64_t lo = first_key(a, b, i);
     float mx = -INFINITY;
     for (int64_t j = lane; j < a.T; j += gpu::k_warp)
-        if (key_allowed(a, b, i, j)) mx = fmaxf(mx, gpu::to_f32(x[j]));
+        if (key_allowed(a, b, i, lo, j)) mx = fmaxf(mx, gpu::to_f32(x[j]));
     mx = gpu::warp_max(mx);
     // Every key masked: HF's arithmetic (the CPU's rule, ops/attention.cpp) leaves
     // the causally allowed keys and the unpadded future keys at float32's lowest
-    // and the rest at -inf, so the row is uniform over the former.
+    // and the rest at -inf, so the row is uniform over the former. Keys before
+    // the document's start are outside the row (weight 0), as on the CPU.
     const bool none = mx == -INFINITY;
     const int64_t limit = a.causal ? i + 1 : a.T;
     float sum = 0.0f, uniform = 0.0f;
     if (none) {
         float n = 0.0f;
-        for (int64_t j = lane; j < a.T; j += gpu::k_warp) n += j < limit || pad_visible(a, b, j);
+        for (int64_t j = lane; j < a.T; j += gpu::k_warp)
+            n += j >= lo && (j < limit || pad_visible(a, b, j));
         uniform = 1.0f / gpu::warp_sum(n);
     } else {
         for (int64_t j = lane; j < a.T; j += gpu::k_warp)
-            if (key_allowed(a, b, i, j)) sum += expf(gpu::to_f32(x[j]) - mx);
+            if (key_allowed(a, b, i, lo, j)) sum += expf(gpu::to_f32(x[j]) - mx);
         sum = gpu::warp_sum(sum);
     }
     const float inv = none ? 0.0f : 1.0f / sum;
     for (int64_t j = lane; j < a.T; j += gpu::k_warp) {
-        float p = none ? (j < limit || pad_visible(a, b, j) ? uniform : 0.0f)
-                       : (key_allowed(a, b, i, j) ? expf(gpu::to_f32(x[j]) - mx) * inv : 0.0f);
+        float p = none ? (j >= lo && (j < limit || pad_visible(a, b, j)) ? uniform : 0.0f)
+                       : (key_allowed(a, b, i, lo, j) ? expf(gpu::to_f32(x[j]) - mx) * inv : 0.0f);
         T pt = gpu::from_f32<T>(p);
         y[j] = pt;
         if (dropped) {
@@ -157,8 +169,9 @@ __global__ void softmax_backward_kernel(T* datt, const T* att, SoftmaxArgs a, Dr
     // A row with no visible key is uniform whatever q and k are: no gradient
     // reaches them through it (the CPU's rule, see ops/attention.cpp).
     const int64_t limit = a.causal ? i + 1 : a.T;
+    const int64_t lo = first_key(a, b, i);
     bool any = false;
-    for (int64_t j = lane; j < limit && !any; j += gpu::k_warp) any = key_allowed(a, b, i, j);
+    for (int64_t j = lane; j < limit && !any; j += gpu::k_warp) any = key_allowed(a, b, i, lo, j);
     if (!__any_sync(0xffffffffu, any)) {
         for (int64_t j = lane; j < a.T; j += gpu::k_warp) g[j] = gpu::from_f32<T>(0.0f);
         return;
@@ -186,6 +199,7 @@ SoftmaxArgs softmax_args(const AttnShape& s, const AttnMask& mask) {
     a.head_offset = s.head_offset;
     a.NH_total = s.NH_total > 0 ? s.NH_total : s.NH;
     a.key_padding = mask.key_padding;
+    a.key_start = mask.key_start;
     a.causal = mask.causal;
     return a;
 }

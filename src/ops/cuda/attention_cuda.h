@@ -8,7 +8,7 @@
 // probabilities before dropout; the dropout mask is recomputed in backward.
 // For bf16/f16 the scores stay fp32 between the GEMM and the softmax; att and
 // the probabilities multiplied into v are stored in T, as the CPU stores them in
-// its T. AttnMask::key_padding must point to device memory. Workspace for the
+// its T. AttnMask::key_padding and key_start must point to device memory. Workspace for the
 // permuted operands (and fp32 scores) comes from ctx.scratch().
 #pragma once
 

@@ -24,6 +24,10 @@
 // per-row work on an accumulator (the online softmax's rescale, the final
 // 1/l) stages it through shared memory 16 columns at a time.
 //
+// AttnMask::key_start (packed documents) hides, per query, the keys before its
+// document: each kernel tests it per element next to the causal test, so the
+// tiles skipped stay the causal ones.
+//
 // Tile rows past T are zero-filled: a masked probability is exactly 0, but
 // 0 * NaN from uninitialised shared memory would not be.
 #include "ops/cuda/flash_attention_cuda.h"
@@ -75,6 +79,7 @@ __global__ void __launch_bounds__(k_threads) flash_forward_kernel(const FlashArg
     DropDraws draws(a.drop);
     const uint64_t drop_row =
         a.dropping ? drop_head_base(a, b, h) + uint64_t(i) * uint64_t(a.Tn) : 0;
+    const int64_t lo = a.key_start != nullptr && i < a.Tn ? a.key_start[row0 + i] : 0;
 
     int64_t n_tiles = (a.Tn + N - 1) / N;
     // Causal: key tiles wholly above the block's last query are skipped.
@@ -96,7 +101,7 @@ __global__ void __launch_bounds__(k_threads) flash_forward_kernel(const FlashArg
 #pragma unroll 4
         for (int cc = 0; cc < N / 2; ++cc) {
             const int c = 2 * cc + half;
-            const bool ok = sm.vis[c] && i < a.Tn && (!a.causal || k0 + c <= i);
+            const bool ok = sm.vis[c] && i < a.Tn && (!a.causal || k0 + c <= i) && k0 + c >= lo;
             if (ok) mx = fmaxf(mx, s_w[r * D::ld_s + c] * a.scale);
         }
         mx = fmaxf(mx, __shfl_xor_sync(k_full, mx, 1));
@@ -109,7 +114,7 @@ __global__ void __launch_bounds__(k_threads) flash_forward_kernel(const FlashArg
 #pragma unroll 4
         for (int cc = 0; cc < N / 2; ++cc) {
             const int c = 2 * cc + half;
-            const bool ok = sm.vis[c] && i < a.Tn && (!a.causal || k0 + c <= i);
+            const bool ok = sm.vis[c] && i < a.Tn && (!a.causal || k0 + c <= i) && k0 + c >= lo;
             float p = ok ? expf(s_w[r * D::ld_s + c] * a.scale - m_use) : 0.0f;
             sum += p;
             if (a.dropping && ok)
@@ -212,7 +217,8 @@ __global__ void __launch_bounds__(k_threads) flash_backward_kv_kernel(const Flas
         for (int cc = 0; cc < N / 2; ++cc) {
             const int c = 2 * cc + half;
             const int64_t i = q0 + c;
-            const bool ok = key_ok && c < qvalid && (!a.causal || j <= i);
+            const bool ok = key_ok && c < qvalid && (!a.causal || j <= i) &&
+                            (a.key_start == nullptr || j >= a.key_start[row0 + i]);
             // Select, never multiply: lse is -inf on a row without keys.
             const float p = ok ? expf(s_w[r * D::ld_s + c] * a.scale - sm.lse[c]) : 0.0f;
             float m = ok ? 1.0f : 0.0f;
@@ -257,6 +263,7 @@ __global__ void __launch_bounds__(k_threads) flash_backward_q_kernel(const Flash
                      a.vec16);
     const float lse_i = i < a.Tn ? a.lse[bh * a.Tn + i] : 0.0f;
     const float dsum_i = i < a.Tn ? a.dsum[bh * a.Tn + i] : 0.0f;
+    const int64_t lo = a.key_start != nullptr && i < a.Tn ? a.key_start[row0 + i] : 0;
     float* s_w = sm.s + warp * k_frag * D::ld_s;
     float* dp_w = sm.dp + warp * k_frag * D::ld_s;
     T* ds_w = sm.ds + warp * k_frag * D::ld_p;
@@ -287,7 +294,7 @@ __global__ void __launch_bounds__(k_threads) flash_backward_q_kernel(const Flash
 #pragma unroll 4
         for (int cc = 0; cc < N / 2; ++cc) {
             const int c = 2 * cc + half;
-            const bool ok = sm.vis[c] && i < a.Tn && (!a.causal || k0 + c <= i);
+            const bool ok = sm.vis[c] && i < a.Tn && (!a.causal || k0 + c <= i) && k0 + c >= lo;
             const float p = ok ? expf(s_w[r * D::ld_s + c] * a.scale - lse_i) : 0.0f;
             float m = ok ? 1.0f : 0.0f;
             if (a.dropping && ok) m = draws.keep(drop_row + uint64_t(k0 + c)) ? a.drop_scale : 0.0f;
@@ -364,6 +371,7 @@ FlashArgs<T> make_args(const T* q, const T* k, const T* v, int64_t ld, const Att
     a.v = v;
     a.ld = ld;
     a.key_padding = mask.key_padding;
+    a.key_start = mask.key_start;
     a.B = s.B;
     a.Tn = s.T;
     a.NH = s.NH;

@@ -26,7 +26,8 @@
 //
 // q, k, v (and dq, dk, dv) are (B, T, NH*HS) views with row stride `ld`, e.g.
 // GPT-2's packed (B*T, 3C) c_attn output with ld = 3C. out and dout are
-// contiguous (B, T, NH*HS). AttnMask::key_padding must point to device memory.
+// contiguous (B, T, NH*HS). AttnMask::key_padding and key_start must point to
+// device memory.
 // dq/dk/dv must not overlap q, k, v, out or dout (they may share one packed
 // buffer among themselves).
 #pragma once

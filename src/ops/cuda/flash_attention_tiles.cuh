@@ -142,6 +142,7 @@ struct FlashArgs {
     const float* dsum;  // (B, NH, T): rowsum(dout * out)
     T *dq, *dk, *dv;    // row stride ld
     const int64_t* key_padding;
+    const int64_t* key_start;  // (B, T) first key of each query's document, or null
     int64_t B, Tn, NH, C;
     int64_t head_offset, NH_total;
     bool causal;

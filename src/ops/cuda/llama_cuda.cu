@@ -94,10 +94,10 @@ struct InvFreq {
 // One thread per pair (row, head, i < d/2).
 template <typename T>
 __global__ void rope_kernel(T* x, int64_t ld, int64_t rows, int64_t T_, int64_t heads, int64_t half,
-                            InvFreq f, float scale, float sign) {
+                            InvFreq f, float scale, float sign, const int64_t* positions) {
     LOOM_GRID_STRIDE(e, rows * heads * half) {
         const int64_t i = e % half, k = (e / half) % heads, row = e / (half * heads);
-        const int64_t t = row % T_;
+        const int64_t t = positions != nullptr ? positions[row] : row % T_;
         T* v = x + row * ld + k * 2 * half;
         const float pos = scale == 1.0f ? float(t) : __fdiv_rn(float(t), scale);
         const float a = __fmul_rn(pos, f.v[i]);
@@ -194,7 +194,7 @@ void rms_norm_backward_cuda(T* dinp, T* dweight, const T* dout, const T* inp, co
 
 template <typename T>
 void rope_cuda(T* x, int64_t ld, int64_t B, int64_t T_, int64_t heads, int64_t d,
-               const RopeSpec& spec, bool inverse, CudaContext& ctx) {
+               const RopeSpec& spec, bool inverse, CudaContext& ctx, const int64_t* positions) {
     const int64_t half = d / 2, rows = B * T_;
     LOOM_CUDA_REQUIRE(
         d % 2 == 0 && half <= k_max_half,
@@ -203,7 +203,7 @@ void rope_cuda(T* x, int64_t ld, int64_t B, int64_t T_, int64_t heads, int64_t d
     InvFreq f{};
     rope_inv_freq(f.v, d, spec, T_);
     rope_kernel<<<gpu::grid_for(rows * heads * half, k_block), k_block, 0, ctx.stream()>>>(
-        x, ld, rows, T_, heads, half, f, float(spec.scale), inverse ? -1.0f : 1.0f);
+        x, ld, rows, T_, heads, half, f, float(spec.scale), inverse ? -1.0f : 1.0f, positions);
     LOOM_CUDA_CHECK_LAUNCH();
 }
 
@@ -247,7 +247,7 @@ void swiglu_backward_cuda(T* dgu, const T* gu, const T* dy, int64_t N, int64_t I
     template void rms_norm_backward_cuda<T>(T*, T*, const T*, const T*, const T*, const float*,  \
                                             int64_t, int64_t, bool, CudaContext&);               \
     template void rope_cuda<T>(T*, int64_t, int64_t, int64_t, int64_t, int64_t, const RopeSpec&, \
-                               bool, CudaContext&);                                              \
+                               bool, CudaContext&, const int64_t*);                              \
     template void repeat_kv_forward_cuda<T>(T*, const T*, int64_t, int64_t, int64_t, int64_t,    \
                                             CudaContext&);                                       \
     template void repeat_kv_backward_cuda<T>(T*, const T*, int64_t, int64_t, int64_t, int64_t,   \

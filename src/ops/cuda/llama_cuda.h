@@ -23,8 +23,10 @@ void rms_norm_backward_cuda(T* dinp, T* dweight, const T* dout, const T* inp, co
                             CudaContext& ctx);
 
 template <typename T>
+// positions: (B, T) device memory, or null for 0 .. T-1 (ops/rope.h).
 void rope_cuda(T* x, int64_t ld, int64_t B, int64_t T_, int64_t heads, int64_t d,
-               const RopeSpec& spec, bool inverse, CudaContext& ctx);
+               const RopeSpec& spec, bool inverse, CudaContext& ctx,
+               const int64_t* positions = nullptr);
 
 template <typename T>
 void repeat_kv_forward_cuda(T* expanded, const T* packed, int64_t N, int64_t NH, int64_t NKV,

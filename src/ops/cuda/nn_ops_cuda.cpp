@@ -251,10 +251,10 @@ void rms_norm_bwd(const OpCtx& c, void* dx, void* dw, const void* dy, const void
 }
 
 void rope_fn(const OpCtx& c, void* x, int64_t ld, int64_t B, int64_t T_, int64_t heads, int64_t d,
-             const RopeSpec& spec, bool inverse) {
+             const RopeSpec& spec, bool inverse, const int64_t* positions) {
     with_act(c, "rope", [&](auto t) {
         using T = decltype(t);
-        rope_cuda<T>(P<T>(x), ld, B, T_, heads, d, spec, inverse, context(c));
+        rope_cuda<T>(P<T>(x), ld, B, T_, heads, d, spec, inverse, context(c), positions);
     });
 }
 
