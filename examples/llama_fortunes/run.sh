@@ -9,8 +9,8 @@
 #      (finetune_lora.yaml) and on a random one (finetune_lora_scratch.yaml);
 #   5. the numbers side by side.
 # Usage: examples/llama_fortunes/run.sh [path/to/loom] [threads, default 2]
-# Data and outputs go to examples/llama_fortunes/{data,out}/. Measured: 26
-# minutes on 2 cores shared with a build (README.md has the numbers).
+# Data and outputs go to examples/llama_fortunes/{data,out}/. Measured: 19 to
+# 26 minutes on 2 shared cores (README.md has the numbers).
 # PRETRAIN_STEPS and LORA_STEPS shorten the runs (tests/cli/llama_example.sh).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
