@@ -28,7 +28,9 @@ struct EvalCmdOptions {
 
 void run_eval(const EvalCmdOptions& o) {
     if (o.threads > 0) runtime_init({o.threads});
-    Job job = job_load(o.job_path, o.overrides);
+    JobParseOptions parse;
+    parse.evaluation_only = true;
+    Job job = job_load(o.job_path, o.overrides, parse);
     resolve_hub_model(job);
     LOOM_CHECK(!job.data.eval.empty(), "{}: data.eval is not set: nothing to evaluate",
                o.job_path);

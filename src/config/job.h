@@ -328,6 +328,9 @@ struct JobParseOptions {
     bool for_training = false;
     // `loom plan` prices a model from its config alone: no tokenizer needed.
     bool model_config_only = false;
+    // Set by `loom eval`, which reads neither data.train nor a checkpoint to
+    // resume: those paths need not exist on the machine that evaluates.
+    bool evaluation_only = false;
 };
 
 // Parses a job file; `overrides` are "dotted.key=value" strings (--set),

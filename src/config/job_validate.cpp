@@ -227,7 +227,7 @@ void check_exists(const YamlCtx& ctx, const std::string& key, const std::string&
     ctx.fail_key(key, fmt::format("{}: {} '{}' not found", key, what, path));
 }
 
-void check_paths(const YamlCtx& ctx, const Job& job) {
+void check_paths(const YamlCtx& ctx, const Job& job, const JobParseOptions& options) {
     const ModelArgs& m = job.model;
     // A Hub id: its files are checked once the command has resolved it.
     const bool hub = !m.hub_id.empty() && !fs::is_directory(m.path);
@@ -247,10 +247,11 @@ void check_paths(const YamlCtx& ctx, const Job& job) {
                                              "tokenizer} without weights)";
         ctx.fail_key("model", fmt::format("model: weights '{}' not found{}", m.weights_path, hint));
     }
-    check_exists(ctx, "data.train", job.data.train, "training data");
+    if (!options.evaluation_only) check_exists(ctx, "data.train", job.data.train, "training data");
     check_exists(ctx, "data.eval", job.data.eval, "eval data");
     const std::string& r = job.checkpoint.resume_from_checkpoint;
-    if (r != "latest") check_exists(ctx, hp("resume_from_checkpoint"), r, "checkpoint");
+    if (r != "latest" && !options.evaluation_only)
+        check_exists(ctx, hp("resume_from_checkpoint"), r, "checkpoint");
 }
 
 }  // namespace
@@ -260,7 +261,7 @@ void resolve_and_validate(const YamlCtx& ctx, Job& job, const JobParseOptions& o
     validate_data(ctx, job);
     validate_training(ctx, job);
     validate_peft(ctx, job);
-    if (options.check_paths) check_paths(ctx, job);
+    if (options.check_paths) check_paths(ctx, job, options);
     add_job_notes(ctx, job);
 }
 

@@ -394,6 +394,23 @@ TEST_F(JobYamlPaths, LoadResolvesAgainstTheJobFolderAndChecksPaths) {
     EXPECT_EQ(job.source, path);
 }
 
+// `loom eval` reads data.eval only: a job whose training data or checkpoint
+// is on another machine still evaluates here, and a missing eval file is
+// still named.
+TEST_F(JobYamlPaths, EvaluationOnlyLeavesTrainingDataAndResumeUnchecked) {
+    touch(dir_ / "hf" / "model.safetensors");
+    touch(dir_ / "eval.jsonl");
+    const std::string path = write_job(
+        "model: hf\ntask: sequence-classification\ndata: {train: gone.jsonl, eval: eval.jsonl}\n"
+        "hyperparameters: {resume_from_checkpoint: gone/checkpoint-5}\n");
+    test::expect_error([&] { job_load(path); }, {"job.yaml:3:", "training data", "gone.jsonl"});
+    JobParseOptions eval_only;
+    eval_only.evaluation_only = true;
+    EXPECT_EQ(job_load(path, {}, eval_only).data.eval, (dir_ / "eval.jsonl").string());
+    test::expect_error([&] { job_load(path, {"data.eval=nowhere.jsonl"}, eval_only); },
+                       {"eval data", "nowhere.jsonl", "not found"});
+}
+
 TEST_F(JobYamlPaths, MissingFilesAreNamedWithTheirKeyLine) {
     std::string path = write_job("model: hf\ntask: sequence-classification\ndata: {train: train.jsonl}\n");
     // No model.safetensors in hf/.
