@@ -12,24 +12,13 @@
 #   - a job naming a `messages` column is refused, naming the chat template.
 #   $1 = loom binary, $2 = tests/data directory
 set -euo pipefail
-loom=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
-data=$(cd "$2" && pwd)
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cd "$work"
+source "$(dirname "$0")/lib/layouts.sh" "$@"
 
+char_tokenizer
 python3 - "$data" <<'PY'
 import json, struct, sys
 d = sys.argv[1]
-# The Mistral 7B tokenizer's pipeline with a character vocabulary.
-tok = json.load(open(f"{d}/tokenizers/mistral-7b/tokenizer.json"))
-chars = ["▁"] + [chr(c) for c in range(ord("a"), ord("z") + 1)] + list("?:.,")
-vocab = {"<unk>": 0, "<s>": 1, "</s>": 2}
-for c in chars:
-    vocab[c] = len(vocab)
-tok["model"]["vocab"] = vocab
-tok["model"]["merges"] = []
-json.dump(tok, open("tokenizer.json", "w"), ensure_ascii=False)
+vocab = json.load(open("tokenizer.json"))["model"]["vocab"]
 
 records = [
     ("question: what colour is the sky? answer:", " blue."),

@@ -17,17 +17,11 @@
 #   $1 = loom binary, $2 = tests/data directory
 source "$(dirname "$0")/lib/layouts.sh" "$@"
 
+char_tokenizer
 python3 - "$data" <<'PY'
 import json, struct, sys
 d = sys.argv[1]
-tok = json.load(open(f"{d}/tokenizers/mistral-7b/tokenizer.json"))
-chars = ["▁"] + [chr(c) for c in range(ord("a"), ord("z") + 1)] + list("?:.,")
-vocab = {"<unk>": 0, "<s>": 1, "</s>": 2}
-for c in chars:
-    vocab[c] = len(vocab)
-tok["model"]["vocab"] = vocab
-tok["model"]["merges"] = []
-json.dump(tok, open("tokenizer.json", "w"), ensure_ascii=False)
+vocab = json.load(open("tokenizer.json"))["model"]["vocab"]
 
 texts = ["the cat sat on the mat.", "a dog", "why is the sky blue?", "rain, then sun",
          "one two three four five six", "ok", "birds fly south in the autumn.", "tea or coffee?"]

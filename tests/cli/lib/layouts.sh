@@ -75,6 +75,22 @@ json.dump(c, open("llama.json", "w"), indent=1)
 PY
 }
 
+# tokenizer.json: the Mistral 7B tokenizer's pipeline (Metaspace, byte
+# fallback) with a character vocabulary, so token ids can be written by hand.
+char_tokenizer() {
+  python3 - "$data" <<'PY'
+import json, sys
+tok = json.load(open(f"{sys.argv[1]}/tokenizers/mistral-7b/tokenizer.json"))
+chars = ["▁"] + [chr(c) for c in range(ord("a"), ord("z") + 1)] + list("?:.,")
+vocab = {"<unk>": 0, "<s>": 1, "</s>": 2}
+for c in chars:
+    vocab[c] = len(vocab)
+tok["model"]["vocab"] = vocab
+tok["model"]["merges"] = []
+json.dump(tok, open("tokenizer.json", "w"), ensure_ascii=False)
+PY
+}
+
 layout_job() {  # TASK CONFIG TOKENIZER [DATA]: CONFIG relative to the work folder or absolute
   local config=$2
   [[ $config == /* ]] || config=$PWD/$config
