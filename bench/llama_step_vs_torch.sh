@@ -6,7 +6,9 @@
 # torch), side by side in one run and in the same environment, as
 # bert_step_vs_torch.sh does for BERT. Prints both JSON lines and the ratio.
 #   bench/llama_step_vs_torch.sh [BUILD_DIR] [--dtype fp32|bf16] [--steps N] ...
-# Extra options go to both sides.
+# Extra options go to both sides. PyTorch 1.13's bf16 step on a CPU without
+# AVX-512 BF16 takes minutes: its peer stops warming up and timing after a
+# 300 s budget (keeping one timed step) and reports "steps_timed".
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build/cpu-release}
