@@ -192,6 +192,16 @@ void Trainer::read_data() {
             load_notes_.push_back(
                 "causal-lm packing keeps document boundaries (data.pack_boundaries): positions "
                 "restart at each text, attention stays inside it, its first token is no target");
+        // Dynamic rope takes its base from one length per forward; the block's
+        // is the same on every layout, where the longest document (HF 4.40's
+        // max(position_ids) + 1) would change with the micro-batch split.
+        if (d.pack_boundaries && config_.rope_scaling_dynamic &&
+            d.max_seq_length > config_.max_position_embeddings)
+            load_notes_.push_back(fmt::format(
+                "dynamic rope_scaling with packed documents: every document's base comes from "
+                "the block length data.max_seq_length {} (past max_position_embeddings {}), not "
+                "from its own length; HF 4.40 would use the longest document of the forward",
+                d.max_seq_length, config_.max_position_embeddings));
         if (!d.prompt_column.empty())
             load_notes_.push_back(fmt::format(
                 "causal-lm instruction data: tokens = prompt + completion with the tokenizer's "

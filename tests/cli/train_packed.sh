@@ -118,6 +118,20 @@ grep -q "data.pack_boundaries: .*data.packing is false" nopack.log || { cat nopa
 if "$loom" train job.yaml --set task=masked-lm > mlm.log 2>&1; then echo "ran"; exit 1; fi
 grep -q "data.pack_boundaries: .*causal-lm, not masked-lm" mlm.log || { cat mlm.log; exit 1; }
 
+echo "== dynamic rope_scaling past max_position_embeddings: the run says which length it reads"
+mkdir -p dyn && cp "$data/hf/llama-lm/model.safetensors" dyn/
+python3 - "$data/hf/llama-lm/config.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c.update(rope_scaling={"type": "dynamic", "factor": 2.0}, max_position_embeddings=8)
+json.dump(c, open("dyn/config.json", "w"))
+PY
+"$loom" train job.yaml --threads 1 --set model.path=$work/dyn \
+    --set hyperparameters.output_dir=out_dyn > dyn.log 2>&1 || { cat dyn.log; exit 1; }
+grep -q "dynamic rope_scaling with packed documents: .*data.max_seq_length 16 (past max_position_embeddings 8)" \
+    dyn.log || { cat dyn.log; exit 1; }
+if grep -q "dynamic rope_scaling" train.log; then echo "note without dynamic scaling"; exit 1; fi
+
 echo "== layouts keep the boundaries: pp 2 and gradient accumulation train the 1-rank model"
 llama_config
 layout_job causal-lm llama.json unigram-albert-style > llama.yaml
