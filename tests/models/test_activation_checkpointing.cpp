@@ -2,12 +2,17 @@
 // model family, with dropout on, the loss and every gradient are bitwise those
 // of the run that keeps all activations, for checkpointing every layer and
 // every k-th; the planned activation memory shrinks accordingly; and turning
-// it off again restores the plain plan.
+// it off again restores the plain plan. On each test backend
+// (tests/test_backends.h); on CUDA, whose backward kernels may sum in a
+// varying order, within 1e-6 of the largest gradient instead of bitwise.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "hf_fixture.h"
+#include "test_backends.h"
 
 namespace loom::test {
 namespace {
@@ -28,7 +33,8 @@ StepResult step(Model& m, const ModelInputs& in, int64_t every_k) {
     const LossSum l = m.forward(in, drop);
     EXPECT_GT(l.count, 0);
     m.backward(1.0 / double(l.count));
-    const ParamTable& t = m.params();
+    ParamTable& t = m.params();
+    t.download_grads();
     StepResult r;
     r.loss = l.sum;
     r.grads.assign(t.grads_data(), t.grads_data() + t.flat_numel());
@@ -36,25 +42,46 @@ StepResult step(Model& m, const ModelInputs& in, int64_t every_k) {
     return r;
 }
 
-TEST(ActivationCheckpointing, GradientsAreBitwiseTheKeptActivationsOnes) {
+class ActivationCheckpointing : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ActivationCheckpointing, GradientsAreBitwiseTheKeptActivationsOnes) {
+    const std::string& backend = GetParam();
+    if (const std::string why = backend_absent_reason(backend); !why.empty()) GTEST_SKIP() << why;
+    const NnOps& nn = *test_backend(backend).ops().nn;
+    const bool exact = backend != "cuda";
+    int ran = 0;
     for (const std::string& name : hf_fixture_names()) {
         SCOPED_TRACE(name);
         const Fixture f(name);
         ModelConfig c = f.config;
+        if (c.llama_like() &&
+            (!nn.decoder_supported() || (c.sliding_window >= 0 && !nn.attention_window)))
+            continue;  // HfParity says why such a table cannot build it
+        ++ran;
         c.hidden_dropout = c.embedding_dropout = c.attention_dropout = 0.2;
-        auto m = build_model(c);
+        ModelPlacement p;
+        p.device = ParamDevice{&test_backend(backend)};
+        auto m = build_model(c, p);
         m->init(11);
         const ModelInputs in = f.inputs();
         const StepResult plain = step(*m, in, 0);
         for (int64_t k : {1, 2, 3}) {
             SCOPED_TRACE("every " + std::to_string(k));
             const StepResult ck = step(*m, in, k);
-            EXPECT_EQ(ck.loss, plain.loss);
             ASSERT_EQ(ck.grads.size(), plain.grads.size());
-            size_t mismatches = 0;
-            for (size_t i = 0; i < ck.grads.size(); ++i)
-                mismatches += ck.grads[i] != plain.grads[i];
-            EXPECT_EQ(mismatches, 0u);
+            if (exact) {
+                EXPECT_EQ(ck.loss, plain.loss);
+                size_t mismatches = 0;
+                for (size_t i = 0; i < ck.grads.size(); ++i)
+                    mismatches += ck.grads[i] != plain.grads[i];
+                EXPECT_EQ(mismatches, 0u);
+            } else {
+                EXPECT_NEAR(ck.loss, plain.loss, 1e-6 * std::abs(plain.loss));
+                double g_max = 0;
+                for (float g : plain.grads) g_max = std::max(g_max, double(std::abs(g)));
+                EXPECT_TRUE(close("gradients", ck.grads.data(), plain.grads.data(),
+                                  int64_t(plain.grads.size()), Tol{1e-6 * g_max, 0}));
+            }
             // Checkpointed applications share one set of activations, so the
             // plan shrinks once two or more of them are checkpointed.
             const int64_t shared = (c.num_hidden_layers + k - 1) / k;
@@ -66,13 +93,20 @@ TEST(ActivationCheckpointing, GradientsAreBitwiseTheKeptActivationsOnes) {
         }
         const StepResult again = step(*m, in, 0);
         EXPECT_EQ(again.act_bytes, plain.act_bytes);
-        EXPECT_EQ(again.grads, plain.grads);
+        if (exact) {
+            EXPECT_EQ(again.grads, plain.grads);
+        }
     }
+    EXPECT_GE(ran, backend == "cuda" ? 1 : int(hf_fixture_names().size()));
 }
+
+INSTANTIATE_TEST_SUITE_P(Backends, ActivationCheckpointing,
+                         ::testing::ValuesIn(test_backend_names()),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 // Checkpointing every layer keeps one layer's activations instead of L: the
 // plan shrinks by (L - 1) layers' worth, and every 2nd by about half of that.
-TEST(ActivationCheckpointing, PlanShrinksByTheLayersNotKept) {
+TEST(ActivationCheckpointingPlan, PlanShrinksByTheLayersNotKept) {
     const Fixture f("bert-mlm");
     ModelConfig c = f.config;
     c.num_hidden_layers = 6;

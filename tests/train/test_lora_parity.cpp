@@ -1,7 +1,10 @@
 // LoRA against PEFT 0.10 (tests/data/hf/llama-lora, README "LoRA"): logits,
 // loss and hidden states of the adapter model, the adapter's gradients, one
 // AdamW step over the adapter only, the merged weights, and the adapter
-// folder Loom exports (PEFT's keys and adapter_config.json).
+// folder Loom exports (PEFT's keys and adapter_config.json). The parity
+// tests run on each test backend (tests/test_backends.h), as HfParity does:
+// the staged one reaches the table only through uploads and downloads, its
+// host copies poisoned in between.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -12,6 +15,7 @@
 #include "io/file_utils.h"
 #include "models/hf_fixture.h"
 #include "optim/adamw.h"
+#include "test_backends.h"
 #include "train/export_peft.h"
 
 namespace loom {
@@ -31,9 +35,13 @@ std::string slurp(const std::string& p) {
     return s.str();
 }
 
-class LoraParity : public ::testing::Test {
+class LoraParity : public ::testing::TestWithParam<std::string> {
   protected:
     void SetUp() override {
+        if (const std::string why = test::backend_absent_reason(GetParam()); !why.empty())
+            GTEST_SKIP() << why;
+        if (!backend().ops().nn->decoder_supported())
+            GTEST_SKIP() << GetParam() << " has no Llama kernels yet";
         fx_ = std::make_unique<Fixture>("llama-lora");
         cfg_ = nlohmann::json::parse(slurp(fx_->dir + "/adapter_config.json"));
         adapter_ = read_tensors(fx_->dir + "/adapter_model.safetensors");
@@ -45,11 +53,19 @@ class LoraParity : public ::testing::Test {
         s.target_modules = cfg_.at("target_modules").get<std::vector<std::string>>();
         return s;
     }
-    // The base from model.safetensors, the adapter from adapter_model.safetensors.
+    Backend& backend() const { return test::test_backend(GetParam()); }
+    ModelPlacement placement() const {
+        ModelPlacement p;
+        p.device = ParamDevice{&backend()};
+        return p;
+    }
+    // The base from model.safetensors, the adapter from
+    // adapter_model.safetensors, on this test's backend with its host copies
+    // poisoned (a later host read must download first).
     std::unique_ptr<Model> load() const {
         ModelConfig c = fx_->config;
         c.lora = spec();
-        auto m = build_model(c);
+        auto m = build_model(c, placement());
         const LoadReport r = m->load(SafetensorsFile::open(fx_->dir + "/model.safetensors"));
         EXPECT_TRUE(r.newly_initialised.empty());
         EXPECT_TRUE(r.unused.empty());
@@ -61,6 +77,7 @@ class LoraParity : public ::testing::Test {
             std::memcpy(t.param(i), v.raw(), v.nbytes());
         }
         t.upload_params();
+        test::poison_host_copies(t);
         return m;
     }
     std::unique_ptr<Fixture> fx_;
@@ -68,7 +85,7 @@ class LoraParity : public ::testing::Test {
     std::map<std::string, Tensor> adapter_;
 };
 
-TEST_F(LoraParity, ForwardLogitsLossHiddenStates) {
+TEST_P(LoraParity, ForwardLogitsLossHiddenStates) {
     const Fixture& f = *fx_;
     auto m = load();
     const LossSum loss = m->forward(f.inputs(), DropoutPlan{});
@@ -83,7 +100,7 @@ TEST_F(LoraParity, ForwardLogitsLossHiddenStates) {
     }
 }
 
-TEST_F(LoraParity, AdapterGradientsOnly) {
+TEST_P(LoraParity, AdapterGradientsOnly) {
     const Fixture& f = *fx_;
     auto m = load();
     ParamTable& t = m->params();
@@ -112,7 +129,7 @@ TEST_F(LoraParity, AdapterGradientsOnly) {
 // AdamW over the adapter: from the stored gradients (optimizer alone) and
 // end to end; the base is bitwise unchanged and the optimizer holds moments
 // for the adapter's elements only.
-TEST_F(LoraParity, AdamWOverTheAdapterOnly) {
+TEST_P(LoraParity, AdamWOverTheAdapterOnly) {
     const Fixture& f = *fx_;
     const auto base = read_tensors(f.dir + "/model.safetensors");
     for (bool stored : {true, false}) {
@@ -123,7 +140,8 @@ TEST_F(LoraParity, AdamWOverTheAdapterOnly) {
         if (stored) {
             for (const auto& [k, v] : adapter_) {
                 const Tensor& g = f.expected.at("grad." + k);
-                std::memcpy(t.grad(t.index(k.substr(k_prefix.size()))), g.raw(), g.nbytes());
+                t.backend().to_device(t.device_grad(t.index(k.substr(k_prefix.size()))), g.raw(),
+                                      g.nbytes());
             }
         } else {
             const LossSum loss = m->forward(f.inputs(), DropoutPlan{});
@@ -158,8 +176,9 @@ TEST_F(LoraParity, AdamWOverTheAdapterOnly) {
     }
 }
 
-TEST_F(LoraParity, MergedWeightsMatchPeft) {
+TEST_P(LoraParity, MergedWeightsMatchPeft) {
     auto m = load();
+    m->params().download_params();
     const auto merged = merged_tensors(m->params(), spec(), false);
     const auto ref = read_tensors(fx_->dir + "/merged.safetensors");
     ASSERT_EQ(merged.size(), ref.size());
@@ -170,7 +189,7 @@ TEST_F(LoraParity, MergedWeightsMatchPeft) {
     }
     // And the merged model computes the adapter model's logits.
     ModelConfig c = fx_->config;
-    auto plain = build_model(c);
+    auto plain = build_model(c, placement());
     ParamTable& t = plain->params();
     for (int i = 0; i < t.size(); ++i)
         std::memcpy(t.param(i), merged.at(t.row(i).name).raw(), size_t(t.row(i).numel()) * 4);
@@ -180,9 +199,10 @@ TEST_F(LoraParity, MergedWeightsMatchPeft) {
                       fx_->tol("logits")));
 }
 
-TEST_F(LoraParity, ExportedAdapterFolderIsPeftsFormat) {
+TEST_P(LoraParity, ExportedAdapterFolderIsPeftsFormat) {
     auto m = load();
-    const std::string dir = ::testing::TempDir() + "/lora_export";
+    m->params().download_params();
+    const std::string dir = ::testing::TempDir() + "/lora_export_" + GetParam();
     std::filesystem::remove_all(dir);
     export_peft_adapter(dir, m->params(), spec(), Task::causal_lm, "");
     // adapter_config.json: PEFT's text for this adapter, byte for byte.
@@ -195,6 +215,9 @@ TEST_F(LoraParity, ExportedAdapterFolderIsPeftsFormat) {
         EXPECT_EQ(std::memcmp(got.at(k).raw(), v.raw(), v.nbytes()), 0) << k;
     }
 }
+
+INSTANTIATE_TEST_SUITE_P(Backends, LoraParity, ::testing::ValuesIn(test::test_backend_names()),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 TEST(LoraInit, AsPeftKaimingUniformAndZeroB) {
     ModelConfig c = load_hf_config(test::hf_dir() + "/llama-lm");
