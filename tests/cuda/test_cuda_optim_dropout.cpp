@@ -5,7 +5,6 @@
 #include "cuda_test_util.h"
 #include "ops/adamw.h"
 #include "ops/cuda/adamw_cuda.h"
-#include "ops/cuda/dropout_cuda.h"
 #include "ops/dropout.h"
 
 namespace loom::test {
@@ -108,8 +107,9 @@ TYPED_TEST(CudaDropout, SameMaskAsCpu) {
         dropout_backward<float>(dx.data(), x.data(), c.B, c.per_sample, d);
         auto dxv = upload<T>(x);
         DeviceBuffer<T> out(n), din(n);
-        dropout_forward_cuda<T>(out.get(), dxv->get(), c.B, c.per_sample, d, this->ctx());
-        dropout_backward_cuda<T>(din.get(), dxv->get(), c.B, c.per_sample, d, this->ctx());
+        const OpCtx g = this->template gpu<T>();
+        g.nn().dropout_forward(g, out.get(), dxv->get(), c.B, c.per_sample, d);
+        g.nn().dropout_backward(g, din.get(), dxv->get(), c.B, c.per_sample, d);
         auto got = download(out);
         size_t mask_mismatch = 0;
         for (size_t i = 0; i < n; ++i) mask_mismatch += (got[i] == 0.0f) != (y[i] == 0.0f);
@@ -117,7 +117,7 @@ TYPED_TEST(CudaDropout, SameMaskAsCpu) {
         EXPECT_TRUE(all_close(tag + " fwd", got, y, tol_for<T>(1e-7, 1e-6)));
         EXPECT_TRUE(all_close(tag + " bwd", download(din), dx, tol_for<T>(1e-7, 1e-6)));
         // In place.
-        dropout_forward_cuda<T>(dxv->get(), dxv->get(), c.B, c.per_sample, d, this->ctx());
+        g.nn().dropout_forward(g, dxv->get(), dxv->get(), c.B, c.per_sample, d);
         EXPECT_TRUE(all_close(tag + " fwd in place", download(*dxv), y, tol_for<T>(1e-7, 1e-6)));
     }
 }
