@@ -1,29 +1,25 @@
 // The CUDA backend and its kernel table (device_ops_cuda.h).
 //
-// The nn entries are defined beside their kernels (entries_cuda.h), each
-// dispatching on the activation type; the optimizer updates here dispatch on
-// the gradient and compute-copy types. Activations, the parameters' compute
-// copy and gradients all share that type, so a GEMM's and attention's
-// operands are the activations themselves: `operands` must equal OpCtx::act.
-// The row-subset entries (dropout_rows, attention_rows_*) have no kernels
-// here and are null, so a block computes every row. The loss entries
-// synchronise. Attention takes no sliding window here (attention_window
-// false), so Mistral with a window stays on the CPU.
+// The entries are defined beside their kernels (entries_cuda.h), each
+// dispatching on the activation type, the optimizer updates on the gradient
+// and compute-copy types. Activations, the parameters' compute copy and
+// gradients all share that type, so a GEMM's and attention's operands are the
+// activations themselves: `operands` must equal OpCtx::act. The row-subset
+// entries (dropout_rows, attention_rows_*) have no kernels here and are null,
+// so a block computes every row. The loss entries synchronise. Attention takes
+// no sliding window here (attention_window false), so Mistral with a window
+// stays on the CPU.
 #include "ops/cuda/device_ops_cuda.h"
 
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <string>
-#include <type_traits>
 
 #include "backend/cuda/backend_cuda.h"
 #include "backend/cuda/cuda_check.h"
 #include "core/check.h"
-#include "ops/cuda/adamw_cuda.h"
 #include "ops/cuda/entries_cuda.h"
-#include "ops/cuda/lamb_cuda.h"
-#include "ops/cuda/sgd_cuda.h"
 #include "ops/device_ops.h"
 
 namespace loom {
@@ -53,91 +49,14 @@ void cuda::check_attention(const OpCtx& c, DType operands, const AttnMask& m, co
     LOOM_CHECK(m.window < 0, "{}: the CUDA attention kernels take no sliding window", op);
 }
 
-namespace {
-
-using cuda::context;
-
-// Calls f(G{}, T{}) with G the gradient type and T the compute copy's type
-// (float when there is no copy and the gradients are fp32). A compute-type
-// gradient implies a copy of that type.
-template <typename F>
-void with_types(const UpdateBuffers& b, F&& f) {
+void cuda::check_update_types(const UpdateBuffers& b) {
     const DType t = b.copy ? b.copy_dtype : b.grad_dtype;
     LOOM_ASSERT(b.grad_dtype == DType::f32 || b.grad_dtype == t,
                 "an update with {} gradients and a {} compute copy",
                 dtype_safetensors_name(b.grad_dtype), dtype_safetensors_name(t));
-    switch (t) {
-        case DType::f32:
-            return f(float{}, float{});
-        case DType::bf16:
-            if (b.grad_dtype == DType::f32) return f(float{}, __nv_bfloat16{});
-            return f(__nv_bfloat16{}, __nv_bfloat16{});
-        case DType::f16:
-            if (b.grad_dtype == DType::f32) return f(float{}, __half{});
-            return f(__half{}, __half{});
-        default:
-            LOOM_ASSERT(false, "an update with a {} compute copy", dtype_safetensors_name(t));
-    }
 }
 
-void cuda_adamw(Backend& be, const UpdateBuffers& b, std::span<const UpdateRun> runs,
-                const AdamWParams& hp, int64_t step, float grad_scale) {
-    CudaContext& ctx = context(be);
-    with_types(b, [&](auto g0, auto t0) {
-        using G = decltype(g0);
-        using T = decltype(t0);
-        const G* g = static_cast<const G*>(b.grad);
-        T* copy = static_cast<T*>(b.copy);
-        for (const UpdateRun& r : runs) {
-            AdamWParams h = hp;
-            if (!r.decay) h.weight_decay = 0.0;
-            if constexpr (std::is_same_v<T, float>)
-                adamw_update_cuda(b.master + r.param_offset, g + r.state_offset,
-                                  b.m + r.state_offset, b.v + r.state_offset, r.n, h, step, ctx,
-                                  grad_scale);
-            else
-                adamw_update_mixed_cuda<G, T>(b.master + r.param_offset, g + r.state_offset,
-                                              b.m + r.state_offset, b.v + r.state_offset,
-                                              copy ? copy + r.param_offset : nullptr, r.n, h, step,
-                                              ctx, grad_scale);
-        }
-    });
-}
-
-void cuda_sgd(Backend& be, const UpdateBuffers& b, std::span<const UpdateRun> runs, double lr,
-              double weight_decay, float grad_scale) {
-    CudaContext& ctx = context(be);
-    with_types(b, [&](auto g0, auto t0) {
-        using G = decltype(g0);
-        using T = decltype(t0);
-        const G* g = static_cast<const G*>(b.grad);
-        T* copy = static_cast<T*>(b.copy);
-        for (const UpdateRun& r : runs)
-            sgd_update_cuda<G, T>(b.master + r.param_offset, g + r.state_offset,
-                                  copy ? copy + r.param_offset : nullptr, r.n, lr,
-                                  r.decay ? weight_decay : 0.0, ctx, grad_scale);
-    });
-}
-
-void cuda_lamb_moments(Backend& be, const UpdateBuffers& b, const LambPlanView& p,
-                       const LambStep& s, float grad_scale) {
-    CudaContext& ctx = context(be);
-    with_types(b, [&](auto g0, auto) {
-        using G = decltype(g0);
-        lamb_moments_cuda<G>(b.master, static_cast<const G*>(b.grad), b.m, b.v, p.tiles, p.n_tiles,
-                             p.row_begin, p.rows, p.tile_sums, p.row_sums, s, ctx, grad_scale);
-    });
-}
-
-void cuda_lamb_apply(Backend& be, const UpdateBuffers& b, const LambPlanView& p, const LambStep& s,
-                     double lr) {
-    CudaContext& ctx = context(be);
-    with_types(b, [&](auto, auto t0) {
-        using T = decltype(t0);
-        lamb_apply_cuda<T>(b.master, static_cast<T*>(b.copy), b.m, b.v, p.tiles, p.n_tiles,
-                           p.row_sums, s, lr, ctx);
-    });
-}
+namespace {
 
 constexpr NnOps k_cuda_nn_ops{
     .matmul_forward = cuda::matmul_forward,
@@ -179,10 +98,10 @@ constexpr NnOps k_cuda_nn_ops{
 };
 
 constexpr DeviceOps k_cuda_ops{.device = Device::cuda,
-                               .adamw = cuda_adamw,
-                               .sgd = cuda_sgd,
-                               .lamb_moments = cuda_lamb_moments,
-                               .lamb_apply = cuda_lamb_apply,
+                               .adamw = cuda::adamw,
+                               .sgd = cuda::sgd,
+                               .lamb_moments = cuda::lamb_moments,
+                               .lamb_apply = cuda::lamb_apply,
                                .convert = cuda::convert,
                                .sum_squares = cuda::sum_squares,
                                .scale = cuda::scale,

@@ -56,6 +56,25 @@ void check_act_type(const OpCtx& c, DType operands, const char* op);
 // table says so: NnOps::attention_window is false).
 void check_attention(const OpCtx& c, DType operands, const AttnMask& m, const char* op);
 
+// An update's gradient and compute-copy types; a pair without kernels is a
+// caller's bug.
+void check_update_types(const UpdateBuffers& b);
+
+// Calls f(G{}, T{}) with G the gradient type and T the compute copy's type
+// (float when there is no copy and the gradients are fp32). A compute-type
+// gradient implies a copy of that type.
+template <typename F>
+void with_update_types(const UpdateBuffers& b, F&& f) {
+    check_update_types(b);
+    with_float_type(b.copy ? b.copy_dtype : b.grad_dtype, "an update", [&](auto t) {
+        using T = decltype(t);
+        if (b.grad_dtype == DType::f32)
+            f(float{}, T{});
+        else
+            f(T{}, T{});
+    });
+}
+
 // Calls f(T{}) with T the activation type.
 template <typename F>
 auto with_act(const OpCtx& c, const char* op, F&& f) {
@@ -82,6 +101,11 @@ Entry<decltype(NnOps::matmul_backward)> matmul_backward;
 // layer_norm_cuda.cu
 Entry<decltype(NnOps::layer_norm_forward)> layer_norm_forward;
 Entry<decltype(NnOps::layer_norm_backward)> layer_norm_backward;
+// adamw_cuda.cu, sgd_cuda.cu, lamb_cuda.cu
+Entry<decltype(DeviceOps::adamw)> adamw;
+Entry<decltype(DeviceOps::sgd)> sgd;
+Entry<decltype(DeviceOps::lamb_moments)> lamb_moments;
+Entry<decltype(DeviceOps::lamb_apply)> lamb_apply;
 // elementwise_cuda.cu
 Entry<decltype(NnOps::residual_forward)> residual_forward;
 Entry<decltype(NnOps::add_inplace)> add_inplace;
