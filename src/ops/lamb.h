@@ -1,6 +1,6 @@
 // LAMB's update over tiles of the flat buffers (optim/flat_optimizer.h runs
 // it; the formula is in optim/lamb.h; tiles come from ops/lamb_tiles.h). The
-// CPU kernels here and the CUDA ones (ops/cuda/lamb_cuda.h) share the
+// CPU kernels here and the CUDA ones (ops/cuda/lamb_cuda.cu) share the
 // contract, the per-step constants and the rounding of every operation:
 //   lamb_moments   per tile: m, v updated in place, the tile's sums of p^2
 //                  and u^2 in fp64 (u = mh / (sqrt(vh) + eps) + wd*p); then

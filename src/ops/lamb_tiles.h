@@ -1,4 +1,4 @@
-// LambTiles: how the CUDA LAMB (ops/cuda/lamb_cuda.h) cuts the tensors it
+// LambTiles: how the CUDA LAMB (ops/cuda/lamb_cuda.cu) cuts the tensors it
 // updates into fixed-size tiles, one thread block each, so that every
 // per-tensor norm is a fixed-order sum of per-tile partial sums (no atomics,
 // the same bits run to run).

@@ -1,7 +1,7 @@
 // SGD's update over runs of the flat buffers (torch.optim.SGD, momentum 0,
 // coupled weight decay; optim/sgd.h): p = p - lr * (g * grad_scale + wd * p),
 // wd only on decaying runs. Stateless and elementwise, so a ZeRO shard
-// updates alone. The CUDA kernel (ops/cuda/sgd_cuda.h) rounds the same way.
+// updates alone. The CUDA kernel (ops/cuda/sgd_cuda.cu) rounds the same way.
 #pragma once
 
 #include <cstdint>

@@ -2,7 +2,7 @@
 // (semantics of comm/tp_vocab.h): what one tensor-parallel rank computes on
 // its vocabulary slice between the collectives, which the caller posts. The
 // CPU's kernels, reached through comm/tp_vocab.cpp and the CPU NnOps table;
-// ops/cuda/tp_vocab_cuda.h holds the same steps on CUDA.
+// ops/cuda/embedding_cuda.cu and softmax_xent_cuda.cu hold the same steps on CUDA.
 //
 // A rank's slice is ids [first, first + count) of the vocabulary padded to a
 // multiple of the tp size; ids >= V are padding (rows of zeros, never looked

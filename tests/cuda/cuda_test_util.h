@@ -27,6 +27,8 @@
 #include "backend/cuda/backend_cuda.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_context.h"
+#include "ops/cuda/device_ops_cuda.h"
+#include "ops/device_ops.h"
 
 namespace loom::test {
 
@@ -38,18 +40,21 @@ struct Host<float> {
     static float to(float x) { return x; }
     static float from(float x) { return x; }
     static constexpr const char* name = "f32";
+    static constexpr DType dtype = DType::f32;
 };
 template <>
 struct Host<__nv_bfloat16> {
     static __nv_bfloat16 to(float x) { return __float2bfloat16_rn(x); }
     static float from(__nv_bfloat16 x) { return __bfloat162float(x); }
     static constexpr const char* name = "bf16";
+    static constexpr DType dtype = DType::bf16;
 };
 template <>
 struct Host<__half> {
     static __half to(float x) { return __float2half_rn(x); }
     static float from(__half x) { return __half2float(x); }
     static constexpr const char* name = "f16";
+    static constexpr DType dtype = DType::f16;
 };
 
 // x rounded through T (what the device will see), as float.
@@ -210,13 +215,25 @@ class CudaOpTest : public ::testing::Test {
     void TearDown() override {
         if (ctx_) {
             ctx_->check_device_errors();
+            backend_.reset();
             ctx_.reset();
         }
     }
     CudaContext& ctx() { return *ctx_; }
+    // The CUDA backend over ctx(), whose table (ops/device_ops.h) the tests call.
+    Backend& backend() {
+        if (!backend_) backend_ = make_cuda_backend(*ctx_);
+        return *backend_;
+    }
+    // The table's nn entries with activations of type T: op.nn().foo(op, ...).
+    template <typename T>
+    OpCtx gpu() {
+        return OpCtx{&backend(), Host<T>::dtype};
+    }
 
   private:
     std::unique_ptr<CudaContext> ctx_;
+    std::unique_ptr<Backend> backend_;
 };
 
 template <typename T>

@@ -1,10 +1,9 @@
-// Attention forward and backward against the CPU: separate and packed (GPT-2
-// c_attn) q/k/v, padding and causal masks, an all-padding sample, left padding
-// under a causal mask (rows with no visible key), attention dropout with
-// tensor-parallel head offsets, odd head sizes and T = 1.
+// The CUDA table's attention forward and backward entries against the CPU: separate and packed
+// (GPT-2 c_attn) q/k/v, padding and causal masks, an all-padding sample, left padding under a
+// causal mask (rows with no visible key), attention dropout with tensor-parallel head offsets, odd
+// head sizes and T = 1.
 #include "cuda_test_util.h"
 #include "ops/attention.h"
-#include "ops/cuda/attention_cuda.h"
 
 namespace loom::test {
 namespace {
@@ -82,14 +81,15 @@ TYPED_TEST(CudaAttention, ForwardBackwardMatchCpu) {
         AttnMask gmask{c.padding ? gpad->get() : nullptr, c.causal};
         DeviceBuffer<T> gout(out.size()), gatt(att_n), gscratch(att_n), gdqkv(qkv.size());
         T* base = gqkv->get();
-        attention_forward_cuda<T>(gout.get(), gatt.get(), base + off(0), base + off(1),
-                                  base + off(2), ld, s, gmask, drop, this->ctx());
+        const OpCtx g = this->template gpu<T>();
+        g.nn().attention_forward(g, g.act, gout.get(), gatt.get(), base + off(0), base + off(1),
+                                 base + off(2), ld, s, gmask, drop);
         EXPECT_TRUE(all_close(tag + " att", download(gatt), att, tol_for<T>(1e-6, 1e-4)));
         EXPECT_TRUE(all_close(tag + " out", download(gout), out, tol_for<T>(2e-5, 1e-4)));
         T* dbase = gdqkv.get();
-        attention_backward_cuda<T>(dbase + off(0), dbase + off(1), dbase + off(2), gscratch.get(),
-                                   gdout->get(), gatt.get(), base + off(0), base + off(1),
-                                   base + off(2), ld, s, gmask, drop, this->ctx());
+        g.nn().attention_backward(g, g.act, dbase + off(0), dbase + off(1), dbase + off(2),
+                                  gscratch.get(), gdout->get(), gatt.get(), base + off(0),
+                                  base + off(1), base + off(2), ld, s, gmask, drop);
         EXPECT_TRUE(all_close(tag + " dq/dk/dv", download(gdqkv), dqkv, tol_for<T>(5e-5, 1e-3)));
     }
 }
@@ -135,13 +135,14 @@ TYPED_TEST(CudaAttention, DocumentBoundsMatchCpu) {
         const AttnMask gmask{gpad->get(), true, -1, gstart->get()};
         DeviceBuffer<T> gout(out.size()), gatt(att_n), gscratch(att_n), gdqkv(qkv.size());
         const T* x = gqkv->get();
-        attention_forward_cuda<T>(gout.get(), gatt.get(), x, x + C, x + 2 * C, ld, s, gmask, drop,
-                                  this->ctx());
+        const OpCtx g = this->template gpu<T>();
+        g.nn().attention_forward(g, g.act, gout.get(), gatt.get(), x, x + C, x + 2 * C, ld, s,
+                                 gmask, drop);
         EXPECT_TRUE(all_close(tag + " att", download(gatt), att, tol_for<T>(1e-6, 1e-4)));
         EXPECT_TRUE(all_close(tag + " out", download(gout), out, tol_for<T>(2e-5, 1e-4)));
         T* dx = gdqkv.get();
-        attention_backward_cuda<T>(dx, dx + C, dx + 2 * C, gscratch.get(), gdout->get(), gatt.get(),
-                                   x, x + C, x + 2 * C, ld, s, gmask, drop, this->ctx());
+        g.nn().attention_backward(g, g.act, dx, dx + C, dx + 2 * C, gscratch.get(), gdout->get(),
+                                  gatt.get(), x, x + C, x + 2 * C, ld, s, gmask, drop);
         EXPECT_TRUE(all_close(tag + " dq/dk/dv", download(gdqkv), dqkv, tol_for<T>(5e-5, 1e-3)));
         // A probability across a document boundary would show here.
         const std::vector<float> got_att = download(gatt);

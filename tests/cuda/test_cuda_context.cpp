@@ -8,7 +8,6 @@
 #include "core/check.h"
 #include "cuda_test_util.h"
 #include "ops/cuda/device_ops_cuda.h"
-#include "ops/cuda/embedding_cuda.h"
 
 namespace loom::test {
 namespace {
@@ -89,7 +88,8 @@ TEST_F(CudaContextTest, KernelSideErrorSurfacesAtCheck) {
     auto table = upload<float>(random_vec(size_t(V * C), 1));
     auto ids = upload_raw<int64_t>({0, 7, 2});
     DeviceBuffer<float> out(3 * C);
-    embedding_forward_cuda<float>(out.get(), ids->get(), table->get(), 3, V, C, false, ctx());
+    const OpCtx g = gpu<float>();
+    g.nn().embedding_forward(g, out.get(), ids->get(), table->get(), 3, V, C, false);
     try {
         ctx().check_device_errors();
         FAIL() << "bad id was not reported";

@@ -1,9 +1,10 @@
-// Element-wise and activation kernels against the CPU implementation.
+// The CUDA table's element-wise and activation entries against the CPU
+// implementation.
+#include <utility>
+
 #include "core/dtype.h"
 #include "cuda_test_util.h"
 #include "ops/activation.h"
-#include "ops/cuda/activation_cuda.h"
-#include "ops/cuda/elementwise_cuda.h"
 #include "ops/elementwise.h"
 
 namespace loom::test {
@@ -24,12 +25,13 @@ TYPED_TEST(CudaElementwise, ResidualAddScale) {
         residual_forward<float>(want.data(), a.data(), b.data(), n);
         auto da = upload<T>(a), db = upload<T>(b);
         DeviceBuffer<T> out(static_cast<size_t>(n));
-        residual_forward_cuda<T>(out.get(), da->get(), db->get(), n, this->ctx());
+        const OpCtx g = this->template gpu<T>();
+        g.nn().residual_forward(g, out.get(), da->get(), db->get(), n);
         EXPECT_TRUE(all_close("residual n=" + std::to_string(n), download(out), round_all<T>(want),
                               tol_for<T>(0, 0)));
         // In place, then scale: y = (a + b) * 0.5
-        add_inplace_cuda<T>(da->get(), db->get(), n, this->ctx());
-        scale_inplace_cuda<T>(da->get(), 0.5f, n, this->ctx());
+        g.nn().add_inplace(g, da->get(), db->get(), n);
+        g.ops().scale(*g.be, da->get(), g.act, n, 0.5f);
         add_inplace<float>(a.data(), b.data(), n);
         scale_inplace<float>(a.data(), 0.5f, n);
         EXPECT_TRUE(all_close("add+scale n=" + std::to_string(n), download(*da), a, tol_for<T>()));
@@ -43,12 +45,11 @@ TYPED_TEST(CudaElementwise, SumSquaresMatchesFp64AndRepeats) {
         double want = 0;
         for (float v : x) want += double(v) * double(v);
         auto dx = upload<T>(x);
-        DeviceBuffer<double> r(2);
-        sum_squares_cuda<T>(dx->get(), n, r.get(), this->ctx());
-        sum_squares_cuda<T>(dx->get(), n, r.get() + 1, this->ctx());
-        this->ctx().synchronize();
+        const std::vector<std::pair<int64_t, int64_t>> range = {{0, n}};
         double got[2] = {0, 0};
-        ASSERT_EQ(cudaMemcpy(got, r.get(), sizeof(got), cudaMemcpyDeviceToHost), cudaSuccess);
+        Backend& be = this->backend();
+        be.ops().sum_squares(be, dx->get(), Host<T>::dtype, range, &got[0]);
+        be.ops().sum_squares(be, dx->get(), Host<T>::dtype, range, &got[1]);
         EXPECT_NEAR(got[0], want, 1e-9 * want + 1e-12) << "n=" << n;
         EXPECT_EQ(got[0], got[1]) << "n=" << n << ": two runs differ";
     }
@@ -67,28 +68,30 @@ TYPED_TEST(CudaElementwise, ActivationsForwardBackward) {
             activation_backward<float>(dx.data(), x.data(), g.data(), n, act);
             auto dxv = upload<T>(x), dg = upload<T>(g);
             DeviceBuffer<T> out(static_cast<size_t>(n)), din(static_cast<size_t>(n));
-            activation_forward_cuda<T>(out.get(), dxv->get(), n, act, this->ctx());
-            activation_backward_cuda<T>(din.get(), dxv->get(), dg->get(), n, act, this->ctx());
+            const OpCtx op = this->template gpu<T>();
+            op.nn().activation_forward(op, out.get(), op.act, dxv->get(), n, act);
+            op.nn().activation_backward(op, din.get(), dxv->get(), dg->get(), n, act);
             EXPECT_TRUE(all_close(tag + " fwd", download(out), y, tol_for<T>(1e-6, 1e-5)));
             EXPECT_TRUE(all_close(tag + " bwd", download(din), dx, tol_for<T>(1e-6, 1e-5)));
             // In-place backward (dinp aliases dout).
-            activation_backward_cuda<T>(dg->get(), dxv->get(), dg->get(), n, act, this->ctx());
+            op.nn().activation_backward(op, dg->get(), dxv->get(), dg->get(), n, act);
             EXPECT_TRUE(
                 all_close(tag + " bwd in place", download(*dg), dx, tol_for<T>(1e-6, 1e-5)));
         }
     }
 }
 
-TEST(CudaConvert, RoundTripsThroughBf16) {
-    const std::string why = cuda_unavailable_reason();
-    if (!why.empty()) GTEST_SKIP() << "no usable CUDA device: " << why;
-    CudaContext ctx(0);
+class CudaConvert : public CudaOpTest {};
+
+TEST_F(CudaConvert, RoundTripsThroughBf16) {
     auto x = random_vec(1001, 5, -100.0f, 100.0f);
     auto dx = upload<float>(x);
     DeviceBuffer<__nv_bfloat16> h(x.size());
     DeviceBuffer<float> back(x.size());
-    convert_cuda<__nv_bfloat16, float>(h.get(), dx->get(), int64_t(x.size()), ctx);
-    convert_cuda<float, __nv_bfloat16>(back.get(), h.get(), int64_t(x.size()), ctx);
+    Backend& be = backend();
+    const int64_t n = int64_t(x.size());
+    be.ops().convert(be, h.get(), DType::bf16, dx->get(), DType::f32, n);
+    be.ops().convert(be, back.get(), DType::f32, h.get(), DType::bf16, n);
     // Round-to-nearest-even must agree bit for bit with the CPU's f32_to_bf16.
     std::vector<float> want(x.size());
     for (size_t i = 0; i < x.size(); ++i) want[i] = bf16_to_f32(f32_to_bf16(x[i]));

@@ -1,6 +1,6 @@
-// Embedding forward and the deterministic backward against the CPU.
+// The CUDA table's embedding forward and deterministic backward entries
+// against the CPU.
 #include "cuda_test_util.h"
-#include "ops/cuda/embedding_cuda.h"
 #include "ops/embedding.h"
 
 namespace loom::test {
@@ -36,12 +36,12 @@ TYPED_TEST(CudaEmbedding, ForwardBackwardMatchCpu) {
 
         auto dt = upload<T>(table), dout_d = upload<T>(dout), dout_base = upload<T>(base);
         auto did = upload_raw<int64_t>(ids);
-        embedding_forward_cuda<T>(dout_base->get(), did->get(), dt->get(), c.N, c.V, c.C, true,
-                                  this->ctx());
+        const OpCtx g = this->template gpu<T>();
+        g.nn().embedding_forward(g, dout_base->get(), did->get(), dt->get(), c.N, c.V, c.C, true);
         EXPECT_TRUE(all_close(tag + " fwd (+=)", download(*dout_base), out, tol_for<T>(0, 0)));
         auto gtable = upload<T>(dtable0);
-        embedding_backward_cuda<T>(gtable->get(), did->get(), dout_d->get(), c.N, c.V, c.C,
-                                   c.padding_idx, this->ctx());
+        g.nn().embedding_backward(g, gtable->get(), did->get(), dout_d->get(), c.N, c.V, c.C,
+                                  c.padding_idx);
         // Same summation order as the CPU's sequential loop, so fp32 is exact.
         EXPECT_TRUE(all_close(tag + " dtable", download(*gtable), dtable, tol_for<T>(0, 0)));
     }
@@ -56,7 +56,8 @@ TEST_F(CudaEmbeddingDeterminism, RepeatedIdsGiveSameBits) {
     std::vector<float> first;
     for (int run = 0; run < 3; ++run) {
         DeviceBuffer<float> dtable(size_t(V * C));
-        embedding_backward_cuda<float>(dtable.get(), ids->get(), dout->get(), N, V, C, -1, ctx());
+        const OpCtx g = gpu<float>();
+        g.nn().embedding_backward(g, dtable.get(), ids->get(), dout->get(), N, V, C, -1);
         auto got = download(dtable);
         if (run == 0)
             first = got;

@@ -11,7 +11,7 @@
 
 #include "cuda_test_util.h"
 #include "ops/attention.h"
-#include "ops/cuda/flash_attention_cuda.h"
+#include "ops/cuda/entries_cuda.h"
 
 namespace loom::test {
 namespace {
@@ -115,7 +115,7 @@ AttnResult run_cpu(const FlashInputs& in, bool causal) {
 }
 
 template <typename T>
-AttnResult run_flash(const FlashInputs& in, bool causal, CudaContext& ctx) {
+AttnResult run_flash(const FlashInputs& in, bool causal, const OpCtx& g) {
     const AttnShape& s = in.shape;
     auto gqkv = upload<T>(in.qkv), gdout = upload<T>(in.dout);
     auto gpad = upload_raw<int64_t>(in.pad);
@@ -126,11 +126,11 @@ AttnResult run_flash(const FlashInputs& in, bool causal, CudaContext& ctx) {
     DeviceBuffer<float> glse(size_t(s.B * s.NH * s.T));
     const T* x = gqkv->get();
     T* dx = gdqkv.get();
-    flash_attention_forward_cuda<T>(gout.get(), glse.get(), x + in.off[0], x + in.off[1],
-                                    x + in.off[2], in.ld, s, mask, in.drop, ctx);
-    flash_attention_backward_cuda<T>(dx + in.off[0], dx + in.off[1], dx + in.off[2], gdout->get(),
-                                     gout.get(), glse.get(), x + in.off[0], x + in.off[1],
-                                     x + in.off[2], in.ld, s, mask, in.drop, ctx);
+    g.nn().fused_attention_forward(g, g.act, gout.get(), glse.get(), x + in.off[0], x + in.off[1],
+                                   x + in.off[2], in.ld, s, mask, in.drop);
+    g.nn().fused_attention_backward(g, g.act, dx + in.off[0], dx + in.off[1], dx + in.off[2],
+                                    gdout->get(), gout.get(), glse.get(), x + in.off[0],
+                                    x + in.off[1], x + in.off[2], in.ld, s, mask, in.drop);
     return {download(gout), download(glse), download(gdqkv)};
 }
 
@@ -171,14 +171,14 @@ TYPED_TEST(CudaFlashAttention, ForwardBackwardMatchCpu) {
     uint32_t seed = 11;
     for (const FlashCase& c : k_cases) {
         const std::string tag = describe(c);
-        ASSERT_TRUE(flash_attention_supported(AttnShape{c.B, c.T, c.NH, c.HS})) << tag;
+        ASSERT_TRUE(cuda::fused_attention_supported(AttnShape{c.B, c.T, c.NH, c.HS})) << tag;
         const FlashInputs in = make_inputs<T>(c, seed);
         seed += 3;
         ASSERT_TRUE(attention_every_row_has_a_key(in.pad.empty() ? nullptr : in.pad.data(), c.B,
                                                   c.T, c.causal))
             << tag;
         const AttnResult want = run_cpu(in, c.causal);
-        const AttnResult got = run_flash<T>(in, c.causal, this->ctx());
+        const AttnResult got = run_flash<T>(in, c.causal, this->template gpu<T>());
         EXPECT_TRUE(all_close(tag + " out", got.out, want.out, tol_for<T>(2e-5, 1e-4)));
         // The scores are fp32 sums of the same rounded inputs for every T.
         EXPECT_TRUE(all_close(tag + " lse", got.lse, host_lse(in, c.causal), Tol{2e-4, 1e-4}));
@@ -220,15 +220,16 @@ TYPED_TEST(CudaFlashAttention, DocumentBoundsMatchCpu) {
                                                   c.T, c.causal, in.key_start.data()))
             << tag;
         const AttnResult want = run_cpu(in, c.causal);
-        const AttnResult got = run_flash<T>(in, c.causal, this->ctx());
+        const AttnResult got = run_flash<T>(in, c.causal, this->template gpu<T>());
         EXPECT_TRUE(all_close(tag + " out", got.out, want.out, tol_for<T>(2e-5, 1e-4)));
         EXPECT_TRUE(all_close(tag + " lse", got.lse, host_lse(in, c.causal), Tol{2e-4, 1e-4}));
         EXPECT_TRUE(all_close(tag + " dq/dk/dv", got.dqkv, want.dqkv, tol_for<T>(5e-5, 1e-3)));
         // Without the bounds the results differ: the comparison can fail.
         FlashInputs mixed = in;
         mixed.key_start.clear();
-        EXPECT_FALSE(all_close(tag + " mixed", run_flash<T>(mixed, c.causal, this->ctx()).out,
-                               want.out, tol_for<T>(2e-5, 1e-4)));
+        EXPECT_FALSE(all_close(tag + " mixed",
+                               run_flash<T>(mixed, c.causal, this->template gpu<T>()).out, want.out,
+                               tol_for<T>(2e-5, 1e-4)));
     }
 }
 
@@ -236,8 +237,8 @@ TYPED_TEST(CudaFlashAttention, DeterministicRunToRun) {
     using T = TypeParam;
     const FlashCase c{2, 300, 2, 64, true, true, 0.1f, 1, 3, 5, false};
     const FlashInputs in = make_inputs<T>(c, 7);
-    const AttnResult a = run_flash<T>(in, c.causal, this->ctx());
-    const AttnResult b = run_flash<T>(in, c.causal, this->ctx());
+    const AttnResult a = run_flash<T>(in, c.causal, this->template gpu<T>());
+    const AttnResult b = run_flash<T>(in, c.causal, this->template gpu<T>());
     EXPECT_TRUE(bit_equal("out", a.out, b.out));
     EXPECT_TRUE(bit_equal("lse", a.lse, b.lse));
     EXPECT_TRUE(bit_equal("dq/dk/dv", a.dqkv, b.dqkv));
@@ -253,7 +254,7 @@ TYPED_TEST(CudaFlashAttention, RowsWithoutKeysGiveZerosNotNaN) {
     for (int64_t t = 0; t < c.T; ++t) in.pad[size_t(1 * c.T + t)] = 0;  // sample 1: all padding
     for (int64_t t = 0; t < 3; ++t) in.pad[size_t(2 * c.T + t)] = 0;    // sample 2: left padding
     ASSERT_FALSE(attention_every_row_has_a_key(in.pad.data(), c.B, c.T, c.causal));
-    const AttnResult got = run_flash<T>(in, c.causal, this->ctx());
+    const AttnResult got = run_flash<T>(in, c.causal, this->template gpu<T>());
     const AttnResult want = run_cpu(in, c.causal);
     const int64_t C = in.C;
     // Sample 0 is untouched by the others' padding.
@@ -286,9 +287,9 @@ TYPED_TEST(CudaFlashAttention, RowsWithoutKeysGiveZerosNotNaN) {
 
 TEST_F(CudaFlashAttentionHost, SupportedHeadSizes) {
     for (int64_t hs : {16, 32, 64, 80, 96, 128})
-        EXPECT_TRUE(flash_attention_supported(AttnShape{2, 10, 3, hs})) << hs;
+        EXPECT_TRUE(cuda::fused_attention_supported(AttnShape{2, 10, 3, hs})) << hs;
     for (int64_t hs : {1, 8, 24, 48, 100, 129, 256})
-        EXPECT_FALSE(flash_attention_supported(AttnShape{2, 10, 3, hs})) << hs;
+        EXPECT_FALSE(cuda::fused_attention_supported(AttnShape{2, 10, 3, hs})) << hs;
 }
 
 TEST_F(CudaFlashAttentionHost, EveryRowHasAKey) {

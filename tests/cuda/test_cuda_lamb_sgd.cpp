@@ -1,23 +1,21 @@
-// LAMB and SGD on the GPU (ops/cuda/lamb_cuda.h, sgd_cuda.h) against the CPU
-// optimizers (optim/lamb.h, optim/sgd.h) over a ParamTable with decaying and
-// excluded rows, a row starting at zero (trust ratio 1), rows cut into several
-// tiles, gradient scaling and a changing learning rate. The moments follow
-// the CPU's rounding sequence, so they match bit for bit; parameters may
-// differ by the last bit of float(lr * trust_ratio), whose fp64 norms are
-// summed in another order. A two-"rank" sharded LAMB (row sums added on the
-// host, as ZeRO's all-reduce does) must give the unsharded result.
+// The CUDA table's LAMB and SGD entries (ops/cuda/lamb_cuda.cu, sgd_cuda.cu)
+// against the CPU optimizers (optim/lamb.h, optim/sgd.h) over a ParamTable with
+// decaying and excluded rows, a row starting at zero (trust ratio 1), rows cut
+// into several tiles, gradient scaling and a changing learning rate. The
+// moments follow the CPU's rounding sequence, so they match bit for bit;
+// parameters may differ by the last bit of float(lr * trust_ratio), whose fp64
+// norms are summed in another order. A two-"rank" sharded LAMB (row sums added
+// on the host, as ZeRO's all-reduce does) must give the unsharded result.
 #include <cstring>
 #include <memory>
 #include <vector>
 
 #include "cuda_test_util.h"
-#include "optimizer_test_table.h"
 #include "nn/param_table.h"
-#include "ops/cuda/lamb_cuda.h"
-#include "ops/cuda/sgd_cuda.h"
 #include "ops/lamb_tiles.h"
 #include "optim/lamb.h"
 #include "optim/sgd.h"
+#include "optimizer_test_table.h"
 
 namespace loom::test {
 namespace {
@@ -64,6 +62,9 @@ struct DeviceTiles {
     std::unique_ptr<DeviceBuffer<double>> tile_sums, row_sums;
     int64_t n_tiles = 0;
     int32_t rows = 0;
+    LambPlanView view() const {
+        return {tiles->get(), n_tiles, row_begin->get(), rows, tile_sums->get(), row_sums->get()};
+    }
 };
 DeviceTiles upload_tiles(const LambTiles& p, int32_t rows) {
     DeviceTiles d;
@@ -102,12 +103,9 @@ TEST_F(CudaLamb, Fp32MatchesCpuOverSteps) {
                 cpu.step(k_lrs[step - 1]);
                 const LambStep s = lamb_step_constants(hp.beta1, hp.beta2, hp.eps, hp.weight_decay,
                                                        bias_correction, step);
-                lamb_moments_cuda<float>(master->get(), dg->get(), m->get(), v->get(),
-                                         d.tiles->get(), d.n_tiles, d.row_begin->get(), d.rows,
-                                         d.tile_sums->get(), d.row_sums->get(), s, ctx(),
-                                         k_scales[step - 1]);
-                lamb_apply_cuda<float>(master->get(), nullptr, m->get(), v->get(), d.tiles->get(),
-                                       d.n_tiles, d.row_sums->get(), s, k_lrs[step - 1], ctx());
+                const UpdateBuffers b{master->get(), dg->get(), DType::f32, m->get(), v->get()};
+                backend().ops().lamb_moments(backend(), b, d.view(), s, k_scales[step - 1]);
+                backend().ops().lamb_apply(backend(), b, d.view(), s, k_lrs[step - 1]);
                 // The zero row has no norm before its first update, so no
                 // trust ratio (r = 1); the update moves it off zero.
                 if (step == 1) {
@@ -166,10 +164,9 @@ TEST_F(CudaLamb, ShardedRowSumsGiveTheUnshardedUpdate) {
         const LambStep s =
             lamb_step_constants(hp.beta1, hp.beta2, hp.eps, hp.weight_decay, true, step);
         std::vector<double> total(size_t(2 * cpu_t->size()), 0.0);
+        const UpdateBuffers b{master->get(), dg->get(), DType::f32, m->get(), v->get()};
         for (auto& h : d) {
-            lamb_moments_cuda<float>(master->get(), dg->get(), m->get(), v->get(), h.tiles->get(),
-                                     h.n_tiles, h.row_begin->get(), h.rows, h.tile_sums->get(),
-                                     h.row_sums->get(), s, ctx());
+            backend().ops().lamb_moments(backend(), b, h.view(), s, 1.0f);
             ctx().synchronize();
             std::vector<double> part(total.size());
             LOOM_CUDA_CHECK(cudaMemcpy(part.data(), h.row_sums->get(), part.size() * sizeof(double),
@@ -179,8 +176,7 @@ TEST_F(CudaLamb, ShardedRowSumsGiveTheUnshardedUpdate) {
         for (auto& h : d) {
             LOOM_CUDA_CHECK(cudaMemcpy(h.row_sums->get(), total.data(),
                                        total.size() * sizeof(double), cudaMemcpyHostToDevice));
-            lamb_apply_cuda<float>(master->get(), nullptr, m->get(), v->get(), h.tiles->get(),
-                                   h.n_tiles, h.row_sums->get(), s, k_lrs[step - 1], ctx());
+            backend().ops().lamb_apply(backend(), b, h.view(), s, k_lrs[step - 1]);
         }
     }
     const auto state = cpu.state_tensors();
@@ -209,12 +205,10 @@ TEST_F(CudaLamb, Bf16GradientsRefreshTheCopy) {
         cpu.step(1e-2);
         const LambStep s =
             lamb_step_constants(hp.beta1, hp.beta2, hp.eps, hp.weight_decay, true, step);
-        lamb_moments_cuda<__nv_bfloat16>(master->get(), dg->get(), m->get(), v->get(),
-                                         d.tiles->get(), d.n_tiles, d.row_begin->get(), d.rows,
-                                         d.tile_sums->get(), d.row_sums->get(), s, ctx());
-        lamb_apply_cuda<__nv_bfloat16>(master->get(), copy->get(), m->get(), v->get(),
-                                       d.tiles->get(), d.n_tiles, d.row_sums->get(), s, 1e-2,
-                                       ctx());
+        const UpdateBuffers b{master->get(), dg->get(),   DType::bf16, m->get(),
+                              v->get(),      copy->get(), DType::bf16};
+        backend().ops().lamb_moments(backend(), b, d.view(), s, 1.0f);
+        backend().ops().lamb_apply(backend(), b, d.view(), s, 1e-2);
     }
     const auto got = download(*master);
     EXPECT_TRUE(all_close("master", got, flat_params(*cpu_t), {1e-7, 1e-6}));
@@ -243,12 +237,11 @@ TEST_F(CudaSgd, MatchesCpuPerRowDecay) {
         for (float& x : g) x *= k_scales[step];
         std::memcpy(cpu_t->grads_data(), g.data(), g.size() * sizeof(float));
         cpu.step(k_lrs[step]);
-        for (const ParamRow& r : cpu_t->rows()) {
-            if (!r.trainable) continue;
-            sgd_update_cuda<float, float>(master->get() + r.offset, dg->get() + r.offset, nullptr,
-                                          r.numel(), k_lrs[step], r.decay ? wd : 0.0, ctx(),
-                                          k_scales[step]);
-        }
+        std::vector<UpdateRun> runs;
+        for (const ParamRow& r : cpu_t->rows())
+            if (r.trainable) runs.push_back({r.offset, r.offset, r.numel(), r.decay});
+        const UpdateBuffers b{master->get(), dg->get()};
+        backend().ops().sgd(backend(), b, runs, k_lrs[step], wd, k_scales[step]);
     }
     EXPECT_TRUE(bit_equal("params", download(*master), flat_params(*cpu_t)));
 }
@@ -260,7 +253,10 @@ TEST_F(CudaSgd, HalfGradientsRefreshTheCopy) {
     auto dp = upload<float>(p);
     auto dg = upload<__half>(g);
     auto copy = std::make_unique<DeviceBuffer<__half>>(size_t(n));
-    sgd_update_cuda<__half, __half>(dp->get(), dg->get(), copy->get(), n, 0.1, 0.01, ctx(), 0.5f);
+    const UpdateBuffers b{dp->get(), dg->get(),   DType::f16, nullptr,
+                          nullptr,   copy->get(), DType::f16};
+    const UpdateRun run{0, 0, n, true};
+    backend().ops().sgd(backend(), b, std::span(&run, 1), 0.1, 0.01, 0.5f);
     for (int64_t i = 0; i < n; ++i) {
         const float gi = g[size_t(i)] * 0.5f;
         p[size_t(i)] -= 0.1f * (gi + 0.01f * p[size_t(i)]);

@@ -1,6 +1,6 @@
-// Layer norm forward and backward against the CPU implementation.
+// The CUDA table's layer norm forward and backward entries against the CPU
+// implementation.
 #include "cuda_test_util.h"
-#include "ops/cuda/layer_norm_cuda.h"
 #include "ops/layer_norm.h"
 
 namespace loom::test {
@@ -43,8 +43,9 @@ TYPED_TEST(CudaLayerNorm, ForwardBackwardMatchCpu) {
         auto dxd = upload<T>(x), dwd = upload<T>(w), dbd = upload<T>(b), ddy = upload<T>(dy);
         DeviceBuffer<T> out(NC);
         DeviceBuffer<float> dmean(size_t(c.N)), drstd(size_t(c.N));
-        layer_norm_forward_cuda<T>(out.get(), dmean.get(), drstd.get(), dxd->get(), dwd->get(),
-                                   dbd->get(), c.N, c.C, eps, this->ctx());
+        const OpCtx g = this->template gpu<T>();
+        g.nn().layer_norm_forward(g, out.get(), dmean.get(), drstd.get(), dxd->get(), dwd->get(),
+                                  dbd->get(), c.N, c.C, eps);
         EXPECT_TRUE(all_close(tag + " out", download(out), y, tol_for<T>(2e-5, 1e-4)));
         EXPECT_TRUE(all_close(tag + " mean", download(dmean), mean, tol_for<T>(1e-5, 1e-5)));
         // rstd is fp32 on the device for every T; inputs are identical, so only
@@ -52,9 +53,8 @@ TYPED_TEST(CudaLayerNorm, ForwardBackwardMatchCpu) {
         EXPECT_TRUE(all_close(tag + " rstd", download(drstd), rstd, Tol{1e-4, 1e-4}));
 
         auto gdx = upload<T>(dx0), gdw = upload<T>(dw0), gdb = upload<T>(db0);
-        layer_norm_backward_cuda<T>(gdx->get(), gdw->get(), gdb->get(), ddy->get(), dxd->get(),
-                                    dwd->get(), dmean.get(), drstd.get(), c.N, c.C, true,
-                                    this->ctx());
+        g.nn().layer_norm_backward(g, gdx->get(), gdw->get(), gdb->get(), ddy->get(), dxd->get(),
+                                   dwd->get(), dmean.get(), drstd.get(), c.N, c.C, true);
         EXPECT_TRUE(all_close(tag + " dinp (+=)", download(*gdx), dx, tol_for<T>(5e-5, 1e-4)));
         EXPECT_TRUE(all_close(tag + " dweight", download(*gdw), dw, tol_for<T>(1e-4, 1e-4)));
         EXPECT_TRUE(all_close(tag + " dbias", download(*gdb), db, tol_for<T>(1e-4, 1e-4)));
@@ -64,31 +64,30 @@ TYPED_TEST(CudaLayerNorm, ForwardBackwardMatchCpu) {
         std::vector<float> dx_cpu(NC, 123.0f), dw_tmp = dw0, db_tmp = db0;
         layer_norm_backward<float>(dx_cpu.data(), dw_tmp.data(), db_tmp.data(), dy.data(), x.data(),
                                    w.data(), mean.data(), rstd.data(), c.N, c.C, false);
-        layer_norm_backward_cuda<T>(dx_over.get(), nullptr, nullptr, ddy->get(), dxd->get(),
-                                    dwd->get(), dmean.get(), drstd.get(), c.N, c.C, false,
-                                    this->ctx());
+        g.nn().layer_norm_backward(g, dx_over.get(), nullptr, nullptr, ddy->get(), dxd->get(),
+                                   dwd->get(), dmean.get(), drstd.get(), c.N, c.C, false);
         EXPECT_TRUE(
             all_close(tag + " dinp (=)", download(dx_over), dx_cpu, tol_for<T>(5e-5, 1e-4)));
     }
 }
 
-TEST(CudaLayerNormDeterminism, SameBitsEveryRun) {
-    const std::string why = cuda_unavailable_reason();
-    if (!why.empty()) GTEST_SKIP() << "no usable CUDA device: " << why;
-    CudaContext ctx(0);
+class CudaLayerNormDeterminism : public CudaOpTest {};
+
+TEST_F(CudaLayerNormDeterminism, SameBitsEveryRun) {
+    const OpCtx g = gpu<float>();
     const int64_t N = 4096, C = 768;
     auto x = upload<float>(random_vec(size_t(N * C), 1));
     auto w = upload<float>(random_vec(size_t(C), 2));
     auto dy = upload<float>(random_vec(size_t(N * C), 3));
     DeviceBuffer<float> y(size_t(N * C)), mean(static_cast<size_t>(N)),
         rstd(static_cast<size_t>(N)), dx(size_t(N * C));
-    layer_norm_forward_cuda<float>(y.get(), mean.get(), rstd.get(), x->get(), w->get(), nullptr, N,
-                                   C, 1e-5, ctx);
+    g.nn().layer_norm_forward(g, y.get(), mean.get(), rstd.get(), x->get(), w->get(), nullptr, N, C,
+                              1e-5);
     std::vector<float> first;
     for (int run = 0; run < 3; ++run) {
         DeviceBuffer<float> dw(static_cast<size_t>(C)), db(static_cast<size_t>(C));
-        layer_norm_backward_cuda<float>(dx.get(), dw.get(), db.get(), dy->get(), x->get(), w->get(),
-                                        mean.get(), rstd.get(), N, C, false, ctx);
+        g.nn().layer_norm_backward(g, dx.get(), dw.get(), db.get(), dy->get(), x->get(), w->get(),
+                                   mean.get(), rstd.get(), N, C, false);
         auto got = download(dw);
         if (run == 0)
             first = got;

@@ -1,10 +1,8 @@
-// cuBLASLt GEMM and the linear layer (both weight layouts, bias and fused
-// bias + GELU epilogues) against the CPU implementation.
+// cuBLASLt GEMM and the CUDA table's linear layer entries (both weight
+// layouts, with the bias epilogue and without a bias) against the CPU
+// implementation.
 #include "cuda_test_util.h"
-#include "ops/activation.h"
-#include "ops/cuda/activation_cuda.h"
 #include "ops/cuda/gemm_cuda.h"
-#include "ops/cuda/matmul_cuda.h"
 #include "ops/gemm.h"
 #include "ops/matmul.h"
 
@@ -101,20 +99,21 @@ TYPED_TEST(CudaMatmul, LinearForwardBackwardBothLayouts) {
 
             auto gx = upload<T>(x), gw = upload<T>(w), gb = upload<T>(b), gdy = upload<T>(dy);
             DeviceBuffer<T> out(size_t(c.N * c.OC));
-            matmul_forward_cuda<T>(out.get(), gx->get(), gw->get(), gb->get(), c.N, c.C, c.OC,
-                                   layout, this->ctx());
+            const OpCtx g = this->template gpu<T>();
+            g.nn().matmul_forward(g, g.act, out.get(), gx->get(), gw->get(), gb->get(), c.N, c.C,
+                                  c.OC, layout, {});
             EXPECT_TRUE(all_close(tag + " out", download(out), y, gemm_tol<T>(c.C)));
             auto gdx = upload<T>(dx0), gdw = upload<T>(dw0), gdb = upload<T>(db0);
-            matmul_backward_cuda<T>(gdx->get(), gdw->get(), gdb->get(), gdy->get(), gx->get(),
-                                    gw->get(), c.N, c.C, c.OC, layout, true, this->ctx());
+            g.nn().matmul_backward(g, g.act, gdx->get(), gdw->get(), gdb->get(), gdy->get(),
+                                   gx->get(), gw->get(), c.N, c.C, c.OC, layout, true, {});
             EXPECT_TRUE(all_close(tag + " dinp (+=)", download(*gdx), dx, gemm_tol<T>(c.OC)));
             EXPECT_TRUE(all_close(tag + " dweight", download(*gdw), dw, gemm_tol<T>(c.N)));
             EXPECT_TRUE(all_close(tag + " dbias", download(*gdb), db, gemm_tol<T>(c.N)));
             // Bias-free forward (no epilogue).
             std::vector<float> y_nb(size_t(c.N * c.OC));
             matmul_forward<float>(y_nb.data(), x.data(), w.data(), nullptr, c.N, c.C, c.OC, layout);
-            matmul_forward_cuda<T>(out.get(), gx->get(), gw->get(), nullptr, c.N, c.C, c.OC, layout,
-                                   this->ctx());
+            g.nn().matmul_forward(g, g.act, out.get(), gx->get(), gw->get(), nullptr, c.N, c.C,
+                                  c.OC, layout, {});
             EXPECT_TRUE(all_close(tag + " out (no bias)", download(out), y_nb, gemm_tol<T>(c.C)));
         }
     }

@@ -1,17 +1,24 @@
-// AdamW and dropout against the CPU implementation. Dropout must draw the
+// The CUDA table's AdamW and dropout entries against the CPU implementation. Dropout must draw the
 // CPU's exact mask (same Philox function), so kept/dropped positions are
 // compared exactly, not within a tolerance.
 #include "core/check.h"
 #include "cuda_test_util.h"
 #include "ops/adamw.h"
-#include "ops/cuda/adamw_cuda.h"
-#include "ops/cuda/dropout_cuda.h"
 #include "ops/dropout.h"
 
 namespace loom::test {
 namespace {
 
-class CudaAdamW : public CudaOpTest {};
+class CudaAdamW : public CudaOpTest {
+  protected:
+    // The table's adamw over one run of n elements (decayed), fp32 gradients.
+    void adamw(float* p, const void* g, DType g_type, float* m, float* v, void* copy, int64_t n,
+               const AdamWParams& hp, int64_t step, float grad_scale = 1.0f) {
+        const UpdateBuffers b{p, g, g_type, m, v, copy, g_type};
+        const UpdateRun run{0, 0, n, true};
+        backend().ops().adamw(backend(), b, std::span(&run, 1), hp, step, grad_scale);
+    }
+};
 
 TEST_F(CudaAdamW, Fp32MatchesCpuOverSteps) {
     for (int64_t n : {int64_t(1), int64_t(1000), int64_t(100003)}) {
@@ -25,7 +32,7 @@ TEST_F(CudaAdamW, Fp32MatchesCpuOverSteps) {
             auto g = random_vec(size_t(n), uint32_t(10 + step));
             auto dg = upload<float>(g);
             adamw_update(p.data(), g.data(), m.data(), v.data(), n, hp, step);
-            adamw_update_cuda(dp->get(), dg->get(), dm->get(), dv->get(), n, hp, step, ctx());
+            adamw(dp->get(), dg->get(), DType::f32, dm->get(), dv->get(), nullptr, n, hp, step);
         }
         const std::string tag = "n=" + std::to_string(n);
         // Both sides follow torch 1.13's rounding sequence with IEEE sqrt and
@@ -51,7 +58,7 @@ TEST_F(CudaAdamW, GradScaleEqualsScalingTheGradientsFirst) {
         auto dg = upload<float>(g);
         for (float& x : g) x *= s;
         adamw_update(p.data(), g.data(), m.data(), v.data(), n, hp, step);
-        adamw_update_cuda(dp->get(), dg->get(), dm->get(), dv->get(), n, hp, step, ctx(), s);
+        adamw(dp->get(), dg->get(), DType::f32, dm->get(), dv->get(), nullptr, n, hp, step, s);
     }
     EXPECT_TRUE(bit_equal("param", download(*dp), p));
     EXPECT_TRUE(bit_equal("v", download(*dv), v));
@@ -67,8 +74,7 @@ TEST_F(CudaAdamW, MixedPrecisionUpdatesMasterAndCopy) {
     auto dg = upload<__nv_bfloat16>(g);
     DeviceBuffer<__nv_bfloat16> copy(static_cast<size_t>(n));
     adamw_update(master.data(), g.data(), m.data(), v.data(), n, hp, 1);
-    adamw_update_mixed_cuda<__nv_bfloat16, __nv_bfloat16>(dmaster->get(), dg->get(), dm->get(),
-                                                          dv->get(), copy.get(), n, hp, 1, ctx());
+    adamw(dmaster->get(), dg->get(), DType::bf16, dm->get(), dv->get(), copy.get(), n, hp, 1);
     EXPECT_TRUE(bit_equal("master", download(*dmaster), master));
     // The copy is the master rounded once: compare against rounding the GPU master.
     auto gpu_master = download(*dmaster);
@@ -77,8 +83,8 @@ TEST_F(CudaAdamW, MixedPrecisionUpdatesMasterAndCopy) {
 
 TEST_F(CudaAdamW, StepZeroIsRejected) {
     DeviceBuffer<float> p(4), g(4), m(4), v(4);
-    EXPECT_THROW(adamw_update_cuda(p.get(), g.get(), m.get(), v.get(), 4, AdamWParams{}, 0, ctx()),
-                 Error);
+    EXPECT_THROW(
+        adamw(p.get(), g.get(), DType::f32, m.get(), v.get(), nullptr, 4, AdamWParams{}, 0), Error);
 }
 
 template <typename T>
@@ -108,8 +114,9 @@ TYPED_TEST(CudaDropout, SameMaskAsCpu) {
         dropout_backward<float>(dx.data(), x.data(), c.B, c.per_sample, d);
         auto dxv = upload<T>(x);
         DeviceBuffer<T> out(n), din(n);
-        dropout_forward_cuda<T>(out.get(), dxv->get(), c.B, c.per_sample, d, this->ctx());
-        dropout_backward_cuda<T>(din.get(), dxv->get(), c.B, c.per_sample, d, this->ctx());
+        const OpCtx g = this->template gpu<T>();
+        g.nn().dropout_forward(g, out.get(), dxv->get(), c.B, c.per_sample, d);
+        g.nn().dropout_backward(g, din.get(), dxv->get(), c.B, c.per_sample, d);
         auto got = download(out);
         size_t mask_mismatch = 0;
         for (size_t i = 0; i < n; ++i) mask_mismatch += (got[i] == 0.0f) != (y[i] == 0.0f);
@@ -117,7 +124,7 @@ TYPED_TEST(CudaDropout, SameMaskAsCpu) {
         EXPECT_TRUE(all_close(tag + " fwd", got, y, tol_for<T>(1e-7, 1e-6)));
         EXPECT_TRUE(all_close(tag + " bwd", download(din), dx, tol_for<T>(1e-7, 1e-6)));
         // In place.
-        dropout_forward_cuda<T>(dxv->get(), dxv->get(), c.B, c.per_sample, d, this->ctx());
+        g.nn().dropout_forward(g, dxv->get(), dxv->get(), c.B, c.per_sample, d);
         EXPECT_TRUE(all_close(tag + " fwd in place", download(*dxv), y, tol_for<T>(1e-7, 1e-6)));
     }
 }

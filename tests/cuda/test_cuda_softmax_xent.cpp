@@ -1,7 +1,7 @@
-// Softmax cross-entropy forward (sum + count) and backward against the CPU.
+// The CUDA table's softmax cross-entropy forward (sum + count) and backward
+// entries against the CPU.
 #include "core/check.h"
 #include "cuda_test_util.h"
-#include "ops/cuda/softmax_xent_cuda.h"
 #include "ops/softmax_xent.h"
 
 namespace loom::test {
@@ -37,17 +37,16 @@ TYPED_TEST(CudaSoftmaxXent, ForwardBackwardMatchCpu) {
         auto dl = upload<T>(logits);
         auto dt = upload_raw<int64_t>(targets);
         DeviceBuffer<T> dlosses(size_t(c.N)), dgrad(size_t(c.N * c.V));
-        const XentSum got = softmax_xent_forward_cuda<T>(dlosses.get(), dl->get(), dt->get(), c.N,
-                                                         c.V, this->ctx());
+        const OpCtx g = this->template gpu<T>();
+        const XentSum got =
+            g.nn().softmax_xent_forward(g, dlosses.get(), dl->get(), dt->get(), c.N, c.V);
         EXPECT_EQ(got.count, want.count) << tag;
         EXPECT_NEAR(got.loss_sum, want.loss_sum, 1e-5 * (1.0 + std::fabs(want.loss_sum))) << tag;
         EXPECT_TRUE(all_close(tag + " losses", download(dlosses), losses, tol_for<T>(1e-5, 1e-5)));
-        softmax_xent_backward_cuda<T>(dgrad.get(), dl->get(), dt->get(), c.N, c.V, scale,
-                                      this->ctx());
+        g.nn().softmax_xent_backward(g, dgrad.get(), dl->get(), dt->get(), c.N, c.V, scale);
         EXPECT_TRUE(all_close(tag + " dlogits", download(dgrad), dlogits, tol_for<T>(1e-7, 1e-4)));
         // In place (dlogits aliases logits), as the fused classifier uses it.
-        softmax_xent_backward_cuda<T>(dl->get(), dl->get(), dt->get(), c.N, c.V, scale,
-                                      this->ctx());
+        g.nn().softmax_xent_backward(g, dl->get(), dl->get(), dt->get(), c.N, c.V, scale);
         EXPECT_TRUE(
             all_close(tag + " dlogits in place", download(*dl), dlogits, tol_for<T>(1e-7, 1e-4)));
     }
@@ -59,7 +58,8 @@ TEST_F(CudaSoftmaxXentErrors, BadTargetThrowsNamingRowAndTarget) {
     auto logits = upload<float>(random_vec(3 * 4, 1));
     auto targets = upload_raw<int64_t>({1, k_ignore_index, 4});
     try {
-        softmax_xent_forward_cuda<float>(nullptr, logits->get(), targets->get(), 3, 4, ctx());
+        const OpCtx g = gpu<float>();
+        g.nn().softmax_xent_forward(g, nullptr, logits->get(), targets->get(), 3, 4);
         FAIL() << "target 4 with V = 4 was accepted";
     } catch (const Error& e) {
         const std::string msg = e.what();

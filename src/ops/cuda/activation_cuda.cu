@@ -1,10 +1,10 @@
-// CUDA activations and fused bias + activation (see activation_cuda.h).
-#include "ops/cuda/activation_cuda.h"
-
+// CUDA activations: gelu (erf), gelu_new (tanh), relu, tanh.
+//
+// Same arguments as ops/activation.h; dx overwrites and may alias dy.
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_device.cuh"
 #include "ops/cuda/activation_math.cuh"
-#include "ops/cuda/column_sum.cuh"
+#include "ops/cuda/entries_cuda.h"
 
 namespace loom {
 namespace {
@@ -32,29 +32,30 @@ __global__ void act_backward_kernel(T* dinp, const T* inp, const T* dout, int64_
 
 }  // namespace
 
-template <typename T>
-void activation_forward_cuda(T* out, const T* inp, int64_t n, Activation a, CudaContext& ctx) {
+namespace cuda {
+
+void activation_forward(const OpCtx& c, void* y, DType y_type, const void* x, int64_t n,
+                        Activation a) {
+    check_act_type(c, y_type, "activation_forward");
     if (n <= 0) return;
-    act_forward_kernel<<<gpu::grid_for(n, k_block), k_block, 0, ctx.stream()>>>(out, inp, n, a);
+    with_act(c, "activation_forward", [&](auto t) {
+        using T = decltype(t);
+        act_forward_kernel<<<gpu::grid_for(n, k_block), k_block, 0, context(c).stream()>>>(
+            P<T>(y), P<T>(x), n, a);
+    });
     LOOM_CUDA_CHECK_LAUNCH();
 }
 
-template <typename T>
-void activation_backward_cuda(T* dinp, const T* inp, const T* dout, int64_t n, Activation a,
-                              CudaContext& ctx) {
+void activation_backward(const OpCtx& c, void* dx, const void* x, const void* dy, int64_t n,
+                         Activation a) {
     if (n <= 0) return;
-    act_backward_kernel<<<gpu::grid_for(n, k_block), k_block, 0, ctx.stream()>>>(dinp, inp, dout, n,
-                                                                                 a);
+    with_act(c, "activation_backward", [&](auto t) {
+        using T = decltype(t);
+        act_backward_kernel<<<gpu::grid_for(n, k_block), k_block, 0, context(c).stream()>>>(
+            P<T>(dx), P<T>(x), P<T>(dy), n, a);
+    });
     LOOM_CUDA_CHECK_LAUNCH();
 }
 
-#define LOOM_INSTANTIATE(T)                                                                    \
-    template void activation_forward_cuda<T>(T*, const T*, int64_t, Activation, CudaContext&); \
-    template void activation_backward_cuda<T>(T*, const T*, const T*, int64_t, Activation,     \
-                                              CudaContext&);
-LOOM_INSTANTIATE(float)
-LOOM_INSTANTIATE(__nv_bfloat16)
-LOOM_INSTANTIATE(__half)
-#undef LOOM_INSTANTIATE
-
+}  // namespace cuda
 }  // namespace loom

@@ -1,10 +1,19 @@
-// CUDA AdamW (see adamw_cuda.h).
-#include "ops/cuda/adamw_cuda.h"
-
+// CUDA AdamW over flat buffers (torch.optim.AdamW semantics, as ops/adamw.h).
+//
+// The bias corrections are computed once on the host in fp64; the kernel works
+// in fp32 on fp32 master weights and moments. With a bf16/f16 compute copy it
+// reads a bf16/f16 (or fp32) gradient and refreshes the copy the forward uses
+// in the same pass (llm.c's adamw_kernel3 with master weights). grad_scale
+// multiplies each gradient in fp32 before the update (clipping, removing a
+// loss scale) without a pass over the gradient buffer. Works on any
+// contiguous shard, so ZeRO calls it on its slice.
 #include <cmath>
+#include <string>
+#include <type_traits>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_device.cuh"
+#include "ops/cuda/entries_cuda.h"
 
 namespace loom {
 namespace {
@@ -23,8 +32,7 @@ struct AdamWStep {
 };
 
 AdamWStep adamw_step_constants(const AdamWParams& hp, int64_t step) {
-    LOOM_CUDA_REQUIRE(step >= 1,
-                      "adamw_update_cuda: step counts from 1, got " + std::to_string(step));
+    LOOM_CUDA_REQUIRE(step >= 1, "adamw: step counts from 1, got " + std::to_string(step));
     AdamWStep s;
     s.decay = float(1.0 - hp.lr * hp.weight_decay);
     s.beta1 = float(hp.beta1);
@@ -64,34 +72,26 @@ __global__ void adamw_kernel(float* param, const G* grad, float* m, float* v, T*
 
 }  // namespace
 
-void adamw_update_cuda(float* param, const float* grad, float* m, float* v, int64_t n,
-                       const AdamWParams& hp, int64_t step, CudaContext& ctx, float grad_scale) {
-    if (n <= 0) return;
-    AdamWStep s = adamw_step_constants(hp, step);
-    adamw_kernel<float, float>
-        <<<gpu::grid_for(n, k_block), k_block, 0, ctx.stream()>>>(param, grad, m, v, nullptr, n, s,
-                                                                     grad_scale);
-    LOOM_CUDA_CHECK_LAUNCH();
+void cuda::adamw(Backend& be, const UpdateBuffers& b, std::span<const UpdateRun> runs,
+                 const AdamWParams& hp, int64_t step, float grad_scale) {
+    CudaContext& ctx = cuda::context(be);
+    cuda::with_update_types(b, [&](auto g0, auto t0) {
+        using G = decltype(g0);
+        using T = decltype(t0);
+        // An fp32 update has no copy to refresh: the master is what forward reads.
+        T* copy = std::is_same_v<T, float> ? nullptr : static_cast<T*>(b.copy);
+        for (const UpdateRun& r : runs) {
+            if (r.n <= 0) continue;
+            AdamWParams h = hp;
+            if (!r.decay) h.weight_decay = 0.0;
+            const AdamWStep s = adamw_step_constants(h, step);
+            adamw_kernel<G, T><<<gpu::grid_for(r.n, k_block), k_block, 0, ctx.stream()>>>(
+                b.master + r.param_offset, static_cast<const G*>(b.grad) + r.state_offset,
+                b.m + r.state_offset, b.v + r.state_offset, copy ? copy + r.param_offset : nullptr,
+                r.n, s, grad_scale);
+            LOOM_CUDA_CHECK_LAUNCH();
+        }
+    });
 }
-
-template <typename G, typename T>
-void adamw_update_mixed_cuda(float* master, const G* grad, float* m, float* v, T* param_copy,
-                             int64_t n, const AdamWParams& hp, int64_t step, CudaContext& ctx,
-                             float grad_scale) {
-    if (n <= 0) return;
-    AdamWStep s = adamw_step_constants(hp, step);
-    adamw_kernel<G, T><<<gpu::grid_for(n, k_block), k_block, 0, ctx.stream()>>>(master, grad, m, v,
-                                                                                param_copy, n, s, grad_scale);
-    LOOM_CUDA_CHECK_LAUNCH();
-}
-
-#define LOOM_INSTANTIATE(G, T)                                                                 \
-    template void adamw_update_mixed_cuda<G, T>(float*, const G*, float*, float*, T*, int64_t, \
-                                                const AdamWParams&, int64_t, CudaContext&, float);
-LOOM_INSTANTIATE(__nv_bfloat16, __nv_bfloat16)
-LOOM_INSTANTIATE(float, __nv_bfloat16)
-LOOM_INSTANTIATE(__half, __half)
-LOOM_INSTANTIATE(float, __half)
-#undef LOOM_INSTANTIATE
 
 }  // namespace loom

@@ -1,4 +1,16 @@
-// CUDA attention (see attention_cuda.h).
+// CUDA multi-head attention, forward and backward (semantics of ops/attention.h).
+//
+// Batched cuBLASLt GEMMs around one fused masked-softmax(+dropout) kernel, as in
+// llm.c's attention_forward: q, k, v are first permuted to (B, NH, T, HS) so
+// every head is one strided-batch operand. Padding and causal masks, the
+// all-masked-row rule (uniform weights), and the attention-dropout key
+// (global sample, global head, query, key) are the CPU's. `att` (B, NH, T, T)
+// saves the probabilities before dropout; the dropout mask is recomputed in
+// backward, whose `scratch` is (B, NH, T, T). For bf16/f16 the scores stay
+// fp32 between the GEMM and the softmax; att and the probabilities multiplied
+// into v are stored in T, as the CPU stores them in its T.
+// AttnMask::key_padding and key_start must point to device memory. Workspace
+// for the permuted operands (and fp32 scores) comes from ctx.scratch().
 //
 // Forward:  Qp, Kp, Vp = permute(q, k, v)              (B, NH, T, HS)
 //           att = Qp Kp^T / sqrt(HS)                    batched GEMM into att
@@ -13,8 +25,6 @@
 // The dropout element of (b, h, i, j) is ((sample_offset + b) * NH_total
 // + head_offset + h) * T * T + i * T + j: a head's mask is the same whichever
 // tensor-parallel rank owns it.
-#include "ops/cuda/attention_cuda.h"
-
 #include <cmath>
 #include <string>
 #include <type_traits>
@@ -22,9 +32,10 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_device.cuh"
 #include "ops/cuda/dropout_math.cuh"
+#include "ops/cuda/entries_cuda.h"
 #include "ops/cuda/gemm_cuda.h"
 
-namespace loom {
+namespace loom::cuda {
 namespace {
 
 constexpr int k_block = 256;
@@ -228,8 +239,6 @@ void unpermute(T* dst, const T* src, int64_t ld, const AttnShape& s, CudaContext
     LOOM_CUDA_CHECK_LAUNCH();
 }
 
-}  // namespace
-
 template <typename T>
 void attention_forward_cuda(T* out, T* att, const T* q, const T* k, const T* v, int64_t ld,
                             const AttnShape& s, const AttnMask& mask, const DropoutSpec& drop,
@@ -330,16 +339,29 @@ void attention_backward_cuda(T* dq, T* dk, T* dv, T* scratch, const T* dout, con
     unpermute(dv, dVp, ld, s, ctx);
 }
 
-#define LOOM_INSTANTIATE(T)                                                                        \
-    template void attention_forward_cuda<T>(T*, T*, const T*, const T*, const T*, int64_t,         \
-                                            const AttnShape&, const AttnMask&, const DropoutSpec&, \
-                                            CudaContext&);                                         \
-    template void attention_backward_cuda<T>(T*, T*, T*, T*, const T*, const T*, const T*,         \
-                                             const T*, const T*, int64_t, const AttnShape&,        \
-                                             const AttnMask&, const DropoutSpec&, CudaContext&);
-LOOM_INSTANTIATE(float)
-LOOM_INSTANTIATE(__nv_bfloat16)
-LOOM_INSTANTIATE(__half)
-#undef LOOM_INSTANTIATE
+}  // namespace
 
-}  // namespace loom
+void attention_forward(const OpCtx& c, DType operands, void* y, void* att, const void* q,
+                       const void* k, const void* v, int64_t ld, const AttnShape& s,
+                       const AttnMask& m, const DropoutSpec& d) {
+    check_attention(c, operands, m, "attention_forward");
+    with_act(c, "attention_forward", [&](auto t) {
+        using T = decltype(t);
+        attention_forward_cuda<T>(P<T>(y), P<T>(att), P<T>(q), P<T>(k), P<T>(v), ld, s, m, d,
+                                  context(c));
+    });
+}
+
+void attention_backward(const OpCtx& c, DType operands, void* dq, void* dk, void* dv, void* scratch,
+                        const void* dy, const void* att, const void* q, const void* k,
+                        const void* v, int64_t ld, const AttnShape& s, const AttnMask& m,
+                        const DropoutSpec& d) {
+    check_attention(c, operands, m, "attention_backward");
+    with_act(c, "attention_backward", [&](auto t) {
+        using T = decltype(t);
+        attention_backward_cuda<T>(P<T>(dq), P<T>(dk), P<T>(dv), P<T>(scratch), P<T>(dy), P<T>(att),
+                                   P<T>(q), P<T>(k), P<T>(v), ld, s, m, d, context(c));
+    });
+}
+
+}  // namespace loom::cuda

@@ -1,184 +1,110 @@
 // The CUDA backend and its kernel table (device_ops_cuda.h).
+//
+// The entries are defined beside their kernels (entries_cuda.h), each
+// dispatching on the activation type, the optimizer updates on the gradient
+// and compute-copy types. Activations, the parameters' compute copy and
+// gradients all share that type, so a GEMM's and attention's operands are the
+// activations themselves: `operands` must equal OpCtx::act. The row-subset
+// entries (dropout_rows, attention_rows_*) have no kernels here and are null,
+// so a block computes every row. The loss entries synchronise. Attention takes
+// no sliding window here (attention_window false), so Mistral with a window
+// stays on the CPU.
 #include "ops/cuda/device_ops_cuda.h"
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <string>
-#include <type_traits>
 
 #include "backend/cuda/backend_cuda.h"
 #include "backend/cuda/cuda_check.h"
 #include "core/check.h"
-#include "ops/cuda/adamw_cuda.h"
-#include "ops/cuda/elementwise_cuda.h"
-#include "ops/cuda/float_dispatch.h"
-#include "ops/cuda/lamb_cuda.h"
-#include "ops/cuda/sgd_cuda.h"
+#include "ops/cuda/entries_cuda.h"
 #include "ops/device_ops.h"
 
 namespace loom {
 
-extern constinit const NnOps k_cuda_nn_ops;  // nn_ops_cuda.cpp
+void cuda_bad_type(DType t, const char* what) {
+    assert_fail(__FILE__, __LINE__, "a floating-point type",
+                fmt::format("{}: {} values on CUDA", what, dtype_name(t)));
+}
 
-namespace {
-
-CudaContext& context(Backend& be) {
+CudaContext& cuda::context(Backend& be) {
     CudaContext* c = be.cuda();
     LOOM_ASSERT(c != nullptr, "a CUDA kernel called with the {} backend", be.name());
     return *c;
 }
 
-// Calls f(G{}, T{}) with G the gradient type and T the compute copy's type
-// (float when there is no copy and the gradients are fp32). A compute-type
-// gradient implies a copy of that type.
-template <typename F>
-void with_types(const UpdateBuffers& b, F&& f) {
+void cuda::check_act_type(const OpCtx& c, DType operands, const char* op) {
+    LOOM_ASSERT(operands == c.act,
+                "{} on CUDA with {} operands and {} activations: CUDA keeps activations in the "
+                "compute type",
+                op, dtype_name(operands), dtype_name(c.act));
+}
+
+void cuda::check_attention(const OpCtx& c, DType operands, const AttnMask& m, const char* op) {
+    check_act_type(c, operands, op);
+    // Mistral's sliding window has no CUDA kernel yet; the Llama family refuses
+    // this table before any attention runs.
+    LOOM_CHECK(m.window < 0, "{}: the CUDA attention kernels take no sliding window", op);
+}
+
+void cuda::check_update_types(const UpdateBuffers& b) {
     const DType t = b.copy ? b.copy_dtype : b.grad_dtype;
     LOOM_ASSERT(b.grad_dtype == DType::f32 || b.grad_dtype == t,
                 "an update with {} gradients and a {} compute copy",
                 dtype_safetensors_name(b.grad_dtype), dtype_safetensors_name(t));
-    switch (t) {
-        case DType::f32:
-            return f(float{}, float{});
-        case DType::bf16:
-            if (b.grad_dtype == DType::f32) return f(float{}, __nv_bfloat16{});
-            return f(__nv_bfloat16{}, __nv_bfloat16{});
-        case DType::f16:
-            if (b.grad_dtype == DType::f32) return f(float{}, __half{});
-            return f(__half{}, __half{});
-        default:
-            LOOM_ASSERT(false, "an update with a {} compute copy", dtype_safetensors_name(t));
-    }
 }
 
-void cuda_adamw(Backend& be, const UpdateBuffers& b, std::span<const UpdateRun> runs,
-                const AdamWParams& hp, int64_t step, float grad_scale) {
-    CudaContext& ctx = context(be);
-    with_types(b, [&](auto g0, auto t0) {
-        using G = decltype(g0);
-        using T = decltype(t0);
-        const G* g = static_cast<const G*>(b.grad);
-        T* copy = static_cast<T*>(b.copy);
-        for (const UpdateRun& r : runs) {
-            AdamWParams h = hp;
-            if (!r.decay) h.weight_decay = 0.0;
-            if constexpr (std::is_same_v<T, float>)
-                adamw_update_cuda(b.master + r.param_offset, g + r.state_offset,
-                                  b.m + r.state_offset, b.v + r.state_offset, r.n, h, step, ctx,
-                                  grad_scale);
-            else
-                adamw_update_mixed_cuda<G, T>(b.master + r.param_offset, g + r.state_offset,
-                                              b.m + r.state_offset, b.v + r.state_offset,
-                                              copy ? copy + r.param_offset : nullptr, r.n, h, step,
-                                              ctx, grad_scale);
-        }
-    });
-}
+namespace {
 
-void cuda_sgd(Backend& be, const UpdateBuffers& b, std::span<const UpdateRun> runs, double lr,
-              double weight_decay, float grad_scale) {
-    CudaContext& ctx = context(be);
-    with_types(b, [&](auto g0, auto t0) {
-        using G = decltype(g0);
-        using T = decltype(t0);
-        const G* g = static_cast<const G*>(b.grad);
-        T* copy = static_cast<T*>(b.copy);
-        for (const UpdateRun& r : runs)
-            sgd_update_cuda<G, T>(b.master + r.param_offset, g + r.state_offset,
-                                  copy ? copy + r.param_offset : nullptr, r.n, lr,
-                                  r.decay ? weight_decay : 0.0, ctx, grad_scale);
-    });
-}
-
-void cuda_lamb_moments(Backend& be, const UpdateBuffers& b, const LambPlanView& p,
-                       const LambStep& s, float grad_scale) {
-    CudaContext& ctx = context(be);
-    with_types(b, [&](auto g0, auto) {
-        using G = decltype(g0);
-        lamb_moments_cuda<G>(b.master, static_cast<const G*>(b.grad), b.m, b.v, p.tiles, p.n_tiles,
-                             p.row_begin, p.rows, p.tile_sums, p.row_sums, s, ctx, grad_scale);
-    });
-}
-
-void cuda_lamb_apply(Backend& be, const UpdateBuffers& b, const LambPlanView& p, const LambStep& s,
-                     double lr) {
-    CudaContext& ctx = context(be);
-    with_types(b, [&](auto, auto t0) {
-        using T = decltype(t0);
-        lamb_apply_cuda<T>(b.master, static_cast<T*>(b.copy), b.m, b.v, p.tiles, p.n_tiles,
-                           p.row_sums, s, lr, ctx);
-    });
-}
-
-void cuda_convert(Backend& be, void* dst, DType dt, const void* src, DType st, int64_t n) {
-    CudaContext& ctx = context(be);
-    if (dt == st) {
-        if (n > 0)
-            LOOM_CUDA_CHECK(cudaMemcpyAsync(dst, src, size_t(n) * dtype_size(dt),
-                                            cudaMemcpyDeviceToDevice, ctx.stream()));
-        return;
-    }
-    // One side is f32 (the instantiated pairs: elementwise_cuda.cu).
-    if (st == DType::f32)
-        return with_float_type(dt, "convert", [&](auto d0) {
-            using D = decltype(d0);
-            if constexpr (!std::is_same_v<D, float>)
-                convert_cuda<D, float>(static_cast<D*>(dst), static_cast<const float*>(src), n,
-                                       ctx);
-        });
-    LOOM_ASSERT(dt == DType::f32, "convert from {} to {} on CUDA", dtype_name(st), dtype_name(dt));
-    with_float_type(st, "convert", [&](auto s0) {
-        using S = decltype(s0);
-        if constexpr (!std::is_same_v<S, float>)
-            convert_cuda<float, S>(static_cast<float*>(dst), static_cast<const S*>(src), n, ctx);
-    });
-}
-
-void cuda_sum_squares(Backend& be, const void* x, DType t,
-                      std::span<const std::pair<int64_t, int64_t>> ranges, double* parts) {
-    if (ranges.empty()) return;
-    CudaContext& ctx = context(be);
-    // One scratch carving for the partial sums and every range's result: a
-    // fresh allocation per call would be freed with cudaFree, which waits for
-    // the whole device at every gradient norm.
-    ScratchCarver plan(nullptr);
-    plan.take<double>(k_sum_squares_partials);
-    plan.take<double>(int64_t(ranges.size()));
-    ScratchCarver carve(ctx.scratch(plan.used()));
-    double* partial = carve.take<double>(k_sum_squares_partials);
-    double* dev = carve.take<double>(int64_t(ranges.size()));
-    with_float_type(t, "sum of squares", [&](auto t0) {
-        using T = decltype(t0);
-        const T* base = static_cast<const T*>(x);
-        // Stream order lets each range reuse the partial sums of the one before.
-        for (size_t k = 0; k < ranges.size(); ++k)
-            sum_squares_cuda<T>(base + ranges[k].first, ranges[k].second - ranges[k].first, dev + k,
-                                partial, ctx);
-    });
-    LOOM_CUDA_CHECK(cudaMemcpyAsync(parts, dev, ranges.size() * sizeof(double),
-                                    cudaMemcpyDeviceToHost, ctx.stream()));
-    ctx.synchronize();
-}
-
-void cuda_scale(Backend& be, void* x, DType t, int64_t n, float s) {
-    CudaContext& ctx = context(be);
-    with_float_type(t, "scale", [&](auto t0) {
-        using T = decltype(t0);
-        scale_inplace_cuda<T>(static_cast<T*>(x), s, n, ctx);
-    });
-}
+constexpr NnOps k_cuda_nn_ops{
+    .matmul_forward = cuda::matmul_forward,
+    .matmul_backward = cuda::matmul_backward,
+    .layer_norm_forward = cuda::layer_norm_forward,
+    .layer_norm_backward = cuda::layer_norm_backward,
+    .activation_forward = cuda::activation_forward,
+    .activation_backward = cuda::activation_backward,
+    .dropout_forward = cuda::dropout_forward,
+    .dropout_backward = cuda::dropout_backward,
+    .dropout_rows = nullptr,
+    .residual_forward = cuda::residual_forward,
+    .add_inplace = cuda::add_inplace,
+    .add_bias = cuda::add_bias,
+    .embedding_forward = cuda::embedding_forward,
+    .embedding_backward = cuda::embedding_backward,
+    .attention_forward = cuda::attention_forward,
+    .attention_backward = cuda::attention_backward,
+    .fused_attention_supported = cuda::fused_attention_supported,
+    .fused_attention_forward = cuda::fused_attention_forward,
+    .fused_attention_backward = cuda::fused_attention_backward,
+    .attention_rows_forward = nullptr,
+    .attention_rows_backward = nullptr,
+    .softmax_xent_forward = cuda::softmax_xent_forward,
+    .softmax_xent_backward = cuda::softmax_xent_backward,
+    .vocab_embedding_forward = cuda::vocab_embedding_forward,
+    .vocab_embedding_backward = cuda::vocab_embedding_backward,
+    .vocab_xent_max = cuda::vocab_xent_max,
+    .vocab_xent_stats = cuda::vocab_xent_stats,
+    .vocab_xent_loss = cuda::vocab_xent_loss,
+    .vocab_xent_backward = cuda::vocab_xent_backward,
+    .rms_norm_forward = cuda::rms_norm_forward,
+    .rms_norm_backward = cuda::rms_norm_backward,
+    .rope = cuda::rope,
+    .repeat_kv_forward = cuda::repeat_kv_forward,
+    .repeat_kv_backward = cuda::repeat_kv_backward,
+    .swiglu_forward = cuda::swiglu_forward,
+    .swiglu_backward = cuda::swiglu_backward,
+};
 
 constexpr DeviceOps k_cuda_ops{.device = Device::cuda,
-                               .adamw = cuda_adamw,
-                               .sgd = cuda_sgd,
-                               .lamb_moments = cuda_lamb_moments,
-                               .lamb_apply = cuda_lamb_apply,
-                               .convert = cuda_convert,
-                               .sum_squares = cuda_sum_squares,
-                               .scale = cuda_scale,
+                               .adamw = cuda::adamw,
+                               .sgd = cuda::sgd,
+                               .lamb_moments = cuda::lamb_moments,
+                               .lamb_apply = cuda::lamb_apply,
+                               .convert = cuda::convert,
+                               .sum_squares = cuda::sum_squares,
+                               .scale = cuda::scale,
                                .nn = &k_cuda_nn_ops};
 
 class CudaBackend final : public Backend {

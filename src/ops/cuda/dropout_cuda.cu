@@ -1,12 +1,16 @@
-// CUDA dropout (see dropout_cuda.h). Forward and backward are one kernel: the
-// mask is recomputed from the Philox counter, never stored.
-#include "ops/cuda/dropout_cuda.h"
-
+// CUDA dropout keyed by global element (semantics of ops/dropout.h).
+//
+// The kernel calls the very PhiloxStream::uniform the CPU uses (core/philox.h is
+// host/device), so for the same DropoutSpec the GPU keeps exactly the CPU's
+// elements: a mask never depends on the device, the thread or the rank.
+// Forward and backward are one kernel: the mask is recomputed from the Philox
+// counter, never stored. The output may alias the input.
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_device.cuh"
 #include "ops/cuda/dropout_math.cuh"
+#include "ops/cuda/entries_cuda.h"
 
-namespace loom {
+namespace loom::cuda {
 namespace {
 
 constexpr int k_block = 256;
@@ -24,44 +28,35 @@ __global__ void dropout_kernel(T* out, const T* inp, int64_t n, int64_t per_samp
     }
 }
 
-template <typename T>
-void dropout_apply(T* out, const T* inp, int64_t B, int64_t per_sample, const DropoutSpec& d,
-                   CudaContext& ctx) {
+void dropout_apply(const OpCtx& c, void* out, const void* inp, int64_t B, int64_t per_sample,
+                   const DropoutSpec& d, const char* op) {
     const int64_t n = B * per_sample;
     if (n <= 0) return;
+    CudaContext& ctx = context(c);
     if (!d.active()) {
         if (out != inp)
-            LOOM_CUDA_CHECK(cudaMemcpyAsync(out, inp, size_t(n) * sizeof(T),
+            LOOM_CUDA_CHECK(cudaMemcpyAsync(out, inp, size_t(n) * dtype_size(c.act),
                                             cudaMemcpyDeviceToDevice, ctx.stream()));
         return;
     }
-    dropout_kernel<<<gpu::grid_for(n, k_block), k_block, 0, ctx.stream()>>>(
-        out, inp, n, per_sample, d, gpu::dropout_scale(d));
+    with_act(c, op, [&](auto t) {
+        using T = decltype(t);
+        dropout_kernel<<<gpu::grid_for(n, k_block), k_block, 0, ctx.stream()>>>(
+            P<T>(out), P<T>(inp), n, per_sample, d, gpu::dropout_scale(d));
+    });
     LOOM_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
 
-template <typename T>
-void dropout_forward_cuda(T* out, const T* inp, int64_t B, int64_t per_sample, const DropoutSpec& d,
-                          CudaContext& ctx) {
-    dropout_apply(out, inp, B, per_sample, d, ctx);
+void dropout_forward(const OpCtx& c, void* y, const void* x, int64_t B, int64_t per_sample,
+                     const DropoutSpec& d) {
+    dropout_apply(c, y, x, B, per_sample, d, "dropout_forward");
 }
 
-template <typename T>
-void dropout_backward_cuda(T* dinp, const T* dout, int64_t B, int64_t per_sample,
-                           const DropoutSpec& d, CudaContext& ctx) {
-    dropout_apply(dinp, dout, B, per_sample, d, ctx);
+void dropout_backward(const OpCtx& c, void* dx, const void* dy, int64_t B, int64_t per_sample,
+                      const DropoutSpec& d) {
+    dropout_apply(c, dx, dy, B, per_sample, d, "dropout_backward");
 }
 
-#define LOOM_INSTANTIATE(T)                                                                    \
-    template void dropout_forward_cuda<T>(T*, const T*, int64_t, int64_t, const DropoutSpec&,  \
-                                          CudaContext&);                                       \
-    template void dropout_backward_cuda<T>(T*, const T*, int64_t, int64_t, const DropoutSpec&, \
-                                           CudaContext&);
-LOOM_INSTANTIATE(float)
-LOOM_INSTANTIATE(__nv_bfloat16)
-LOOM_INSTANTIATE(__half)
-#undef LOOM_INSTANTIATE
-
-}  // namespace loom
+}  // namespace loom::cuda

@@ -1,8 +1,11 @@
-// CUDA element-wise kernels (see elementwise_cuda.h).
-#include "ops/cuda/elementwise_cuda.h"
-
+// CUDA element-wise entries: residual add, in-place add, bias add and scale,
+// dtype conversion, and the sum of squares of the gradient norm.
+//
+// Same arguments and aliasing rules as ops/elementwise.h. Arithmetic is fp32
+// with one rounding on store; conversion rounds to nearest even.
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_device.cuh"
+#include "ops/cuda/entries_cuda.h"
 
 namespace loom {
 namespace {
@@ -14,6 +17,13 @@ __global__ void residual_kernel(T* out, const T* a, const T* b, int64_t n) {
     for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
          i += int64_t(gridDim.x) * blockDim.x)
         out[i] = gpu::from_f32<T>(gpu::to_f32(a[i]) + gpu::to_f32(b[i]));
+}
+
+template <typename T>
+__global__ void add_bias_kernel(T* y, const T* bias, int64_t n, int64_t OC) {
+    for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+         i += int64_t(gridDim.x) * blockDim.x)
+        y[i] = gpu::from_f32<T>(gpu::to_f32(y[i]) + gpu::to_f32(bias[i % OC]));
 }
 
 template <typename T>
@@ -32,7 +42,7 @@ __global__ void convert_kernel(Dst* dst, const Src* src, int64_t n) {
 
 // Partial sums per block over a grid-stride range; the grid size is a constant,
 // so which elements meet in which partial never depends on the device.
-constexpr int k_sq_blocks = int(k_sum_squares_partials);
+constexpr int k_sq_blocks = 1024;
 
 template <typename T>
 __global__ void sum_squares_partial_kernel(const T* x, int64_t n, double* partial) {
@@ -67,66 +77,97 @@ __global__ void sum_partials_kernel(const double* partial, int n, double* result
 
 }  // namespace
 
-template <typename T>
-void sum_squares_cuda(const T* x, int64_t n, double* result, CudaContext& ctx) {
+namespace cuda {
+
+void residual_forward(const OpCtx& c, void* y, const void* a, const void* b, int64_t n) {
+    if (n <= 0) return;
+    with_act(c, "residual_forward", [&](auto t) {
+        using T = decltype(t);
+        residual_kernel<<<gpu::grid_for(n, k_block), k_block, 0, context(c).stream()>>>(
+            P<T>(y), P<T>(a), P<T>(b), n);
+    });
+    LOOM_CUDA_CHECK_LAUNCH();
+}
+
+void add_inplace(const OpCtx& c, void* y, const void* x, int64_t n) {
+    residual_forward(c, y, y, x, n);
+}
+
+// y (N, OC) += bias (OC): also a row-parallel linear's replicated bias, added
+// once after the all-reduce of the partial products.
+void add_bias(const OpCtx& c, void* y, const void* b, int64_t N, int64_t OC) {
+    if (N <= 0 || OC <= 0 || b == nullptr) return;
+    const int64_t n = N * OC;
+    with_act(c, "add_bias", [&](auto t) {
+        using T = decltype(t);
+        add_bias_kernel<<<gpu::grid_for(n, k_block), k_block, 0, context(c).stream()>>>(
+            P<T>(y), P<T>(b), n, OC);
+    });
+    LOOM_CUDA_CHECK_LAUNCH();
+}
+
+void scale(Backend& be, void* x, DType t, int64_t n, float s) {
+    if (n <= 0) return;
+    with_float_type(t, "scale", [&](auto t0) {
+        using T = decltype(t0);
+        scale_kernel<<<gpu::grid_for(n, k_block), k_block, 0, context(be).stream()>>>(P<T>(x), s,
+                                                                                      n);
+    });
+    LOOM_CUDA_CHECK_LAUNCH();
+}
+
+void convert(Backend& be, void* dst, DType dt, const void* src, DType st, int64_t n) {
+    CudaContext& ctx = context(be);
+    if (dt == st) {
+        if (n > 0)
+            LOOM_CUDA_CHECK(cudaMemcpyAsync(dst, src, size_t(n) * dtype_size(dt),
+                                            cudaMemcpyDeviceToDevice, ctx.stream()));
+        return;
+    }
+    if (n <= 0) return;
+    with_float_type(dt, "convert", [&](auto d0) {
+        with_float_type(st, "convert", [&](auto s0) {
+            using D = decltype(d0);
+            using S = decltype(s0);
+            // One side is f32, as on the CPU.
+            if constexpr (std::is_same_v<D, float> || std::is_same_v<S, float>)
+                convert_kernel<<<gpu::grid_for(n, k_block), k_block, 0, ctx.stream()>>>(
+                    P<D>(dst), P<S>(src), n);
+            else
+                cuda_bad_type(dt, "convert from a 16-bit type to another");
+        });
+    });
+    LOOM_CUDA_CHECK_LAUNCH();
+}
+
+void sum_squares(Backend& be, const void* x, DType t,
+                 std::span<const std::pair<int64_t, int64_t>> ranges, double* parts) {
+    if (ranges.empty()) return;
+    CudaContext& ctx = context(be);
+    // One scratch carving for the partial sums and every range's result: a
+    // fresh allocation per call would be freed with cudaFree, which waits for
+    // the whole device at every gradient norm.
     ScratchCarver plan(nullptr);
     plan.take<double>(k_sq_blocks);
+    plan.take<double>(int64_t(ranges.size()));
     ScratchCarver carve(ctx.scratch(plan.used()));
-    sum_squares_cuda(x, n, result, carve.take<double>(k_sq_blocks), ctx);
+    double* partial = carve.take<double>(k_sq_blocks);
+    double* dev = carve.take<double>(int64_t(ranges.size()));
+    with_float_type(t, "sum of squares", [&](auto t0) {
+        using T = decltype(t0);
+        // Stream order lets each range reuse the partial sums of the one before.
+        for (size_t k = 0; k < ranges.size(); ++k) {
+            sum_squares_partial_kernel<<<k_sq_blocks, k_block, 0, ctx.stream()>>>(
+                P<T>(x) + ranges[k].first, ranges[k].second - ranges[k].first, partial);
+            LOOM_CUDA_CHECK_LAUNCH();
+            sum_partials_kernel<<<1, k_block, 0, ctx.stream()>>>(partial, k_sq_blocks, dev + k);
+            LOOM_CUDA_CHECK_LAUNCH();
+        }
+    });
+    LOOM_CUDA_CHECK(cudaMemcpyAsync(parts, dev, ranges.size() * sizeof(double),
+                                    cudaMemcpyDeviceToHost, ctx.stream()));
+    ctx.synchronize();
 }
 
-template <typename T>
-void sum_squares_cuda(const T* x, int64_t n, double* result, double* partial, CudaContext& ctx) {
-    sum_squares_partial_kernel<<<k_sq_blocks, k_block, 0, ctx.stream()>>>(x, n, partial);
-    LOOM_CUDA_CHECK_LAUNCH();
-    sum_partials_kernel<<<1, k_block, 0, ctx.stream()>>>(partial, k_sq_blocks, result);
-    LOOM_CUDA_CHECK_LAUNCH();
-}
-
-template <typename T>
-void residual_forward_cuda(T* out, const T* a, const T* b, int64_t n, CudaContext& ctx) {
-    if (n <= 0) return;
-    residual_kernel<<<gpu::grid_for(n, k_block), k_block, 0, ctx.stream()>>>(out, a, b, n);
-    LOOM_CUDA_CHECK_LAUNCH();
-}
-
-template <typename T>
-void add_inplace_cuda(T* y, const T* x, int64_t n, CudaContext& ctx) {
-    residual_forward_cuda<T>(y, y, x, n, ctx);
-}
-
-template <typename T>
-void scale_inplace_cuda(T* y, float s, int64_t n, CudaContext& ctx) {
-    if (n <= 0) return;
-    scale_kernel<<<gpu::grid_for(n, k_block), k_block, 0, ctx.stream()>>>(y, s, n);
-    LOOM_CUDA_CHECK_LAUNCH();
-}
-
-template <typename Dst, typename Src>
-void convert_cuda(Dst* dst, const Src* src, int64_t n, CudaContext& ctx) {
-    if (n <= 0) return;
-    convert_kernel<<<gpu::grid_for(n, k_block), k_block, 0, ctx.stream()>>>(dst, src, n);
-    LOOM_CUDA_CHECK_LAUNCH();
-}
-
-#define LOOM_INSTANTIATE(T)                                                                \
-    template void residual_forward_cuda<T>(T*, const T*, const T*, int64_t, CudaContext&); \
-    template void add_inplace_cuda<T>(T*, const T*, int64_t, CudaContext&);                \
-    template void scale_inplace_cuda<T>(T*, float, int64_t, CudaContext&);                 \
-    template void sum_squares_cuda<T>(const T*, int64_t, double*, CudaContext&);           \
-    template void sum_squares_cuda<T>(const T*, int64_t, double*, double*, CudaContext&);
-LOOM_INSTANTIATE(float)
-LOOM_INSTANTIATE(__nv_bfloat16)
-LOOM_INSTANTIATE(__half)
-#undef LOOM_INSTANTIATE
-
-#define LOOM_INSTANTIATE_CONVERT(D, S) \
-    template void convert_cuda<D, S>(D*, const S*, int64_t, CudaContext&);
-LOOM_INSTANTIATE_CONVERT(float, __nv_bfloat16)
-LOOM_INSTANTIATE_CONVERT(__nv_bfloat16, float)
-LOOM_INSTANTIATE_CONVERT(float, __half)
-LOOM_INSTANTIATE_CONVERT(__half, float)
-LOOM_INSTANTIATE_CONVERT(float, float)
-#undef LOOM_INSTANTIATE_CONVERT
-
+}  // namespace cuda
 }  // namespace loom

@@ -1,12 +1,28 @@
-// CUDA embedding (see embedding_cuda.h).
-#include "ops/cuda/embedding_cuda.h"
-
+// CUDA embedding lookup and its deterministic backward (semantics of
+// ops/embedding.h), whole and vocab-parallel (ops/vocab_parallel.h).
+//
+// Backward sorts the (id, position) pairs with a stable radix sort, then one
+// block per distinct id adds that id's dout rows into dtable in position order:
+// the same order as the CPU's sequential loop, with no atomics, so the result
+// is bit-identical run to run (and equal to the CPU in fp32 up to the ops'
+// fp32 rounding). Ids outside [0, V) are reported through the context's error
+// record (the row gets zeros in forward, no gradient in backward); padding_idx
+// rows get no gradient.
+//
+// Vocab-parallel: rank r owns ids [first, first + count) (comm/tp_vocab.h).
+// Its lookup writes the owned rows and zeros elsewhere, the summand of
+// Megatron "g" (the caller all-reduces on tp); its backward maps the ids it
+// does not own (and padding_idx) to an extra row `count` that the backward
+// above skips as padding.
 #include <cub/device/device_radix_sort.cuh>
+
+#include <string>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_device.cuh"
+#include "ops/cuda/entries_cuda.h"
 
-namespace loom {
+namespace loom::cuda {
 namespace {
 
 constexpr int k_block = 256;
@@ -66,6 +82,35 @@ __global__ void embedding_backward_kernel(T* dtable, const uint32_t* keys, const
     dtable[int64_t(key) * C + c] = gpu::from_f32<T>(acc);
 }
 
+// grid (N, column chunks).
+template <typename T>
+__global__ void vocab_lookup_kernel(T* out, const int64_t* ids, const T* table_local, int64_t V,
+                                    int64_t C, int64_t first, int64_t count,
+                                    DeviceErrorRecord* err) {
+    const int64_t n = blockIdx.x;
+    const int64_t c = int64_t(blockIdx.y) * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    const int64_t id = ids[n];
+    if ((id < 0 || id >= V) && c == 0) report_bad_id(err, n, id, V);
+    const int64_t local = id - first;
+    const bool mine = id >= 0 && id < V && local >= 0 && local < count;
+    out[n * C + c] = mine ? table_local[local * C + c] : gpu::from_f32<T>(0.0f);
+}
+
+__global__ void vocab_backward_ids_kernel(int64_t* local, const int64_t* ids, int64_t N,
+                                          int64_t first, int64_t count, int64_t padding_idx) {
+    for (int64_t n = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; n < N;
+         n += int64_t(gridDim.x) * blockDim.x) {
+        const int64_t id = ids[n], l = id - first;
+        local[n] = (id != padding_idx && l >= 0 && l < count) ? l : count;
+    }
+}
+
+void require_rows(int64_t N, const char* op) {
+    LOOM_CUDA_REQUIRE(N < (int64_t(1) << 31),
+                      std::string(op) + ": N = " + std::to_string(N) + " rows exceeds 2^31 - 1");
+}
+
 int bits_for(int64_t max_value) {
     int bits = 1;
     while (bits < 31 && (int64_t(1) << bits) <= max_value) ++bits;
@@ -74,25 +119,27 @@ int bits_for(int64_t max_value) {
 
 }  // namespace
 
-template <typename T>
-void embedding_forward_cuda(T* out, const int64_t* ids, const T* table, int64_t N, int64_t V,
-                            int64_t C, bool accumulate, CudaContext& ctx) {
+void embedding_forward(const OpCtx& c, void* y, const int64_t* ids, const void* table, int64_t N,
+                       int64_t V, int64_t C, bool accumulate) {
     if (N <= 0 || C <= 0) return;
-    LOOM_CUDA_REQUIRE(N < (int64_t(1) << 31), "embedding_forward_cuda: N = " + std::to_string(N) +
-                                                  " rows exceeds 2^31 - 1");
+    require_rows(N, "embedding_forward");
+    CudaContext& ctx = context(c);
     dim3 grid(unsigned(N), unsigned(gpu::ceil_div(C, k_block)));
-    embedding_forward_kernel<<<grid, k_block, 0, ctx.stream()>>>(out, ids, table, V, C, accumulate,
-                                                                 ctx.device_errors());
+    with_act(c, "embedding_forward", [&](auto t) {
+        using T = decltype(t);
+        embedding_forward_kernel<<<grid, k_block, 0, ctx.stream()>>>(
+            P<T>(y), ids, P<T>(table), V, C, accumulate, ctx.device_errors());
+    });
     LOOM_CUDA_CHECK_LAUNCH();
 }
 
-template <typename T>
-void embedding_backward_cuda(T* dtable, const int64_t* ids, const T* dout, int64_t N, int64_t V,
-                             int64_t C, int64_t padding_idx, CudaContext& ctx) {
+void embedding_backward(const OpCtx& c, void* dtable, const int64_t* ids, const void* dy, int64_t N,
+                        int64_t V, int64_t C, int64_t padding_idx) {
     if (N <= 0 || C <= 0) return;
     LOOM_CUDA_REQUIRE(N < (int64_t(1) << 31) && V < (int64_t(1) << 31) - 1,
-                      "embedding_backward_cuda: N = " + std::to_string(N) +
+                      "embedding_backward: N = " + std::to_string(N) +
                           ", V = " + std::to_string(V) + " exceed the 32-bit sort keys");
+    CudaContext& ctx = context(c);
     const int end_bit = bits_for(V);  // keys are in [0, V]
     size_t temp_bytes = 0;
     LOOM_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(
@@ -115,19 +162,37 @@ void embedding_backward_cuda(T* dtable, const int64_t* ids, const T* dout, int64
     LOOM_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, keys_in, keys, pos_in,
                                                     positions, int(N), 0, end_bit, ctx.stream()));
     dim3 grid(unsigned(N), unsigned(gpu::ceil_div(C, k_block)));
-    embedding_backward_kernel<<<grid, k_block, 0, ctx.stream()>>>(dtable, keys, positions, dout, N,
-                                                                  V, C, padding_idx);
+    with_act(c, "embedding_backward", [&](auto t) {
+        using T = decltype(t);
+        embedding_backward_kernel<<<grid, k_block, 0, ctx.stream()>>>(
+            P<T>(dtable), keys, positions, P<T>(dy), N, V, C, padding_idx);
+    });
     LOOM_CUDA_CHECK_LAUNCH();
 }
 
-#define LOOM_INSTANTIATE(T)                                                                  \
-    template void embedding_forward_cuda<T>(T*, const int64_t*, const T*, int64_t, int64_t,  \
-                                            int64_t, bool, CudaContext&);                    \
-    template void embedding_backward_cuda<T>(T*, const int64_t*, const T*, int64_t, int64_t, \
-                                             int64_t, int64_t, CudaContext&);
-LOOM_INSTANTIATE(float)
-LOOM_INSTANTIATE(__nv_bfloat16)
-LOOM_INSTANTIATE(__half)
-#undef LOOM_INSTANTIATE
+void vocab_embedding_forward(const OpCtx& c, void* y, const int64_t* ids, const void* table,
+                             int64_t N, int64_t V, int64_t C, int64_t first, int64_t count) {
+    if (N <= 0 || C <= 0) return;
+    require_rows(N, "vocab_embedding_forward");
+    CudaContext& ctx = context(c);
+    dim3 grid(unsigned(N), unsigned(gpu::ceil_div(C, k_block)));
+    with_act(c, "vocab_embedding_forward", [&](auto t) {
+        using T = decltype(t);
+        vocab_lookup_kernel<<<grid, k_block, 0, ctx.stream()>>>(P<T>(y), ids, P<T>(table), V, C,
+                                                                first, count, ctx.device_errors());
+    });
+    LOOM_CUDA_CHECK_LAUNCH();
+}
 
-}  // namespace loom
+void vocab_embedding_backward(const OpCtx& c, void* dtable, const int64_t* ids, const void* dy,
+                              int64_t N, int64_t, int64_t C, int64_t first, int64_t count,
+                              int64_t padding_idx, int64_t* ids_work) {
+    if (N <= 0) return;
+    LOOM_CUDA_REQUIRE(ids_work != nullptr, "vocab_embedding_backward on CUDA without ids_work");
+    vocab_backward_ids_kernel<<<gpu::grid_for(N, k_block), k_block, 0, context(c).stream()>>>(
+        ids_work, ids, N, first, count, padding_idx);
+    LOOM_CUDA_CHECK_LAUNCH();
+    embedding_backward(c, dtable, ids_work, dy, N, count + 1, C, count);
+}
+
+}  // namespace loom::cuda

@@ -1,11 +1,46 @@
-// Fused attention (see flash_attention_cuda.h), after FlashAttention-2.
+// Fused (FlashAttention-2) multi-head attention on CUDA, forward and backward,
+// with the semantics of ops/attention.h: scale 1/sqrt(HS), key-padding and
+// causal masks, and attention-probability dropout keyed by (global sample,
+// global head, query, key), so the kept mask is the CPU's and the unfused
+// CUDA path's.
 //
-// Every kernel runs 4 warps (128 threads) on a block of 64 rows, 16 rows per
-// warp, and streams tiles of N columns through shared memory: N = 64 for
-// bf16/f16 (tensor cores, nvcuda::wmma 16x16x16 with fp32 accumulation) and
-// N = 32 for fp32 (SIMT), whose 4-byte tiles would otherwise outgrow an A100's
-// 163 KiB of shared memory per block. At HS = 128 a block takes 77 / 121 / 111
-// KiB (forward / dK-dV / dQ) in bf16/f16 and 84 / 135 / 126 KiB in fp32.
+// Memory: the unfused path (attention_cuda.cu) saves the (B, NH, T, T)
+// probabilities of every layer for backward (192 MiB per layer in bf16 for
+// GPT-2 small at B = 8, T = 1024) and needs as much again as workspace. These
+// kernels keep query and key tiles in shared memory, run the softmax online,
+// and save only the per-row log-sum-exp of the scaled scores, (B, NH, T) fp32
+// (384 KiB per layer in that example); backward recomputes the probabilities
+// from it. Backward's only workspace is D = rowsum(dout * out), (B, NH, T)
+// fp32 from ctx.scratch().
+//
+// Precondition: every query row has at least one visible key. The CPU gives a
+// row with every key masked uniform weights by HF's rule (ops/attention.cpp);
+// these kernels do not implement that rule. Check with
+// attention_every_row_has_a_key() (ops/attention.h) and take the unfused path when it fails.
+// (Such a row comes out of the kernels as zeros with lse = -inf and sends no
+// gradient anywhere, never as NaN.)
+//
+// Determinism: no atomics. dK/dV come from one kernel over key tiles and dQ
+// from another over query tiles, so every output element is written once by
+// one thread with a fixed summation order: bit-identical run to run.
+//
+// q, k, v (and dq, dk, dv) are (B, T, NH*HS) views with row stride `ld`, e.g.
+// GPT-2's packed (B*T, 3C) c_attn output with ld = 3C. out and dout are
+// contiguous (B, T, NH*HS). AttnMask::key_padding and key_start must point to
+// device memory.
+// dq/dk/dv must not overlap q, k, v, out or dout (they may share one packed
+// buffer among themselves).
+//
+// Head sizes with compiled kernels: HS in {16, 32, 64, 80, 96, 128}. The head
+// size is a template parameter (register tiles, unrolled 16-wide tensor-core
+// steps), so it must be a multiple of 16 and at most 128, and each value costs
+// compile time; others take the unfused path. Any B, T >= 0, NH and ld work.
+//
+// After FlashAttention-2, every kernel runs 4 warps (128 threads) on a block of 64 rows, 16 rows
+// per warp, and streams tiles of N columns through shared memory: N = 64 for bf16/f16 (tensor
+// cores, nvcuda::wmma 16x16x16 with fp32 accumulation) and N = 32 for fp32 (SIMT), whose 4-byte
+// tiles would otherwise outgrow an A100's 163 KiB of shared memory per block. At HS = 128 a block
+// takes 77 / 121 / 111 KiB (forward / dK-dV / dQ) in bf16/f16 and 84 / 135 / 126 KiB in fp32.
 //   forward  rows = queries, columns = keys:    S = Q K^T, online softmax,
 //                                               O += P V
 //   dK/dV    rows = keys, columns = queries:    S^T = K Q^T, dP^T = V dO^T,
@@ -30,8 +65,6 @@
 //
 // Tile rows past T are zero-filled: a masked probability is exactly 0, but
 // 0 * NaN from uninitialised shared memory would not be.
-#include "ops/cuda/flash_attention_cuda.h"
-
 #include <mma.h>
 
 #include <algorithm>
@@ -44,6 +77,8 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_device.cuh"
 #include "ops/cuda/dropout_math.cuh"
+#include "ops/cuda/entries_cuda.h"
+#include "ops/cuda/flash_attention_backward.cuh"
 #include "ops/cuda/flash_attention_tiles.cuh"
 
 namespace loom {
@@ -138,176 +173,6 @@ __global__ void __launch_bounds__(k_threads) flash_forward_kernel(const FlashArg
         a.lse_out[bh * a.Tn + i] = l_run > 0.0f ? m_run + logf(l_run) : -INFINITY;
 }
 
-// D[b, h, i] = sum_d dout * out over the head's HS columns; one warp per (b, i, h).
-template <typename T>
-__global__ void flash_dsum_kernel(float* dsum, const T* dout, const T* out, int64_t rows,
-                                  int64_t Tn, int64_t NH, int HS) {
-    const int lane = threadIdx.x % gpu::k_warp;
-    const int64_t row =
-        int64_t(blockIdx.x) * (blockDim.x / gpu::k_warp) + threadIdx.x / gpu::k_warp;
-    if (row >= rows) return;
-    const T* x = dout + row * HS;  // (b, t, h) rows are consecutive: C = NH * HS
-    const T* y = out + row * HS;
-    float acc = 0.0f;
-    for (int d = lane; d < HS; d += gpu::k_warp) acc += gpu::to_f32(x[d]) * gpu::to_f32(y[d]);
-    acc = gpu::warp_sum(acc);
-    if (lane == 0) {
-        const int64_t h = row % NH, bt = row / NH;
-        const int64_t t = bt % Tn, b = bt / Tn;
-        dsum[(b * NH + h) * Tn + t] = acc;
-    }
-}
-
-// Grid (B * NH, key tiles of k_rows); writes dk and dv.
-template <typename T, int HS>
-__global__ void __launch_bounds__(k_threads) flash_backward_kv_kernel(const FlashArgs<T> a) {
-    using D = Dims<T, HS>;
-    constexpr int N = D::N;
-    extern __shared__ __align__(128) unsigned char flash_smem[];
-    const BackwardKvSmem<T, HS> sm(flash_smem);
-    const int warp = threadIdx.x / gpu::k_warp, lane = threadIdx.x % gpu::k_warp;
-    const int r = lane >> 1, half = lane & 1;
-    const int64_t bh = blockIdx.x, b = bh / a.NH, h = bh % a.NH;
-    const int64_t k0 = int64_t(blockIdx.y) * k_rows;
-    const int64_t w0 = k0 + warp * k_frag;  // the warp's first key
-    const int64_t j = w0 + r;               // this lane's key
-    const int64_t row0 = b * a.Tn;
-    const int64_t col = h * HS;
-
-    const int kvalid = int(std::min<int64_t>(k_rows, a.Tn - k0));
-    load_tile<T, HS>(sm.k, D::ld_t, a.k + (row0 + k0) * a.ld + col, a.ld, k_rows, kvalid, a.vec16);
-    load_tile<T, HS>(sm.v, D::ld_t, a.v + (row0 + k0) * a.ld + col, a.ld, k_rows, kvalid, a.vec16);
-    const bool key_ok = j < a.Tn && key_unpadded(a.key_padding, b, a.Tn, j);
-    float* s_w = sm.s + warp * k_frag * D::ld_s;
-    float* dp_w = sm.dp + warp * k_frag * D::ld_s;
-    T* p_w = sm.p + warp * k_frag * D::ld_p;
-    T* ds_w = sm.ds + warp * k_frag * D::ld_p;
-    const T* k_w = sm.k + warp * k_frag * D::ld_t;
-    const T* v_w = sm.v + warp * k_frag * D::ld_t;
-
-    WarpAcc<T, HS> acc_k, acc_v;
-    acc_k.zero();
-    acc_v.zero();
-    DropDraws draws(a.drop);
-    const uint64_t drop_head = a.dropping ? drop_head_base(a, b, h) : 0;
-    const float* lse = a.lse + bh * a.Tn;
-    const float* dsum = a.dsum + bh * a.Tn;
-
-    const int64_t n_tiles = (a.Tn + N - 1) / N;
-    // Causal: query tiles wholly before the block's first key are skipped.
-    const int64_t first = a.causal ? k0 / N : 0;
-    for (int64_t t = first; t < n_tiles; ++t) {
-        const int64_t q0 = t * N;
-        const int qvalid = int(std::min<int64_t>(N, a.Tn - q0));
-        __syncthreads();  // the previous tiles are consumed
-        load_tile<T, HS>(sm.q, D::ld_t, a.q + (row0 + q0) * a.ld + col, a.ld, N, qvalid, a.vec16);
-        load_tile<T, HS>(sm.dout, D::ld_t, a.dout + (row0 + q0) * a.C + col, a.C, N, qvalid,
-                         a.vec16);
-        for (int c = threadIdx.x; c < N; c += k_threads) {
-            sm.lse[c] = c < qvalid ? lse[q0 + c] : 0.0f;
-            sm.dsum[c] = c < qvalid ? dsum[q0 + c] : 0.0f;
-        }
-        __syncthreads();
-        // Warp-uniform: keys past T, or every query of the tile before the warp's keys.
-        if (w0 >= a.Tn || (a.causal && q0 + N - 1 < w0)) continue;
-
-        warp_scores<T, HS>(s_w, k_w, sm.q);      // S^T: keys x queries
-        warp_scores<T, HS>(dp_w, v_w, sm.dout);  // dP^T
-#pragma unroll 4
-        for (int cc = 0; cc < N / 2; ++cc) {
-            const int c = 2 * cc + half;
-            const int64_t i = q0 + c;
-            const bool ok = key_ok && c < qvalid && (!a.causal || j <= i) &&
-                            (a.key_start == nullptr || j >= a.key_start[row0 + i]);
-            // Select, never multiply: lse is -inf on a row without keys.
-            const float p = ok ? expf(s_w[r * D::ld_s + c] * a.scale - sm.lse[c]) : 0.0f;
-            float m = ok ? 1.0f : 0.0f;
-            if (a.dropping && ok)
-                m = draws.keep(drop_head + uint64_t(i) * uint64_t(a.Tn) + uint64_t(j))
-                        ? a.drop_scale
-                        : 0.0f;
-            p_w[r * D::ld_p + c] = gpu::from_f32<T>(p * m);
-            ds_w[r * D::ld_p + c] = gpu::from_f32<T>(p * (dp_w[r * D::ld_s + c] * m - sm.dsum[c]));
-        }
-        __syncwarp();
-        acc_v.add(p_w, sm.dout);  // dV += (P M)^T dO
-        acc_k.add(ds_w, sm.q);    // dK += dS^T Q
-    }
-    __syncwarp();
-    const int valid = int(std::clamp<int64_t>(a.Tn - w0, 0, k_frag));
-    if (valid > 0) {
-        acc_k.store(a.dk + (row0 + w0) * a.ld + col, a.ld, valid, a.scale, s_w);
-        acc_v.store(a.dv + (row0 + w0) * a.ld + col, a.ld, valid, 1.0f, s_w);
-    }
-}
-
-// Grid (B * NH, query tiles of k_rows); writes dq.
-template <typename T, int HS>
-__global__ void __launch_bounds__(k_threads) flash_backward_q_kernel(const FlashArgs<T> a) {
-    using D = Dims<T, HS>;
-    constexpr int N = D::N;
-    extern __shared__ __align__(128) unsigned char flash_smem[];
-    const BackwardQSmem<T, HS> sm(flash_smem);
-    const int warp = threadIdx.x / gpu::k_warp, lane = threadIdx.x % gpu::k_warp;
-    const int r = lane >> 1, half = lane & 1;
-    const int64_t bh = blockIdx.x, b = bh / a.NH, h = bh % a.NH;
-    const int64_t q0 = int64_t(blockIdx.y) * k_rows;
-    const int64_t w0 = q0 + warp * k_frag;
-    const int64_t i = w0 + r;
-    const int64_t row0 = b * a.Tn;
-    const int64_t col = h * HS;
-
-    const int qvalid = int(std::min<int64_t>(k_rows, a.Tn - q0));
-    load_tile<T, HS>(sm.q, D::ld_t, a.q + (row0 + q0) * a.ld + col, a.ld, k_rows, qvalid, a.vec16);
-    load_tile<T, HS>(sm.dout, D::ld_t, a.dout + (row0 + q0) * a.C + col, a.C, k_rows, qvalid,
-                     a.vec16);
-    const float lse_i = i < a.Tn ? a.lse[bh * a.Tn + i] : 0.0f;
-    const float dsum_i = i < a.Tn ? a.dsum[bh * a.Tn + i] : 0.0f;
-    const int64_t lo = a.key_start != nullptr && i < a.Tn ? a.key_start[row0 + i] : 0;
-    float* s_w = sm.s + warp * k_frag * D::ld_s;
-    float* dp_w = sm.dp + warp * k_frag * D::ld_s;
-    T* ds_w = sm.ds + warp * k_frag * D::ld_p;
-    const T* q_w = sm.q + warp * k_frag * D::ld_t;
-    const T* do_w = sm.dout + warp * k_frag * D::ld_t;
-
-    WarpAcc<T, HS> acc;
-    acc.zero();
-    DropDraws draws(a.drop);
-    const uint64_t drop_row =
-        a.dropping ? drop_head_base(a, b, h) + uint64_t(i) * uint64_t(a.Tn) : 0;
-
-    int64_t n_tiles = (a.Tn + N - 1) / N;
-    if (a.causal) n_tiles = std::min<int64_t>(n_tiles, (q0 + k_rows - 1) / N + 1);
-    for (int64_t t = 0; t < n_tiles; ++t) {
-        const int64_t k0 = t * N;
-        const int kvalid = int(std::min<int64_t>(N, a.Tn - k0));
-        __syncthreads();
-        load_tile<T, HS>(sm.k, D::ld_t, a.k + (row0 + k0) * a.ld + col, a.ld, N, kvalid, a.vec16);
-        load_tile<T, HS>(sm.v, D::ld_t, a.v + (row0 + k0) * a.ld + col, a.ld, N, kvalid, a.vec16);
-        for (int c = threadIdx.x; c < N; c += k_threads)
-            sm.vis[c] = c < kvalid && key_unpadded(a.key_padding, b, a.Tn, k0 + c);
-        __syncthreads();
-        if (w0 >= a.Tn || (a.causal && k0 > w0 + k_frag - 1)) continue;
-
-        warp_scores<T, HS>(s_w, q_w, sm.k);
-        warp_scores<T, HS>(dp_w, do_w, sm.v);
-#pragma unroll 4
-        for (int cc = 0; cc < N / 2; ++cc) {
-            const int c = 2 * cc + half;
-            const bool ok = sm.vis[c] && i < a.Tn && (!a.causal || k0 + c <= i) && k0 + c >= lo;
-            const float p = ok ? expf(s_w[r * D::ld_s + c] * a.scale - lse_i) : 0.0f;
-            float m = ok ? 1.0f : 0.0f;
-            if (a.dropping && ok) m = draws.keep(drop_row + uint64_t(k0 + c)) ? a.drop_scale : 0.0f;
-            ds_w[r * D::ld_p + c] = gpu::from_f32<T>(p * (dp_w[r * D::ld_s + c] * m - dsum_i));
-        }
-        __syncwarp();
-        acc.add(ds_w, sm.k);  // dQ += dS K
-    }
-    __syncwarp();
-    const int valid = int(std::clamp<int64_t>(a.Tn - w0, 0, k_frag));
-    if (valid > 0) acc.store(a.dq + (row0 + w0) * a.ld + col, a.ld, valid, a.scale, s_w);
-}
-
 // ---- host ---------------------------------------------------------------------
 
 constexpr int k_head_sizes[] = {16, 32, 64, 80, 96, 128};
@@ -354,9 +219,9 @@ void check_shape(const char* who, const AttnShape& s, int64_t ld) {
                       std::string(who) + ": heads [" + std::to_string(s.head_offset) + ", " +
                           std::to_string(s.head_offset + s.NH) + ") outside NH_total " +
                           std::to_string(nh_total));
-    LOOM_CUDA_REQUIRE(flash_attention_supported(s),
+    LOOM_CUDA_REQUIRE(cuda::fused_attention_supported(s),
                       std::string(who) + ": no kernel for head size " + std::to_string(s.HS) +
-                          " (flash_attention_supported)");
+                          " (fused_attention_supported)");
     LOOM_CUDA_REQUIRE(s.B * s.NH <= int64_t(INT32_MAX) && (s.T + k_rows - 1) / k_rows <= 65535,
                       std::string(who) + ": grid too large for B*NH=" + std::to_string(s.B * s.NH) +
                           ", T=" + std::to_string(s.T));
@@ -403,13 +268,6 @@ void prepare_smem(K kernel, size_t bytes, CudaContext& ctx) {
 
 dim3 grid_of(const AttnShape& s) {
     return dim3(unsigned(s.B * s.NH), unsigned((s.T + k_rows - 1) / k_rows));
-}
-
-}  // namespace
-
-bool flash_attention_supported(const AttnShape& s) {
-    return std::find(std::begin(k_head_sizes), std::end(k_head_sizes), s.HS) !=
-           std::end(k_head_sizes);
 }
 
 template <typename T>
@@ -471,16 +329,37 @@ void flash_attention_backward_cuda(T* dq, T* dk, T* dv, const T* dout, const T* 
     });
 }
 
-#define LOOM_INSTANTIATE(T)                                                                   \
-    template void flash_attention_forward_cuda<T>(T*, float*, const T*, const T*, const T*,   \
-                                                  int64_t, const AttnShape&, const AttnMask&, \
-                                                  const DropoutSpec&, CudaContext&);          \
-    template void flash_attention_backward_cuda<T>(                                           \
-        T*, T*, T*, const T*, const T*, const float*, const T*, const T*, const T*, int64_t,  \
-        const AttnShape&, const AttnMask&, const DropoutSpec&, CudaContext&);
-LOOM_INSTANTIATE(float)
-LOOM_INSTANTIATE(__nv_bfloat16)
-LOOM_INSTANTIATE(__half)
-#undef LOOM_INSTANTIATE
+}  // namespace
 
+namespace cuda {
+
+bool fused_attention_supported(const AttnShape& s) {
+    return std::find(std::begin(k_head_sizes), std::end(k_head_sizes), s.HS) !=
+           std::end(k_head_sizes);
+}
+
+void fused_attention_forward(const OpCtx& c, DType operands, void* y, float* lse, const void* q,
+                             const void* k, const void* v, int64_t ld, const AttnShape& s,
+                             const AttnMask& m, const DropoutSpec& d) {
+    check_attention(c, operands, m, "fused_attention_forward");
+    with_act(c, "fused_attention_forward", [&](auto t) {
+        using T = decltype(t);
+        flash_attention_forward_cuda<T>(P<T>(y), lse, P<T>(q), P<T>(k), P<T>(v), ld, s, m, d,
+                                        context(c));
+    });
+}
+
+void fused_attention_backward(const OpCtx& c, DType operands, void* dq, void* dk, void* dv,
+                              const void* dy, const void* y, const float* lse, const void* q,
+                              const void* k, const void* v, int64_t ld, const AttnShape& s,
+                              const AttnMask& m, const DropoutSpec& d) {
+    check_attention(c, operands, m, "fused_attention_backward");
+    with_act(c, "fused_attention_backward", [&](auto t) {
+        using T = decltype(t);
+        flash_attention_backward_cuda<T>(P<T>(dq), P<T>(dk), P<T>(dv), P<T>(dy), P<T>(y), lse,
+                                         P<T>(q), P<T>(k), P<T>(v), ld, s, m, d, context(c));
+    });
+}
+
+}  // namespace cuda
 }  // namespace loom

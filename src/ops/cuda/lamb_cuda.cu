@@ -1,11 +1,33 @@
-// CUDA LAMB (see lamb_cuda.h).
-#include "ops/cuda/lamb_cuda.h"
-
+// CUDA LAMB over tiles of the flat buffers: ops/lamb.h's contract, per-step
+// constants and rounding (optim/lamb.h's formula; tiles from ops/lamb_tiles.h).
+//
+// Three launches, all deterministic (fixed-shape trees and fixed-order sums,
+// no atomics):
+//   lamb_moments        per tile: m, v updated in place; the tile's sums of
+//                       p^2 and u^2 in fp64 (u = mh / (sqrt(vh) + eps) + wd*p);
+//                       then per row the sum of its tiles' partials, in tile
+//                       order, into row_sums (rows, 2).
+//   (ZeRO: the caller all-reduces row_sums over dp here, so every rank sees
+//    each tensor's whole norms although it holds only some of its elements.)
+//   lamb_apply          per tile: trust ratio r = ||p|| / ||u|| of its row
+//                       (1 when either is 0 or the row does not adapt),
+//                       p -= float(lr * r) * u, with u recomputed from the new
+//                       moments and the old p exactly as the first pass did;
+//                       the bf16/f16 parameter copy refreshed in the same pass.
+// tiles (n_tiles) and row_begin (rows + 1) are in device memory (LambTiles as
+// planned); tile_sums (n_tiles, 2) is scratch; row_sums (rows, 2) receives
+// sum p^2 and sum u^2 per row (0 for rows without tiles).
+// The gradient is read as G (float, or the compute type) times grad_scale in
+// fp32 (clipping, loss-scale removal: one rounding, as the CPU's scale_grads).
+// The gradient and moment buffers are indexed by LambTile::state, the master
+// weights and the copy by LambTile::param, so a ZeRO shard's state buffers
+// need not mirror the flat layout.
 #include <cmath>
 #include <string>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_device.cuh"
+#include "ops/cuda/entries_cuda.h"
 
 namespace loom {
 namespace {
@@ -107,45 +129,36 @@ __global__ void lamb_apply_kernel(float* master, T* copy, const float* m, const 
 
 }  // namespace
 
-template <typename G>
-void lamb_moments_cuda(const float* master, const G* grad, float* m, float* v,
-                       const LambTile* tiles, int64_t n_tiles, const int64_t* row_begin,
-                       int32_t rows, double* tile_sums, double* row_sums, const LambStep& s,
-                       CudaContext& ctx, float grad_scale) {
-    LOOM_CUDA_REQUIRE(n_tiles < (int64_t(1) << 31), "lamb: too many tiles");
-    if (n_tiles > 0) {
-        lamb_moments_kernel<G><<<unsigned(n_tiles), k_block, 0, ctx.stream()>>>(
-            master, grad, m, v, tiles, s, grad_scale, tile_sums);
+void cuda::lamb_moments(Backend& be, const UpdateBuffers& b, const LambPlanView& p,
+                        const LambStep& s, float grad_scale) {
+    LOOM_CUDA_REQUIRE(p.n_tiles < (int64_t(1) << 31), "lamb: too many tiles");
+    CudaContext& ctx = cuda::context(be);
+    cuda::with_update_types(b, [&](auto g0, auto) {
+        using G = decltype(g0);
+        if (p.n_tiles <= 0) return;
+        lamb_moments_kernel<G><<<unsigned(p.n_tiles), k_block, 0, ctx.stream()>>>(
+            b.master, static_cast<const G*>(b.grad), b.m, b.v, p.tiles, s, grad_scale, p.tile_sums);
         LOOM_CUDA_CHECK_LAUNCH();
-    }
-    if (rows > 0) {
-        lamb_row_sums_kernel<<<gpu::grid_for(rows, k_block), k_block, 0, ctx.stream()>>>(
-            tile_sums, row_begin, rows, row_sums);
+    });
+    if (p.rows > 0) {
+        lamb_row_sums_kernel<<<gpu::grid_for(p.rows, k_block), k_block, 0, ctx.stream()>>>(
+            p.tile_sums, p.row_begin, p.rows, p.row_sums);
         LOOM_CUDA_CHECK_LAUNCH();
     }
 }
 
-template <typename T>
-void lamb_apply_cuda(float* master, T* copy, const float* m, const float* v, const LambTile* tiles,
-                     int64_t n_tiles, const double* row_sums, const LambStep& s, double lr,
-                     CudaContext& ctx) {
-    LOOM_CUDA_REQUIRE(n_tiles < (int64_t(1) << 31), "lamb: too many tiles");
-    if (n_tiles <= 0) return;
-    lamb_apply_kernel<T><<<unsigned(n_tiles), k_block, 0, ctx.stream()>>>(master, copy, m, v, tiles,
-                                                                          row_sums, s, lr);
+// The copy (indexed like the master), or none for fp32.
+void cuda::lamb_apply(Backend& be, const UpdateBuffers& b, const LambPlanView& p, const LambStep& s,
+                      double lr) {
+    LOOM_CUDA_REQUIRE(p.n_tiles < (int64_t(1) << 31), "lamb: too many tiles");
+    if (p.n_tiles <= 0) return;
+    CudaContext& ctx = cuda::context(be);
+    cuda::with_update_types(b, [&](auto, auto t0) {
+        using T = decltype(t0);
+        lamb_apply_kernel<T><<<unsigned(p.n_tiles), k_block, 0, ctx.stream()>>>(
+            b.master, static_cast<T*>(b.copy), b.m, b.v, p.tiles, p.row_sums, s, lr);
+    });
     LOOM_CUDA_CHECK_LAUNCH();
 }
-
-#define LOOM_INSTANTIATE(G)                                                                     \
-    template void lamb_moments_cuda<G>(const float*, const G*, float*, float*, const LambTile*, \
-                                       int64_t, const int64_t*, int32_t, double*, double*,      \
-                                       const LambStep&, CudaContext&, float);                   \
-    template void lamb_apply_cuda<G>(float*, G*, const float*, const float*, const LambTile*,   \
-                                     int64_t, const double*, const LambStep&, double,           \
-                                     CudaContext&);
-LOOM_INSTANTIATE(float)
-LOOM_INSTANTIATE(__nv_bfloat16)
-LOOM_INSTANTIATE(__half)
-#undef LOOM_INSTANTIATE
 
 }  // namespace loom

@@ -1,4 +1,9 @@
-// CUDA layer norm (see layer_norm_cuda.h).
+// CUDA layer norm, fused forward and backward (torch semantics, as ops/layer_norm.h).
+//
+// Differences from the CPU, on purpose: mean and rstd are always fp32 (bf16
+// statistics would cost accuracy for no memory worth saving), and `eps` is
+// applied in fp32. dw and db accumulate (+=) through a deterministic column
+// reduction; dx overwrites unless `accumulate_dx` (the residual stream).
 //
 // Forward and the input gradient run one warp per row (llm.c's layernorm
 // kernels): the row is read from global memory, statistics reduce with warp
@@ -6,13 +11,14 @@
 // than E[x^2] - E[x]^2, which loses digits when |mean| >> std. The weight and
 // bias gradients are a second, column-strip kernel (column_sum.cuh's layout)
 // so they need neither atomics nor scratch.
-#include "ops/cuda/layer_norm_cuda.h"
+#include <string>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_device.cuh"
 #include "ops/cuda/column_sum.cuh"
+#include "ops/cuda/entries_cuda.h"
 
-namespace loom {
+namespace loom::cuda {
 namespace {
 
 constexpr int k_rows_per_block = 8;  // warps per block, one row each
@@ -107,48 +113,50 @@ __global__ void layer_norm_dparams_kernel(T* dweight, T* dbias, const T* dout, c
     }
 }
 
+void require_width(int64_t C, const char* op) {
+    LOOM_CUDA_REQUIRE(C > 0 && C < (int64_t(1) << 31),
+                      std::string(op) + ": C must be in [1, 2^31), got " + std::to_string(C));
+}
+
 }  // namespace
 
-template <typename T>
-void layer_norm_forward_cuda(T* out, float* mean, float* rstd, const T* inp, const T* weight,
-                             const T* bias, int64_t N, int64_t C, double eps, CudaContext& ctx) {
-    LOOM_CUDA_REQUIRE(C > 0 && C < (int64_t(1) << 31),
-                      "layer_norm_forward_cuda: C must be in [1, 2^31), got " + std::to_string(C));
+void layer_norm_forward(const OpCtx& c, void* y, float* mean, float* rstd, const void* x,
+                        const void* w, const void* b, int64_t N, int64_t C, double eps) {
+    require_width(C, "layer_norm_forward");
     if (N <= 0) return;
     unsigned grid = unsigned(gpu::ceil_div(N, k_rows_per_block));
-    layer_norm_forward_kernel<<<grid, k_rows_per_block * gpu::k_warp, 0, ctx.stream()>>>(
-        out, mean, rstd, inp, weight, bias, N, int(C), float(eps));
+    with_act(c, "layer_norm_forward", [&](auto t) {
+        using T = decltype(t);
+        layer_norm_forward_kernel<<<grid, k_rows_per_block * gpu::k_warp, 0, context(c).stream()>>>(
+            P<T>(y), mean, rstd, P<T>(x), P<T>(w), P<T>(b), N, int(C), float(eps));
+    });
     LOOM_CUDA_CHECK_LAUNCH();
 }
 
-template <typename T>
-void layer_norm_backward_cuda(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp,
-                              const T* weight, const float* mean, const float* rstd, int64_t N,
-                              int64_t C, bool accumulate_dinp, CudaContext& ctx) {
-    LOOM_CUDA_REQUIRE(C > 0 && C < (int64_t(1) << 31),
-                      "layer_norm_backward_cuda: C must be in [1, 2^31), got " + std::to_string(C));
+void layer_norm_backward(const OpCtx& c, void* dx, void* dw, void* db, const void* dy,
+                         const void* x, const void* w, const float* mean, const float* rstd,
+                         int64_t N, int64_t C, bool accumulate_dx) {
+    // A frozen LayerNorm (LoRA's base) skips the parameter kernel, which sums
+    // both gradients together: a frozen weight with a trained bias it cannot do.
+    LOOM_CUDA_REQUIRE(dw != nullptr || db == nullptr,
+                      "a LayerNorm on CUDA with a frozen weight and a trained bias");
+    require_width(C, "layer_norm_backward");
     if (N <= 0) return;
+    CudaContext& ctx = context(c);
     unsigned grid = unsigned(gpu::ceil_div(N, k_rows_per_block));
-    layer_norm_dinp_kernel<<<grid, k_rows_per_block * gpu::k_warp, 0, ctx.stream()>>>(
-        dinp, dout, inp, weight, mean, rstd, N, int(C), accumulate_dinp);
-    LOOM_CUDA_CHECK_LAUNCH();
-    if (dweight) {
-        dim3 block(gpu::k_warp, gpu::k_colsum_rows);
-        layer_norm_dparams_kernel<<<unsigned(gpu::ceil_div(C, gpu::k_warp)), block, 0,
-                                    ctx.stream()>>>(dweight, dbias, dout, inp, mean, rstd, N, C);
+    with_act(c, "layer_norm_backward", [&](auto t) {
+        using T = decltype(t);
+        layer_norm_dinp_kernel<<<grid, k_rows_per_block * gpu::k_warp, 0, ctx.stream()>>>(
+            P<T>(dx), P<T>(dy), P<T>(x), P<T>(w), mean, rstd, N, int(C), accumulate_dx);
         LOOM_CUDA_CHECK_LAUNCH();
-    }
+        if (dw) {
+            dim3 block(gpu::k_warp, gpu::k_colsum_rows);
+            layer_norm_dparams_kernel<<<unsigned(gpu::ceil_div(C, gpu::k_warp)), block, 0,
+                                        ctx.stream()>>>(P<T>(dw), P<T>(db), P<T>(dy), P<T>(x), mean,
+                                                        rstd, N, C);
+            LOOM_CUDA_CHECK_LAUNCH();
+        }
+    });
 }
 
-#define LOOM_INSTANTIATE(T)                                                                       \
-    template void layer_norm_forward_cuda<T>(T*, float*, float*, const T*, const T*, const T*,    \
-                                             int64_t, int64_t, double, CudaContext&);             \
-    template void layer_norm_backward_cuda<T>(T*, T*, T*, const T*, const T*, const T*,           \
-                                              const float*, const float*, int64_t, int64_t, bool, \
-                                              CudaContext&);
-LOOM_INSTANTIATE(float)
-LOOM_INSTANTIATE(__nv_bfloat16)
-LOOM_INSTANTIATE(__half)
-#undef LOOM_INSTANTIATE
-
-}  // namespace loom
+}  // namespace loom::cuda

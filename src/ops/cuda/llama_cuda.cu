@@ -1,22 +1,23 @@
-// CUDA kernels of the Llama family (see llama_cuda.h).
+// CUDA entries of the Llama family, the same math and argument order as the
+// CPU ops (ops/rms_norm.h, rope.h, repeat_kv.h, swiglu.h). Activations in T
+// (f32, bf16, f16), computed in f32; rstd is f32. RMSNorm's dweight (null for
+// a frozen weight) accumulates through a deterministic column reduction
+// (column_sum.cuh's layout); repeat_kv's group sums run in head order. Not
+// here: the sliding window (attention's).
 //
 // RMSNorm runs one warp per row (as layer_norm_cuda.cu). RoPE takes HF's
 // float32 inv_freq from the host (ops/rope.h) as a kernel argument and forms
 // the same float32 angles as the CPU, their cos and sin in double rounded to
 // float32, so both devices turn by the same values. The rest is elementwise,
 // one thread per output element.
-#include "ops/cuda/llama_cuda.h"
-
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
 #include <string>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_device.cuh"
 #include "ops/cuda/column_sum.cuh"
+#include "ops/cuda/entries_cuda.h"
 
-namespace loom {
+namespace loom::cuda {
 namespace {
 
 constexpr int k_rows_per_block = 8;  // RMSNorm: warps per block, one row each
@@ -160,103 +161,108 @@ __global__ void swiglu_backward_kernel(T* dgu, const T* gu, const T* dy, int64_t
     }
 }
 
+void require_width(int64_t C, const char* op) {
+    LOOM_CUDA_REQUIRE(C > 0 && C < (int64_t(1) << 31),
+                      std::string(op) + ": C must be in [1, 2^31), got " + std::to_string(C));
+}
+
 }  // namespace
 
-template <typename T>
-void rms_norm_forward_cuda(T* out, float* rstd, const T* inp, const T* weight, int64_t N, int64_t C,
-                           double eps, CudaContext& ctx) {
-    LOOM_CUDA_REQUIRE(C > 0 && C < (int64_t(1) << 31),
-                      "rms_norm_forward_cuda: C must be in [1, 2^31), got " + std::to_string(C));
+void rms_norm_forward(const OpCtx& c, void* y, float* rstd, const void* x, const void* w, int64_t N,
+                      int64_t C, double eps) {
+    require_width(C, "rms_norm_forward");
     if (N <= 0) return;
-    rms_forward_kernel<<<unsigned(gpu::ceil_div(N, k_rows_per_block)),
-                         k_rows_per_block * gpu::k_warp, 0, ctx.stream()>>>(out, rstd, inp, weight,
-                                                                            N, int(C), float(eps));
+    with_act(c, "rms_norm_forward", [&](auto t) {
+        using T = decltype(t);
+        rms_forward_kernel<<<unsigned(gpu::ceil_div(N, k_rows_per_block)),
+                             k_rows_per_block * gpu::k_warp, 0, context(c).stream()>>>(
+            P<T>(y), rstd, P<T>(x), P<T>(w), N, int(C), float(eps));
+    });
     LOOM_CUDA_CHECK_LAUNCH();
 }
 
-template <typename T>
-void rms_norm_backward_cuda(T* dinp, T* dweight, const T* dout, const T* inp, const T* weight,
-                            const float* rstd, int64_t N, int64_t C, bool accumulate_dinp,
-                            CudaContext& ctx) {
-    LOOM_CUDA_REQUIRE(C > 0 && C < (int64_t(1) << 31),
-                      "rms_norm_backward_cuda: C must be in [1, 2^31), got " + std::to_string(C));
+void rms_norm_backward(const OpCtx& c, void* dx, void* dw, const void* dy, const void* x,
+                       const void* w, const float* rstd, int64_t N, int64_t C, bool accumulate_dx) {
+    require_width(C, "rms_norm_backward");
     if (N <= 0) return;
-    rms_dinp_kernel<<<unsigned(gpu::ceil_div(N, k_rows_per_block)), k_rows_per_block * gpu::k_warp,
-                      0, ctx.stream()>>>(dinp, dout, inp, weight, rstd, N, int(C), accumulate_dinp);
-    LOOM_CUDA_CHECK_LAUNCH();
-    if (dweight) {
-        dim3 block(gpu::k_warp, gpu::k_colsum_rows);
-        rms_dweight_kernel<<<unsigned(gpu::ceil_div(C, gpu::k_warp)), block, 0, ctx.stream()>>>(
-            dweight, dout, inp, rstd, N, C);
+    CudaContext& ctx = context(c);
+    with_act(c, "rms_norm_backward", [&](auto t) {
+        using T = decltype(t);
+        rms_dinp_kernel<<<unsigned(gpu::ceil_div(N, k_rows_per_block)),
+                          k_rows_per_block * gpu::k_warp, 0, ctx.stream()>>>(
+            P<T>(dx), P<T>(dy), P<T>(x), P<T>(w), rstd, N, int(C), accumulate_dx);
         LOOM_CUDA_CHECK_LAUNCH();
-    }
+        if (dw) {
+            dim3 block(gpu::k_warp, gpu::k_colsum_rows);
+            rms_dweight_kernel<<<unsigned(gpu::ceil_div(C, gpu::k_warp)), block, 0, ctx.stream()>>>(
+                P<T>(dw), P<T>(dy), P<T>(x), rstd, N, C);
+            LOOM_CUDA_CHECK_LAUNCH();
+        }
+    });
 }
 
-template <typename T>
-void rope_cuda(T* x, int64_t ld, int64_t B, int64_t T_, int64_t heads, int64_t d,
-               const RopeSpec& spec, bool inverse, CudaContext& ctx, const int64_t* positions) {
+void rope(const OpCtx& c, void* x, int64_t ld, int64_t B, int64_t T_, int64_t heads, int64_t d,
+          const RopeSpec& spec, bool inverse, const int64_t* positions) {
     const int64_t half = d / 2, rows = B * T_;
-    LOOM_CUDA_REQUIRE(
-        d % 2 == 0 && half <= k_max_half,
-        "rope_cuda: head size must be even and at most 512, got " + std::to_string(d));
+    LOOM_CUDA_REQUIRE(d % 2 == 0 && half <= k_max_half,
+                      "rope: head size must be even and at most 512, got " + std::to_string(d));
     if (rows <= 0 || heads <= 0) return;
     InvFreq f{};
     rope_inv_freq(f.v, d, spec, T_);
-    rope_kernel<<<gpu::grid_for(rows * heads * half, k_block), k_block, 0, ctx.stream()>>>(
-        x, ld, rows, T_, heads, half, f, float(spec.scale), inverse ? -1.0f : 1.0f, positions);
+    with_act(c, "rope", [&](auto t) {
+        using T = decltype(t);
+        rope_kernel<<<gpu::grid_for(rows * heads * half, k_block), k_block, 0,
+                      context(c).stream()>>>(P<T>(x), ld, rows, T_, heads, half, f,
+                                             float(spec.scale), inverse ? -1.0f : 1.0f, positions);
+    });
     LOOM_CUDA_CHECK_LAUNCH();
 }
 
-template <typename T>
-void repeat_kv_forward_cuda(T* expanded, const T* packed, int64_t N, int64_t NH, int64_t NKV,
-                            int64_t d, CudaContext& ctx) {
+void repeat_kv_forward(const OpCtx& c, void* expanded, const void* packed, int64_t N, int64_t NH,
+                       int64_t NKV, int64_t d) {
     if (N <= 0) return;
-    repeat_kv_forward_kernel<<<gpu::grid_for(N * 3 * NH * d, k_block), k_block, 0, ctx.stream()>>>(
-        expanded, packed, N, NH, NKV, d);
+    with_act(c, "repeat_kv_forward", [&](auto t) {
+        using T = decltype(t);
+        repeat_kv_forward_kernel<<<gpu::grid_for(N * 3 * NH * d, k_block), k_block, 0,
+                                   context(c).stream()>>>(P<T>(expanded), P<T>(packed), N, NH, NKV,
+                                                          d);
+    });
     LOOM_CUDA_CHECK_LAUNCH();
 }
 
-template <typename T>
-void repeat_kv_backward_cuda(T* dpacked, const T* dexpanded, int64_t N, int64_t NH, int64_t NKV,
-                             int64_t d, CudaContext& ctx) {
+void repeat_kv_backward(const OpCtx& c, void* dpacked, const void* dexpanded, int64_t N, int64_t NH,
+                        int64_t NKV, int64_t d) {
     if (N <= 0) return;
-    repeat_kv_backward_kernel<<<gpu::grid_for(N * (NH + 2 * NKV) * d, k_block), k_block, 0,
-                                ctx.stream()>>>(dpacked, dexpanded, N, NH, NKV, d);
+    with_act(c, "repeat_kv_backward", [&](auto t) {
+        using T = decltype(t);
+        repeat_kv_backward_kernel<<<gpu::grid_for(N * (NH + 2 * NKV) * d, k_block), k_block, 0,
+                                    context(c).stream()>>>(P<T>(dpacked), P<T>(dexpanded), N, NH,
+                                                           NKV, d);
+    });
     LOOM_CUDA_CHECK_LAUNCH();
 }
 
-template <typename T>
-void swiglu_forward_cuda(T* y, const T* gu, int64_t N, int64_t I, CudaContext& ctx) {
+// CUDA keeps the post-activation in the activation type (no narrower GEMM input).
+void swiglu_forward(const OpCtx& c, void* y, DType y_type, const void* gu, int64_t N, int64_t I) {
+    check_act_type(c, y_type, "swiglu_forward");
     if (N * I <= 0) return;
-    swiglu_forward_kernel<<<gpu::grid_for(N * I, k_block), k_block, 0, ctx.stream()>>>(y, gu, N, I);
+    with_act(c, "swiglu_forward", [&](auto t) {
+        using T = decltype(t);
+        swiglu_forward_kernel<<<gpu::grid_for(N * I, k_block), k_block, 0, context(c).stream()>>>(
+            P<T>(y), P<T>(gu), N, I);
+    });
     LOOM_CUDA_CHECK_LAUNCH();
 }
 
-template <typename T>
-void swiglu_backward_cuda(T* dgu, const T* gu, const T* dy, int64_t N, int64_t I,
-                          CudaContext& ctx) {
+void swiglu_backward(const OpCtx& c, void* dgu, const void* gu, const void* dy, int64_t N,
+                     int64_t I) {
     if (N * I <= 0) return;
-    swiglu_backward_kernel<<<gpu::grid_for(N * I, k_block), k_block, 0, ctx.stream()>>>(dgu, gu, dy,
-                                                                                        N, I);
+    with_act(c, "swiglu_backward", [&](auto t) {
+        using T = decltype(t);
+        swiglu_backward_kernel<<<gpu::grid_for(N * I, k_block), k_block, 0, context(c).stream()>>>(
+            P<T>(dgu), P<T>(gu), P<T>(dy), N, I);
+    });
     LOOM_CUDA_CHECK_LAUNCH();
 }
 
-#define LOOM_INSTANTIATE(T)                                                                      \
-    template void rms_norm_forward_cuda<T>(T*, float*, const T*, const T*, int64_t, int64_t,     \
-                                           double, CudaContext&);                                \
-    template void rms_norm_backward_cuda<T>(T*, T*, const T*, const T*, const T*, const float*,  \
-                                            int64_t, int64_t, bool, CudaContext&);               \
-    template void rope_cuda<T>(T*, int64_t, int64_t, int64_t, int64_t, int64_t, const RopeSpec&, \
-                               bool, CudaContext&, const int64_t*);                              \
-    template void repeat_kv_forward_cuda<T>(T*, const T*, int64_t, int64_t, int64_t, int64_t,    \
-                                            CudaContext&);                                       \
-    template void repeat_kv_backward_cuda<T>(T*, const T*, int64_t, int64_t, int64_t, int64_t,   \
-                                             CudaContext&);                                      \
-    template void swiglu_forward_cuda<T>(T*, const T*, int64_t, int64_t, CudaContext&);          \
-    template void swiglu_backward_cuda<T>(T*, const T*, const T*, int64_t, int64_t, CudaContext&);
-LOOM_INSTANTIATE(float)
-LOOM_INSTANTIATE(__nv_bfloat16)
-LOOM_INSTANTIATE(__half)
-#undef LOOM_INSTANTIATE
-
-}  // namespace loom
+}  // namespace loom::cuda

@@ -1,8 +1,10 @@
-// CUDA SGD (see sgd_cuda.h).
-#include "ops/cuda/sgd_cuda.h"
-
+// CUDA SGD over flat runs (optim/sgd.h: torch.optim.SGD, momentum 0, coupled
+// weight decay): p = p - lr * (g * grad_scale + wd * p), in fp32 on the master
+// weights with the CPU's rounding sequence, the bf16/f16 copy refreshed in the
+// same pass. Stateless and elementwise, so a ZeRO shard updates alone.
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_device.cuh"
+#include "ops/cuda/entries_cuda.h"
 
 namespace loom {
 namespace {
@@ -25,23 +27,22 @@ __global__ void sgd_kernel(float* master, const G* grad, T* copy, int64_t n, flo
 
 }  // namespace
 
-template <typename G, typename T>
-void sgd_update_cuda(float* master, const G* grad, T* copy, int64_t n, double lr,
-                     double weight_decay, CudaContext& ctx, float grad_scale) {
-    if (n <= 0) return;
-    sgd_kernel<G, T><<<gpu::grid_for(n, k_block), k_block, 0, ctx.stream()>>>(
-        master, grad, copy, n, float(lr), float(weight_decay), grad_scale);
-    LOOM_CUDA_CHECK_LAUNCH();
+void cuda::sgd(Backend& be, const UpdateBuffers& b, std::span<const UpdateRun> runs, double lr,
+               double weight_decay, float grad_scale) {
+    CudaContext& ctx = cuda::context(be);
+    cuda::with_update_types(b, [&](auto g0, auto t0) {
+        using G = decltype(g0);
+        using T = decltype(t0);
+        T* copy = static_cast<T*>(b.copy);
+        for (const UpdateRun& r : runs) {
+            if (r.n <= 0) continue;
+            sgd_kernel<G, T><<<gpu::grid_for(r.n, k_block), k_block, 0, ctx.stream()>>>(
+                b.master + r.param_offset, static_cast<const G*>(b.grad) + r.state_offset,
+                copy ? copy + r.param_offset : nullptr, r.n, float(lr),
+                float(r.decay ? weight_decay : 0.0), grad_scale);
+            LOOM_CUDA_CHECK_LAUNCH();
+        }
+    });
 }
-
-#define LOOM_INSTANTIATE(G, T)                                                         \
-    template void sgd_update_cuda<G, T>(float*, const G*, T*, int64_t, double, double, \
-                                        CudaContext&, float);
-LOOM_INSTANTIATE(float, float)
-LOOM_INSTANTIATE(__nv_bfloat16, __nv_bfloat16)
-LOOM_INSTANTIATE(float, __nv_bfloat16)
-LOOM_INSTANTIATE(__half, __half)
-LOOM_INSTANTIATE(float, __half)
-#undef LOOM_INSTANTIATE
 
 }  // namespace loom
