@@ -11,6 +11,7 @@
 
 #include "comm/tp_vocab.h"
 #include "core/check.h"
+#include "ops/vocab_parallel.h"
 
 namespace loom {
 namespace {
@@ -127,6 +128,17 @@ Tensor tp_shard_row_tensor(const ShardSpec& shard, const Tensor& global) {
     tp_vocab_shard_for_rank(out.data<float>(), global.data<float>(), V, C, shard.tp_size,
                             shard.tp_rank);
     return out;
+}
+
+void tp_row_runs(const ShardSpec& shard, const std::function<void(int64_t, int64_t, int64_t)>& fn) {
+    if (shard.kind != ShardSpec::Kind::vocab) {
+        for_each_run(tp_row_split(shard), shard.tp_size, shard.tp_rank, fn);
+        return;
+    }
+    const int64_t V = shard.global[0], C = shard.global.numel() / std::max<int64_t>(V, 1);
+    const TpVocabRange r = tp_vocab_range(V, shard.tp_size, shard.tp_rank);
+    const int64_t valid = vocab_slice_valid(V, r.first, r.count);
+    if (valid > 0) fn(r.first * C, 0, valid * C);
 }
 
 Tensor tp_assemble_row_tensor(const ShardSpec& shard, const Tensor& local, Communicator& tp) {
