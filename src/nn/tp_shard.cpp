@@ -154,6 +154,33 @@ Tensor tp_assemble_row_tensor(const ShardSpec& shard, const Tensor& local, Commu
     return out;
 }
 
+Tensor tp_gather_row_tensor(const ShardSpec& shard, const Tensor& local, Communicator& tp,
+                            int root) {
+    LOOM_CHECK(local.dtype == DType::f32 && shard.sharded(),
+               "tp_gather_row_tensor: '{}' is not an f32 slice of a sharded row", local.name);
+    if (tp.rank() != root) {
+        tp.send(local.raw(), local.numel(), DType::f32, root)->wait();
+        return {};
+    }
+    // Every rank's slice has this rank's size (vocabulary slices are padded alike).
+    Tensor out = Tensor::empty(DType::f32, shard.global, local.name);
+    float* global = out.data<float>();
+    std::vector<float> theirs(size_t(local.numel()));
+    ShardSpec s = shard;
+    for (int r = 0; r < tp.size(); ++r) {
+        const float* slice = local.data<float>();
+        if (r != root) {
+            tp.recv(theirs.data(), local.numel(), DType::f32, r)->wait();
+            slice = theirs.data();
+        }
+        s.tp_rank = r;
+        tp_row_runs(s, [&](int64_t g, int64_t l, int64_t n) {
+            std::copy(slice + l, slice + l + n, global + g);
+        });
+    }
+    return out;
+}
+
 TpSplit tp_linear_bias_split(int64_t OC, std::vector<int64_t> out_blocks) {
     return TpSplit{OC, 1, 0, std::move(out_blocks)};
 }

@@ -73,6 +73,11 @@ Tensor tp_shard_row_tensor(const ShardSpec& shard, const Tensor& global);
 // slice holds zeros there. Lets a rank fill its slice without the whole tensor.
 void tp_row_runs(const ShardSpec& shard, const std::function<void(int64_t, int64_t, int64_t)>& fn);
 Tensor tp_assemble_row_tensor(const ShardSpec& shard, const Tensor& local, Communicator& tp);
+// The global tensor on tp rank `root` only (an empty Tensor elsewhere): the
+// other ranks send their slices and never hold the whole tensor. For
+// checkpoints and exports that one rank writes; every rank of tp must call it.
+Tensor tp_gather_row_tensor(const ShardSpec& shard, const Tensor& local, Communicator& tp,
+                            int root);
 
 // local (split.local_rows, split.local_cols) <- rank tp_rank's part of
 // global (rows, cols). Checkpoint loading: every rank reads the global tensor.

@@ -1,5 +1,7 @@
-// Initialising a tensor-parallel slice: each rank draws only its own elements
-// (keyed by global index), and gets exactly the slice of the 1-rank tensor.
+// A tensor-parallel rank's slices of sharded rows: initialised, each rank
+// draws only its own elements (keyed by global index) and gets exactly the
+// slice of the 1-rank tensor; gathered for one rank, that rank alone gets the
+// whole tensor.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -8,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/comm_local.h"
 #include "core/tensor.h"
 #include "nn/param_table.h"
 #include "nn/tp_shard.h"
@@ -116,6 +119,37 @@ TEST(TpInit, ARankNeverHoldsTheWholeRow) {
     // The slice's own pages (16 MiB, untouched by allocate only where the
     // allocator did not zero them) at most; the whole row would be 128 MiB.
     EXPECT_LT(grown_mib, 40) << "initialising a tp slice grew the peak by " << grown_mib << " MiB";
+}
+
+// Checkpoints and the export: the slices go to one rank, which alone holds
+// the whole row (the other ranks send theirs and return nothing).
+TEST(TpGather, OneRankGetsEveryKindOfRowWhole) {
+    ParamTable whole = make_table(1, 0);
+    whole.init_all(11);
+    for (int tp : {2, 4}) {
+        for (int root : {0, tp - 1}) {
+            SCOPED_TRACE("tp " + std::to_string(tp) + " root " + std::to_string(root));
+            std::vector<std::vector<Tensor>> got(static_cast<size_t>(tp));
+            comm_local_run(tp, [&](Communicator& c) {
+                ParamTable t = make_table(tp, c.rank());
+                t.init_all(11);
+                for (int i = 0; i < t.size(); ++i)
+                    got[size_t(c.rank())].push_back(
+                        tp_gather_row_tensor(t.row(i).shard, t.param_tensor(i), c, root));
+            });
+            for (int r = 0; r < tp; ++r)
+                for (int i = 0; i < whole.size(); ++i) {
+                    const Tensor& g = got[size_t(r)][size_t(i)];
+                    if (r != root) {
+                        EXPECT_FALSE(g.defined()) << "rank " << r << " kept " << whole.row(i).name;
+                        continue;
+                    }
+                    ASSERT_EQ(g.shape, whole.row(i).shape) << whole.row(i).name;
+                    EXPECT_EQ(std::memcmp(g.raw(), whole.param(i), g.nbytes()), 0)
+                        << whole.row(i).name << " differs from the whole row";
+                }
+        }
+    }
 }
 
 }  // namespace
