@@ -13,6 +13,12 @@ namespace {
 std::string g_thread_note;
 }  // namespace
 
+void runtime_release_freed_memory() {
+#if defined(__GLIBC__)
+    malloc_trim(0);
+#endif
+}
+
 void runtime_init(const RuntimeOptions& opts) {
     static bool done = false;
     if (!done) {

@@ -17,6 +17,13 @@ struct RuntimeOptions {
 
 void runtime_init(const RuntimeOptions& opts = {});
 
+// Hands the pages of freed heap memory back to the kernel once (glibc's
+// malloc_trim; a no-op elsewhere). runtime_init's thresholds keep freed
+// memory mapped for reuse, so what a one-off phase frees (reading and
+// tokenizing the data) stays resident for the whole run where nothing of the
+// same sizes comes back for it; call this when such a phase ends.
+void runtime_release_freed_memory();
+
 // libgomp reads its wait policy once, as it loads, before main runs: threads
 // that finish a parallel region spin for GOMP_SPINCOUNT iterations (300000
 // by default, about a millisecond) before they sleep. On a machine Loom does

@@ -232,8 +232,10 @@ public:
     std::map<std::string, Tensor> grad_tensors() const;
 
 private:
-    // Fills p (shape) by r's init rule: the whole row, or (sharded) the global tensor.
-    static void init_values(const ParamRow& r, const Shape& shape, float* p, uint64_t seed);
+    // Fills p[0, n) with elements [first, first + n) of a tensor of `shape`
+    // initialised by r's init rule: the row, or (sharded) runs of the global tensor.
+    static void init_values(const ParamRow& r, const Shape& shape, float* p, uint64_t seed,
+                            int64_t first, int64_t n);
 
     std::vector<ParamRow> rows_;
     std::map<std::string, int> by_name_;  // stored names and aliases

@@ -11,6 +11,7 @@
 
 #include "comm/tp_vocab.h"
 #include "core/check.h"
+#include "ops/vocab_parallel.h"
 
 namespace loom {
 namespace {
@@ -129,6 +130,17 @@ Tensor tp_shard_row_tensor(const ShardSpec& shard, const Tensor& global) {
     return out;
 }
 
+void tp_row_runs(const ShardSpec& shard, const std::function<void(int64_t, int64_t, int64_t)>& fn) {
+    if (shard.kind != ShardSpec::Kind::vocab) {
+        for_each_run(tp_row_split(shard), shard.tp_size, shard.tp_rank, fn);
+        return;
+    }
+    const int64_t V = shard.global[0], C = shard.global.numel() / std::max<int64_t>(V, 1);
+    const TpVocabRange r = tp_vocab_range(V, shard.tp_size, shard.tp_rank);
+    const int64_t valid = vocab_slice_valid(V, r.first, r.count);
+    if (valid > 0) fn(r.first * C, 0, valid * C);
+}
+
 Tensor tp_assemble_row_tensor(const ShardSpec& shard, const Tensor& local, Communicator& tp) {
     if (shard.kind != ShardSpec::Kind::vocab)
         return tp_assemble_tensor(local, tp_row_split(shard), tp);
@@ -139,6 +151,33 @@ Tensor tp_assemble_row_tensor(const ShardSpec& shard, const Tensor& local, Commu
                local.name, shard.global.to_string());
     Tensor out = Tensor::empty(DType::f32, shard.global, local.name);
     tp_vocab_assemble(out.data<float>(), local.data<float>(), V, C, tp);
+    return out;
+}
+
+Tensor tp_gather_row_tensor(const ShardSpec& shard, const Tensor& local, Communicator& tp,
+                            int root) {
+    LOOM_CHECK(local.dtype == DType::f32 && shard.sharded(),
+               "tp_gather_row_tensor: '{}' is not an f32 slice of a sharded row", local.name);
+    if (tp.rank() != root) {
+        tp.send(local.raw(), local.numel(), DType::f32, root)->wait();
+        return {};
+    }
+    // Every rank's slice has this rank's size (vocabulary slices are padded alike).
+    Tensor out = Tensor::empty(DType::f32, shard.global, local.name);
+    float* global = out.data<float>();
+    std::vector<float> theirs(size_t(local.numel()));
+    ShardSpec s = shard;
+    for (int r = 0; r < tp.size(); ++r) {
+        const float* slice = local.data<float>();
+        if (r != root) {
+            tp.recv(theirs.data(), local.numel(), DType::f32, r)->wait();
+            slice = theirs.data();
+        }
+        s.tp_rank = r;
+        tp_row_runs(s, [&](int64_t g, int64_t l, int64_t n) {
+            std::copy(slice + l, slice + l + n, global + g);
+        });
+    }
     return out;
 }
 

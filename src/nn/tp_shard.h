@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "comm/comm.h"
@@ -65,7 +66,18 @@ TpSplit tp_row_split(const ShardSpec& shard);
 // slice of the global tensor (checkpoint loading, init), and the global
 // tensor on every rank of tp from the slices (all_gather on tp; saving).
 Tensor tp_shard_row_tensor(const ShardSpec& shard, const Tensor& global);
+// Where a sharded row's slice lies in the global tensor (row-major elements):
+// fn(global offset, local offset, length) for every contiguous run of this
+// rank's part. A vocabulary slice is one run of its rows inside the
+// vocabulary; its padded rows past it (the last rank's) have none, and the
+// slice holds zeros there. Lets a rank fill its slice without the whole tensor.
+void tp_row_runs(const ShardSpec& shard, const std::function<void(int64_t, int64_t, int64_t)>& fn);
 Tensor tp_assemble_row_tensor(const ShardSpec& shard, const Tensor& local, Communicator& tp);
+// The global tensor on tp rank `root` only (an empty Tensor elsewhere): the
+// other ranks send their slices and never hold the whole tensor. For
+// checkpoints and exports that one rank writes; every rank of tp must call it.
+Tensor tp_gather_row_tensor(const ShardSpec& shard, const Tensor& local, Communicator& tp,
+                            int root);
 
 // local (split.local_rows, split.local_cols) <- rank tp_rank's part of
 // global (rows, cols). Checkpoint loading: every rank reads the global tensor.
