@@ -51,8 +51,7 @@ file(GLOB LOOM_CUDA_SOURCES CONFIGURE_DEPENDS
      ${PROJECT_SOURCE_DIR}/src/backend/cuda/*.cpp
      ${PROJECT_SOURCE_DIR}/src/ops/cuda/*.cu
      ${PROJECT_SOURCE_DIR}/src/ops/cuda/*.cpp
-     ${PROJECT_SOURCE_DIR}/src/comm/cuda/*.cpp
-     ${PROJECT_SOURCE_DIR}/src/parallel/cuda/*.cpp)
+     ${PROJECT_SOURCE_DIR}/src/comm/cuda/*.cpp)
 add_library(loom_cuda STATIC ${LOOM_CUDA_SOURCES})
 target_include_directories(loom_cuda PUBLIC ${PROJECT_SOURCE_DIR}/src)
 # The CUDA backend, its kernel table and NCCL: nothing above the ops.

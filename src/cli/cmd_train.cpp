@@ -20,7 +20,7 @@
 #include "core/check.h"
 #include "core/runtime.h"
 #include "core/stop_signals.h"
-#include "parallel/cuda/local_device.h"
+#include "backend/cuda/local_device.h"
 #include "parallel/mpi_job.h"
 #include "parallel/process_groups.h"
 #include "parallel/topology.h"

@@ -12,7 +12,7 @@
 
 #include "core/check.h"
 #include "cuda_test_util.h"
-#include "parallel/cuda/local_device.h"
+#include "backend/cuda/local_device.h"
 
 #if defined(LOOM_HAVE_NCCL)
 #include "backend/cuda/nccl_bootstrap.h"

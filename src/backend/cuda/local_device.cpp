@@ -1,5 +1,5 @@
 // Local rank -> GPU (see local_device.h).
-#include "parallel/cuda/local_device.h"
+#include "backend/cuda/local_device.h"
 
 #include <cstdlib>
 #include <string>
