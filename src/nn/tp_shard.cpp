@@ -156,8 +156,19 @@ Tensor tp_assemble_row_tensor(const ShardSpec& shard, const Tensor& local, Commu
 
 Tensor tp_gather_row_tensor(const ShardSpec& shard, const Tensor& local, Communicator& tp,
                             int root) {
-    LOOM_CHECK(local.dtype == DType::f32 && shard.sharded(),
-               "tp_gather_row_tensor: '{}' is not an f32 slice of a sharded row", local.name);
+    int64_t slice_numel = 0;
+    if (shard.kind == ShardSpec::Kind::vocab) {
+        const int64_t V = shard.global[0], C = shard.global.numel() / std::max<int64_t>(V, 1);
+        slice_numel = tp_vocab_range(V, tp.size(), tp.rank()).count * C;
+    } else if (shard.sharded()) {
+        const TpSplit split = tp_row_split(shard);
+        slice_numel = split.local_rows(tp.size()) * split.local_cols(tp.size());
+    }
+    // Root receives every rank's slice at its own size: a mismatch would
+    // fail (or hang) in the transfer instead of here.
+    LOOM_CHECK(local.dtype == DType::f32 && shard.sharded() && local.numel() == slice_numel,
+               "tp_gather_row_tensor: '{}' ({} elements) is not this rank's f32 slice of {}",
+               local.name, local.numel(), shard.global.to_string());
     if (tp.rank() != root) {
         tp.send(local.raw(), local.numel(), DType::f32, root)->wait();
         return {};

@@ -152,5 +152,25 @@ TEST(TpGather, OneRankGetsEveryKindOfRowWhole) {
     }
 }
 
+// A slice of the wrong size is refused, naming the row, before anything is
+// sent (the root would otherwise receive it at its own size).
+TEST(TpGather, ASliceOfAnotherSizeIsRefused) {
+    std::vector<std::string> errors(2);
+    comm_local_run(2, [&](Communicator& c) {
+        ParamTable t = make_table(2, c.rank());
+        const ParamRow& r = t.row(0);
+        ASSERT_TRUE(r.shard.sharded()) << r.name;
+        Shape wrong = r.shape;
+        wrong.dims[0] += 1;
+        try {
+            tp_gather_row_tensor(r.shard, Tensor::empty(DType::f32, wrong, r.name), c, 0);
+        } catch (const Error& e) {
+            errors[size_t(c.rank())] = e.what();
+        }
+    });
+    for (const std::string& e : errors)
+        EXPECT_NE(e.find("is not this rank's f32 slice"), std::string::npos) << e;
+}
+
 }  // namespace
 }  // namespace loom
