@@ -53,6 +53,7 @@ double cpu_ms() {
 int main(int argc, char** argv) {
     runtime_exec_with_wait_policy(argv);  // as `loom` does
     runtime_init();
+    runtime_pin_threads();
     std::string task = "mlm";
     int64_t B = 8, T = 128, L = 12, C = 768, V = 30522, steps = 5, warmup = 2, all_logits = 0;
     int64_t NH = 0, NKV = 0, I = 0;  // 0: C / 64, NH and 4 C

@@ -231,6 +231,7 @@ void run_bench(const BenchOptions& o) {
     LOOM_CHECK(o.steps >= 1 && o.warmup >= 0 && o.batch >= 1,
                "--steps must be >= 1, --warmup >= 0, --batch >= 1");
     if (o.threads > 0) runtime_init({o.threads});
+    runtime_pin_threads();
     const ModelConfig c = bench_config(o);
     const int64_t T = o.seq > 0 ? o.seq : std::min<int64_t>(c.max_position_embeddings, 1024);
     LOOM_CHECK(T <= c.max_position_embeddings, "--seq {} exceeds the model's {} positions", T,

@@ -28,6 +28,7 @@ struct EvalCmdOptions {
 
 void run_eval(const EvalCmdOptions& o) {
     if (o.threads > 0) runtime_init({o.threads});
+    runtime_pin_threads();
     JobParseOptions parse;
     parse.evaluation_only = true;
     Job job = job_load(o.job_path, o.overrides, parse);

@@ -67,6 +67,7 @@ void print_parity(const ParitySummary& s) {
 void run_forward(const ForwardOptions& o) {
     namespace fs = std::filesystem;
     if (o.threads > 0) runtime_init({o.threads});
+    runtime_pin_threads();
     const bool backward = o.backward || o.adamw_step;
 
     const std::string dir = model_folder_or_hub(o.model_dir, o.revision);

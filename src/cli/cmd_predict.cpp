@@ -25,6 +25,7 @@ struct PredictCliOptions {
 
 void run_predict(const PredictCliOptions& o) {
     if (o.threads > 0) runtime_init({o.threads});
+    runtime_pin_threads();
     Predictor predictor(model_folder_or_hub(o.model_dir, o.revision), o.p);
     const auto results = predictor.predict_file(o.input);
     // stderr, so that stdout stays one JSON line per record.

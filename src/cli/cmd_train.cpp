@@ -108,6 +108,7 @@ int run_train(const TrainOptions& o) {
         print_auto_layout(apply_auto_layout(job, 1, 1), o.quiet);
         print_notes(job, LaunchFacts{}, o.quiet);
         if (o.threads > 0) runtime_init({o.threads});
+        runtime_pin_threads();
         LOOM_CHECK(job.distribution.data_parallel_degree <= 1 &&
                        job.distribution.tensor_parallel_degree <= 1 &&
                        job.distribution.pipeline_parallel_degree <= 1,
@@ -127,6 +128,7 @@ int run_train(const TrainOptions& o) {
     // MPI first: a bad job then fails on every rank with MPI running, and is
     // reported once for the job (cli/main.cpp, parallel/mpi_job.h).
     MpiSession mpi;
+    runtime_pin_threads();  // after MPI's own threads started, on every CPU
     Job job = load_for_training(o);
     print_auto_layout(apply_auto_layout(job, mpi.world_size(), mpi_ranks_on_host()),
                       o.quiet || mpi.world_rank() != 0);

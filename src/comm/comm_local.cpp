@@ -16,6 +16,7 @@
 #include <tuple>
 
 #include "core/check.h"
+#include "core/cpu_bind.h"
 
 namespace loom {
 
@@ -403,6 +404,7 @@ void comm_local_run(int n_ranks, const std::function<void(Communicator&)>& fn,
     std::vector<std::thread> threads;
     for (int r = 0; r < n_ranks; ++r) {
         threads.emplace_back([&, r] {
+            cpu_unbind_this_thread();  // a rank is not the caller's thread 0
             try {
                 fn(*comms[size_t(r)]);
             } catch (const std::exception& e) {

@@ -6,11 +6,14 @@
 
 #include <cstdlib>
 
+#include "core/cpu_bind.h"
 #include "core/cpu_share.h"
 
 namespace loom {
 namespace {
 std::string g_thread_note;
+CpuBindPlan g_bind;
+bool g_pin_asked = false;
 }  // namespace
 
 void runtime_release_freed_memory() {
@@ -27,9 +30,9 @@ void runtime_init(const RuntimeOptions& opts) {
         mallopt(M_TOP_PAD, 64 << 20);
         done = true;
     }
+    g_thread_note.clear();
     if (opts.threads > 0) {
         omp_set_num_threads(opts.threads);
-        g_thread_note.clear();
     } else if (!std::getenv("OMP_NUM_THREADS")) {
         // OpenMP's default is the affinity mask; a quota or other ranks on
         // the node would leave threads waiting for CPUs at every barrier.
@@ -37,6 +40,14 @@ void runtime_init(const RuntimeOptions& opts) {
         if (share.threads != omp_get_max_threads()) omp_set_num_threads(share.threads);
         g_thread_note = share.why;
     }
+    g_bind = cpu_bind_plan_here(omp_get_max_threads());
+    if (!g_bind.why.empty()) g_thread_note += (g_thread_note.empty() ? "" : "; ") + g_bind.why;
+    if (g_pin_asked) cpu_bind_team(g_bind);  // the team changed under pinned threads
+}
+
+void runtime_pin_threads() {
+    g_pin_asked = true;
+    cpu_bind_team(g_bind);
 }
 
 std::string runtime_thread_note() { return g_thread_note; }

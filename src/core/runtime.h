@@ -17,6 +17,14 @@ struct RuntimeOptions {
 
 void runtime_init(const RuntimeOptions& opts = {});
 
+// Pins the OpenMP threads to CPUs of their own where this process owns whole
+// CPUs (core/cpu_bind.h), by the plan of the last runtime_init, which keeps
+// them pinned when it changes the team later. Entry points that compute call
+// it once set up; runtime_init does not, because pinning starts the OpenMP
+// team, and a child forked after that (tests run code in forked children)
+// hangs in its first parallel region waiting for threads it does not have.
+void runtime_pin_threads();
+
 // Hands the pages of freed heap memory back to the kernel once (glibc's
 // malloc_trim; a no-op elsewhere). runtime_init's thresholds keep freed
 // memory mapped for reuse, so what a one-off phase frees (reading and
@@ -36,8 +44,9 @@ void runtime_release_freed_memory();
 void runtime_exec_with_wait_policy(char** argv);
 inline constexpr const char* k_spin_count = "10000";  // docs/cpu-contention.md
 int runtime_threads();
-// Why runtime_init chose fewer threads than the affinity mask has CPUs
-// ("" when it did not choose, or nothing limited it): for the run's log.
+// Why runtime_init chose fewer threads than the affinity mask has CPUs, and
+// whether it pinned them (core/cpu_bind.h); "" when there is nothing to say.
+// For the run's log.
 std::string runtime_thread_note();
 
 }  // namespace loom

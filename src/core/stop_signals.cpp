@@ -11,6 +11,8 @@
 #include <mutex>
 #include <thread>
 
+#include "core/cpu_bind.h"
+
 namespace loom {
 
 namespace {
@@ -75,7 +77,10 @@ void stop_signals_install() {
     std::call_once(once, [] {
         const sigset_t set = stop_set();
         pthread_sigmask(SIG_BLOCK, &set, nullptr);
-        std::thread(watch).detach();
+        std::thread([] {
+            cpu_unbind_this_thread();
+            watch();
+        }).detach();
     });
 }
 

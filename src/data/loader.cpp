@@ -13,6 +13,7 @@
 #include <numeric>
 
 #include "core/check.h"
+#include "core/cpu_bind.h"
 #include "core/fault_points.h"
 #include "core/philox.h"
 #include "data/collate.h"
@@ -191,7 +192,10 @@ void Loader::start_producer() {
         error_ = nullptr;
         queue_.clear();
     }
-    producer_ = std::thread([this, from = pos_] { produce(from); });
+    producer_ = std::thread([this, from = pos_] {
+        cpu_unbind_this_thread();
+        produce(from);
+    });
 }
 
 void Loader::stop_producer() {

@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "core/check.h"
+#include "core/cpu_bind.h"
 #include "io/http_client.h"
 #include "io/s3_client.h"
 #include "io/uri.h"
@@ -169,7 +170,10 @@ class RemoteSource final : public ByteSource {
         n_blocks_ = (size_ + opts_.block_bytes - 1) / opts_.block_bytes;
         if (opts_.read_ahead_blocks > 0 && n_blocks_ > 1)
             for (int i = 0; i < std::max(1, opts_.fetch_threads); ++i)
-                workers_.emplace_back([this] { worker(); });
+                workers_.emplace_back([this] {
+                    cpu_unbind_this_thread();
+                    worker();
+                });
     }
     ~RemoteSource() override {
         {

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "core/check.h"
+#include "core/cpu_bind.h"
 
 namespace loom {
 
@@ -255,6 +256,7 @@ void HubPusher::push_staged(const std::string& staged, const std::string& title)
 void HubPusher::schedule(const std::string& staged, const std::string& title) {
     std::shared_future<void> prev = job_.hub.hub_always_push ? std::shared_future<void>() : last_;
     last_ = std::async(std::launch::async, [this, prev, staged, title] {
+                cpu_unbind_this_thread();
                 if (prev.valid()) prev.wait();
                 push_staged(staged, title);
             }).share();
