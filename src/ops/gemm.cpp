@@ -23,6 +23,7 @@
 
 #include "core/check.h"
 #include "ops/gemm_dnnl.h"
+#include "ops/gemm_pieces.h"
 
 namespace loom {
 namespace {
@@ -87,6 +88,30 @@ void gemm_f64(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, doubl
     }
 }
 
+// Runs `whole_gemm(piece)` for each of gemm_pieces' pieces, taken by the team
+// as threads come free; false (nothing run) when the GEMM is not split, or
+// when called from inside a parallel region (it then runs on this thread).
+template <typename Run>
+bool run_in_pieces(int64_t M, int64_t N, int64_t K, const Run& whole_gemm) {
+    if (omp_in_parallel()) return false;
+    const std::vector<GemmPiece> pieces = gemm_pieces(M, N, K, omp_get_max_threads());
+    if (pieces.empty()) return false;
+#pragma omp parallel for schedule(dynamic, 1)
+    for (size_t p = 0; p < pieces.size(); ++p) whole_gemm(pieces[p]);
+    return true;
+}
+
+// op(X)'s rows [r, ...) when X is stored (rows, ld) or, transposed, (ld-wide columns).
+template <typename T>
+const T* rows_of(const T* X, bool trans, int64_t ld, int64_t r) {
+    return trans ? X + r : X + r * ld;
+}
+// op(X)'s columns [c, ...).
+template <typename T>
+const T* cols_of(const T* X, bool trans, int64_t ld, int64_t c) {
+    return trans ? X + c * ld : X + c;
+}
+
 }  // namespace
 
 GemmImpl gemm_f32_route(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K) {
@@ -99,6 +124,12 @@ void gemm_f32_with(GemmImpl impl, bool trans_a, bool trans_b, int64_t M, int64_t
                    float alpha, const float* A, int64_t lda, const float* B, int64_t ldb,
                    float beta, float* C, int64_t ldc, const float* bias) {
     check_gemm_args(trans_a, trans_b, M, N, K, lda, ldb, ldc);
+    if (run_in_pieces(M, N, K, [&](const GemmPiece& p) {
+            gemm_f32_with(impl, trans_a, trans_b, p.rows, p.cols, K, alpha,
+                          rows_of(A, trans_a, lda, p.row), lda, cols_of(B, trans_b, ldb, p.col),
+                          ldb, beta, C + p.row * ldc + p.col, ldc, bias ? bias + p.col : nullptr);
+        }))
+        return;
     if (impl == GemmImpl::dnnl_sgemm)
         sgemm_run(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias);
     else
@@ -232,6 +263,13 @@ void gemm_bf16_with(Bf16Impl impl, bool trans_a, bool trans_b, int64_t M, int64_
                     float alpha, const uint16_t* A, int64_t lda, const uint16_t* B, int64_t ldb,
                     float beta, float* C, int64_t ldc, const float* bias) {
     check_gemm_args(trans_a, trans_b, M, N, K, lda, ldb, ldc);
+    // The widened route's fp32 GEMMs are split themselves, panel by panel.
+    if (impl == Bf16Impl::dnnl_bf16 && run_in_pieces(M, N, K, [&](const GemmPiece& p) {
+            gemm_bf16_with(impl, trans_a, trans_b, p.rows, p.cols, K, alpha,
+                           rows_of(A, trans_a, lda, p.row), lda, cols_of(B, trans_b, ldb, p.col),
+                           ldb, beta, C + p.row * ldc + p.col, ldc, bias ? bias + p.col : nullptr);
+        }))
+        return;
     if (impl == Bf16Impl::dnnl_bf16)
         detail::dnnl_matmul_run(detail::MatmulType::bf16, trans_a, trans_b, M, N, K, alpha, A, lda,
                                 B, ldb, beta, C, ldc, bias);

@@ -8,7 +8,8 @@
 // never reads C (BLAS semantics: garbage or NaN in C is fine).
 //
 // Every entry point may be called from inside an OpenMP parallel region: it then
-// runs on the calling thread only (gemm_batched relies on that).
+// runs on the calling thread only (gemm_batched relies on that). Outside one, a
+// large fp32 or bf16 GEMM is shared among the team in pieces (ops/gemm_pieces.h).
 #pragma once
 
 #include <bit>
