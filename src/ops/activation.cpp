@@ -64,16 +64,22 @@ LOOM_VINLINE O stored(T x) {
         return x;
 }
 
+bool parallel_map(int64_t n) {
+    return n > k_par_grain && !omp_in_parallel();
+}
+
 template <typename T, typename O, typename F>
 void map_unary(O* out, const T* inp, int64_t n, F f) {
-#pragma omp parallel for simd schedule(static) if (parallel : n > k_par_grain && !omp_in_parallel())
+    // Dynamic: parts are taken as threads come free, so a thread whose core
+    // another process holds delays the region less (docs/cpu-contention.md).
+#pragma omp parallel for simd schedule(dynamic, 8192) if (parallel : parallel_map(n))
     for (int64_t i = 0; i < n; ++i) out[i] = stored<O>(f(inp[i]));
 }
 
 // out[i] = dout[i] * df(inp[i]); out may alias dout (each element read before written).
 template <typename T, typename F>
 void map_grad(T* out, const T* inp, const T* dout, int64_t n, F df) {
-#pragma omp parallel for simd schedule(static) if (parallel : n > k_par_grain && !omp_in_parallel())
+#pragma omp parallel for simd schedule(dynamic, 8192) if (parallel : parallel_map(n))
     for (int64_t i = 0; i < n; ++i) out[i] = dout[i] * df(inp[i]);
 }
 

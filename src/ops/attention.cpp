@@ -200,7 +200,9 @@ void forward_tasks(T* out, T* att, const T* q, const T* k, const T* v, int64_t l
 #pragma omp parallel if (parallel_heads(g))
     {
         std::vector<T> dropped(drop.active() ? size_t(TT) : 0);  // (T, T) P after dropout
-#pragma omp for schedule(static)
+        // Dynamic: parts are taken as threads come free, so a thread whose core
+        // another process holds delays the region less (docs/cpu-contention.md).
+#pragma omp for schedule(dynamic, 1)
         for (int64_t bh = 0; bh < g.B * g.NH; ++bh) {
             const int64_t b = bh / g.NH, h = bh % g.NH;
             const int64_t off = b * g.T * g.ld + h * g.HS;
@@ -241,7 +243,7 @@ void backward_tasks(T* dq, T* dk, T* dv, T* scratch, const T* dout, const T* att
     {
         std::vector<T> mult(drop.active() ? size_t(TT) : 0);     // (T, T) dropout multipliers
         std::vector<T> dropped(drop.active() ? size_t(TT) : 0);  // (T, T) P after dropout
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 1)
         for (int64_t bh = 0; bh < g.B * g.NH; ++bh) {
             const int64_t b = bh / g.NH, h = bh % g.NH;
             const int64_t off = b * g.T * g.ld + h * g.HS;

@@ -94,7 +94,9 @@ void attention_rows_forward(float* out, float* att, const float* q, const float*
 #pragma omp parallel if (rt.parallel())
     {
         std::vector<float> qg, dropped;
-#pragma omp for schedule(static)
+        // Dynamic: parts are taken as threads come free, so a thread whose core
+        // another process holds delays the region less (docs/cpu-contention.md).
+#pragma omp for schedule(dynamic, 1)
         for (int64_t bh = 0; bh < g.B * g.NH; ++bh) {
             const RowTasks::Task t = rt.task(bh);
             if (t.m == 0) continue;
@@ -131,7 +133,7 @@ void attention_rows_backward(float* dq, float* dk, float* dv, float* scratch, co
 #pragma omp parallel if (rt.parallel())
     {
         std::vector<float> qg, dqg, mult, dropped;
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 1)
         for (int64_t bh = 0; bh < g.B * g.NH; ++bh) {
             const RowTasks::Task t = rt.task(bh);
             const int64_t m = t.m;

@@ -15,19 +15,21 @@ bool parallel_for(int64_t n) { return n > k_par_grain && !omp_in_parallel(); }
 
 template <typename T>
 void residual_forward(T* out, const T* a, const T* b, int64_t n) {
-#pragma omp parallel for simd schedule(static) if (parallel: parallel_for(n))
+    // Dynamic: parts are taken as threads come free, so a thread whose core
+    // another process holds delays the region less (docs/cpu-contention.md).
+#pragma omp parallel for simd schedule(dynamic, 8192) if (parallel : parallel_for(n))
     for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
 }
 
 template <typename T>
 void add_inplace(T* y, const T* x, int64_t n) {
-#pragma omp parallel for simd schedule(static) if (parallel: parallel_for(n))
+#pragma omp parallel for simd schedule(dynamic, 8192) if (parallel : parallel_for(n))
     for (int64_t i = 0; i < n; ++i) y[i] += x[i];
 }
 
 template <typename T>
 void scale_inplace(T* y, T s, int64_t n) {
-#pragma omp parallel for simd schedule(static) if (parallel: parallel_for(n))
+#pragma omp parallel for simd schedule(dynamic, 8192) if (parallel : parallel_for(n))
     for (int64_t i = 0; i < n; ++i) y[i] *= s;
 }
 

@@ -57,7 +57,9 @@ T lane_sum(int64_t C, F term) {
 template <typename T>
 void layer_norm_forward(T* out, T* mean, T* rstd, const T* inp, const T* weight, const T* bias,
                         int64_t N, int64_t C, double eps) {
-#pragma omp parallel for schedule(static) if (N * C > (1 << 14) && !omp_in_parallel())
+    // Dynamic: parts are taken as threads come free, so a thread whose core
+    // another process holds delays the region less (docs/cpu-contention.md).
+#pragma omp parallel for schedule(dynamic, 8) if (N * C > (1 << 14) && !omp_in_parallel())
     for (int64_t n = 0; n < N; ++n) {
         const T* x = inp + n * C;
         const T m = lane_sum<T>(C, [x](int64_t i) { return x[i]; }) / T(C);

@@ -20,7 +20,9 @@ constexpr int64_t k_group = 32;  // rows per partial dweight sum
 
 void rms_norm_forward(float* out, float* rstd, const float* inp, const float* weight, int64_t N,
                       int64_t C, double eps) {
-#pragma omp parallel for schedule(static)
+    // Dynamic: parts are taken as threads come free, so a thread whose core
+    // another process holds delays the region less (docs/cpu-contention.md).
+#pragma omp parallel for schedule(dynamic, 8)
     for (int64_t n = 0; n < N; ++n) {
         const float* x = inp + n * C;
         double ss = 0;
@@ -39,7 +41,7 @@ void rms_norm_backward(float* dinp, float* dweight, const float* dout, const flo
                        bool accumulate_dinp) {
     // y_i = w_i x_i r, r = (mean(x^2) + eps)^-1/2, dr/dx_j = -r^3 x_j / C:
     //   dx_j = r w_j dy_j - (r^3 / C) x_j sum_i(w_i dy_i x_i)
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(dynamic, 8)
     for (int64_t n = 0; n < N; ++n) {
         const float* x = inp + n * C;
         const float* dy = dout + n * C;

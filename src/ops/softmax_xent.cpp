@@ -51,7 +51,9 @@ XentSum softmax_xent_forward(T* losses, const T* logits, const int64_t* targets,
         local.resize(size_t(N));
         losses = local.data();
     }
-#pragma omp parallel for schedule(static) if (parallel_rows(N, V))
+    // Dynamic: parts are taken as threads come free, so a thread whose core
+    // another process holds delays the region less (docs/cpu-contention.md).
+#pragma omp parallel for schedule(dynamic, 1) if (parallel_rows(N, V))
     for (int64_t n = 0; n < N; ++n) {
         if (targets[n] == k_ignore_index) {
             losses[n] = T(0);
@@ -77,7 +79,7 @@ template <typename T>
 void softmax_xent_backward(T* dlogits, const T* logits, const int64_t* targets, int64_t N,
                            int64_t V, double scale) {
     check_targets(targets, N, V);
-#pragma omp parallel for schedule(static) if (parallel_rows(N, V))
+#pragma omp parallel for schedule(dynamic, 1) if (parallel_rows(N, V))
     for (int64_t n = 0; n < N; ++n) {
         T* d = dlogits + n * V;
         if (targets[n] == k_ignore_index) {

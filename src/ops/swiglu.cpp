@@ -16,7 +16,9 @@ inline float silu(float g) {
 
 template <typename O, typename Store>
 void forward_rows(O* y, const float* gu, int64_t N, int64_t I, Store store) {
-#pragma omp parallel for schedule(static)
+    // Dynamic: parts are taken as threads come free, so a thread whose core
+    // another process holds delays the region less (docs/cpu-contention.md).
+#pragma omp parallel for schedule(dynamic, 8)
     for (int64_t n = 0; n < N; ++n) {
         const float* g = gu + n * 2 * I;
         const float* u = g + I;
@@ -36,7 +38,7 @@ void swiglu_forward_bf16(uint16_t* y, const float* gu, int64_t N, int64_t I) {
 }
 
 void swiglu_backward(float* dgu, const float* gu, const float* dy, int64_t N, int64_t I) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(dynamic, 8)
     for (int64_t n = 0; n < N; ++n) {
         const float* g = gu + n * 2 * I;
         const float* u = g + I;
