@@ -8,10 +8,10 @@
 // each block into a large piece (k_first_share of it) and a small one. The
 // large pieces go first, one to each thread; a thread that has its core to
 // itself finishes its large piece early and takes small ones, so the slow
-// thread does less. Measured on the BERT-base step's GEMMs (2 threads pinned,
-// 2 cores, one busy loop beside them): 1.44x the quiet time where oneDNN's
-// own equal split took 1.77x; quiet, the pieces cost about 5% of GEMM time
-// (docs/cpu-contention.md).
+// thread does less. Measured on the BERT-base layer's GEMMs (2 threads
+// pinned, 2 cores, one busy loop beside them): 1.44x the quiet time where
+// oneDNN's own equal split took 1.77x; quiet, -5% to +5.5% per shape where
+// they are used (docs/cpu-contention.md).
 //
 // The pieces depend only on the shape and the thread count, never on timing,
 // so a GEMM rounds the same way on every run (which thread computes a piece
