@@ -10,15 +10,17 @@
 
 #include <fmt/format.h>
 
+#include "core/cpu_share.h"
+
 namespace loom {
 namespace {
 
-// The mask the process started with, read before anything was pinned.
+// The mask the process started with (core/cpu_share.h), as a set.
 const cpu_set_t& original_mask() {
     static const cpu_set_t mask = [] {
         cpu_set_t m;
         CPU_ZERO(&m);
-        if (sched_getaffinity(0, sizeof(m), &m) != 0) CPU_ZERO(&m);
+        for (int c : process_cpus()) CPU_SET(c, &m);
         return m;
     }();
     return mask;
@@ -31,11 +33,6 @@ std::atomic<bool> g_pinned{false};
 void unpin_child() {
     const cpu_set_t& m = original_mask();
     if (CPU_COUNT(&m) > 0) sched_setaffinity(0, sizeof(m), &m);
-}
-
-int env_int(const char* name, int fallback) {
-    const char* v = std::getenv(name);
-    return v && *v ? std::atoi(v) : fallback;
 }
 
 bool user_set_affinity() {
@@ -78,17 +75,8 @@ CpuBindPlan cpu_bind_plan(const std::vector<int>& mask, int threads, int local_r
 }
 
 CpuBindPlan cpu_bind_plan_here(int threads) {
-    std::vector<int> mask;
-    const cpu_set_t& m = original_mask();
-    for (int c = 0; c < CPU_SETSIZE; ++c)
-        if (CPU_ISSET(c, &m)) mask.push_back(c);
-    int ranks = env_int("OMPI_COMM_WORLD_LOCAL_SIZE", 0);
-    if (ranks <= 0) ranks = env_int("MPI_LOCALNRANKS", 0);
-    if (ranks <= 0) ranks = env_int("SLURM_NTASKS_PER_NODE", 1);
-    int rank = env_int("OMPI_COMM_WORLD_LOCAL_RANK", -1);
-    if (rank < 0) rank = env_int("MPI_LOCALRANKID", -1);
-    if (rank < 0) rank = env_int("SLURM_LOCALID", -1);
-    return cpu_bind_plan(mask, threads, ranks, rank, user_set_affinity());
+    return cpu_bind_plan(process_cpus(), threads, node_local_ranks(), node_local_rank(),
+                         user_set_affinity());
 }
 
 void cpu_bind_team(const CpuBindPlan& plan) {

@@ -105,17 +105,37 @@ CpuShare cpu_share_of(int affinity, double quota, int local_ranks) {
     return s;
 }
 
-CpuShare cpu_share() {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    int affinity = 0;
-    if (sched_getaffinity(0, sizeof(set), &set) == 0) affinity = CPU_COUNT(&set);
-    if (affinity <= 0) affinity = int(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
-    const double quota = cgroup_cpu_quota(read_file("/proc/self/cgroup"), "/sys/fs/cgroup");
+const std::vector<int>& process_cpus() {
+    static const std::vector<int> cpus = [] {
+        std::vector<int> c;
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        if (sched_getaffinity(0, sizeof(set), &set) == 0)
+            for (int i = 0; i < CPU_SETSIZE; ++i)
+                if (CPU_ISSET(i, &set)) c.push_back(i);
+        return c;
+    }();
+    return cpus;
+}
+
+int node_local_ranks() {
     int ranks = env_int("OMPI_COMM_WORLD_LOCAL_SIZE");
     if (ranks <= 0) ranks = env_int("MPI_LOCALNRANKS");
     if (ranks <= 0) ranks = env_int("SLURM_NTASKS_PER_NODE");
-    return cpu_share_of(affinity, quota, ranks);
+    return std::max(1, ranks);
+}
+
+int node_local_rank() {
+    for (const char* name : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"})
+        if (const char* v = std::getenv(name); v && *v) return std::atoi(v);
+    return -1;
+}
+
+CpuShare cpu_share() {
+    int affinity = int(process_cpus().size());
+    if (affinity <= 0) affinity = int(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
+    const double quota = cgroup_cpu_quota(read_file("/proc/self/cgroup"), "/sys/fs/cgroup");
+    return cpu_share_of(affinity, quota, node_local_ranks());
 }
 
 }  // namespace loom

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace loom {
 
@@ -29,8 +30,17 @@ struct CpuShare {
 double cgroup_cpu_quota(const std::string& proc_cgroup, const std::string& root);
 
 // From the running process: affinity, /proc/self/cgroup under /sys/fs/cgroup
-// and OMPI_COMM_WORLD_LOCAL_SIZE / MPI_LOCALNRANKS / SLURM_NTASKS_PER_NODE.
+// and node_local_ranks().
 CpuShare cpu_share();
+// The CPUs of the affinity mask as the process started, read once: after
+// core/cpu_bind.h pinned thread 0, its own mask is a single CPU.
+const std::vector<int>& process_cpus();
+// Ranks a launcher put on this node (OMPI_COMM_WORLD_LOCAL_SIZE,
+// MPI_LOCALNRANKS, SLURM_NTASKS_PER_NODE; 1 without one), and this rank's
+// place among them (OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID,
+// SLURM_LOCALID; -1 without one).
+int node_local_ranks();
+int node_local_rank();
 // The rule alone: threads = max(1, min(affinity, ceil(quota)) / local_ranks).
 CpuShare cpu_share_of(int affinity, double quota, int local_ranks);
 
