@@ -54,11 +54,15 @@ public:
         : lists_(lists), p_(p), m_(m), v_(v), opt_(opt), st_(size_t(p)) {
         res_.busy.assign(size_t(p), 0);
         res_.max_in_flight.assign(size_t(p), 0);
+        res_.spans.assign(size_t(p), {});
     }
 
     SimResult run() {
         if (int(lists_.size()) != p_)
             return fail(fmt::format("{} action lists for a pipeline of {}", lists_.size(), p_));
+        for (const auto* t : {&opt_.stage_forward_time, &opt_.stage_backward_time})
+            if (!t->empty() && int(t->size()) != p_ * v_)
+                return fail(fmt::format("{} per-stage times for {} stages", t->size(), p_ * v_));
         bool progress = true;
         while (progress && res_.error.empty()) {
             progress = false;
@@ -157,8 +161,7 @@ private:
                 fail(fmt::format("rank {}: {} forwarded twice", r, action_to_string(a)));
                 return false;
             }
-            s.clock += opt_.forward_time;
-            res_.busy[size_t(r)] += opt_.forward_time;
+            run_for(r, time_of(opt_.stage_forward_time, opt_.forward_time, stage));
             res_.max_in_flight[size_t(r)] = std::max(res_.max_in_flight[size_t(r)], ++s.in_flight);
         } else {
             if (!s.fwd_done.count(key)) {
@@ -174,12 +177,21 @@ private:
                 fail(fmt::format("rank {}: {} backwarded twice", r, action_to_string(a)));
                 return false;
             }
-            s.clock += opt_.backward_time;
-            res_.busy[size_t(r)] += opt_.backward_time;
+            run_for(r, time_of(opt_.stage_backward_time, opt_.backward_time, stage));
             --s.in_flight;
         }
         ++s.pc;
         return true;
+    }
+
+    static int64_t time_of(const std::vector<int64_t>& per_stage, int64_t uniform, int stage) {
+        return per_stage.empty() ? uniform : per_stage[size_t(stage)];
+    }
+    void run_for(int r, int64_t dt) {
+        auto& s = st_[size_t(r)];
+        res_.spans[size_t(r)].push_back({s.clock, s.clock + dt});
+        s.clock += dt;
+        res_.busy[size_t(r)] += dt;
     }
 
     // Posts the communication actions starting at pc (one, or the whole run of

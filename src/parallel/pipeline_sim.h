@@ -39,7 +39,14 @@ enum class CommModel : uint8_t { batched, sequential, buffered };
 struct SimOptions {
     int64_t forward_time = 1;   // per micro-batch per chunk
     int64_t backward_time = 1;  // per micro-batch per chunk (2 for the usual 2x forward)
+    // Per global stage (pp x chunks), replacing the two above where given:
+    // stages of unequal work (the embeddings on the first, a head on the last).
+    std::vector<int64_t> stage_forward_time, stage_backward_time;
     CommModel comm = CommModel::batched;
+};
+
+struct ComputeSpan {
+    int64_t start = 0, end = 0;
 };
 
 struct SimResult {
@@ -49,6 +56,7 @@ struct SimResult {
     std::vector<int64_t> busy;        // (pp) compute time per rank
     double bubble = 0;                // idle share: 1 - sum(busy) / (pp * makespan)
     std::vector<int> max_in_flight;   // (pp) most chunks forwarded but not backwarded
+    std::vector<std::vector<ComputeSpan>> spans;  // (pp) each rank's forwards and backwards
     int64_t messages = 0;             // matched send/receive pairs
 };
 

@@ -170,6 +170,38 @@ TEST(PipelineSchedule, OneFOneBUsesLessMemoryThanGPipe) {
     EXPECT_EQ(gpipe.makespan, ofob.makespan);
 }
 
+TEST(PipelineSim, StagesOfUnequalWorkSetTheMakespan) {
+    // GPipe, 2 stages, 2 micro-batches; stage 1 does 3x stage 0's work. By
+    // hand: stage 0 forwards at [0, 1) and [1, 2); stage 1 at [1, 4) and
+    // [4, 7), backwards at [7, 13) and [13, 19); stage 0 backwards each as
+    // its gradient arrives, [13, 15) and [19, 21).
+    SimOptions opt;
+    opt.stage_forward_time = {1, 3};
+    opt.stage_backward_time = {2, 6};
+    const SimResult r = simulate_schedule(ScheduleKind::simple, 2, 2, 1, opt);
+    ASSERT_TRUE(r.ok) << r.error;
+    EXPECT_EQ(r.makespan, 21);
+    EXPECT_EQ(r.busy, (std::vector<int64_t>{6, 18}));
+    ASSERT_EQ(r.spans.size(), 2u);
+    for (size_t rank = 0; rank < 2; ++rank) {
+        ASSERT_EQ(r.spans[rank].size(), 4u);  // 2 forwards, 2 backwards
+        int64_t sum = 0, last_end = 0;
+        for (const ComputeSpan& c : r.spans[rank]) {
+            EXPECT_GE(c.start, last_end) << "a rank runs one thing at a time";
+            sum += c.end - c.start;
+            last_end = c.end;
+        }
+        EXPECT_EQ(sum, r.busy[rank]);
+    }
+    EXPECT_EQ(r.spans[1][1].start, 4);
+    EXPECT_EQ(r.spans[0].back().end, 21);
+    // One time per global stage, or the simulation refuses.
+    opt.stage_backward_time = {2};
+    const SimResult bad = simulate_schedule(ScheduleKind::simple, 2, 2, 1, opt);
+    EXPECT_FALSE(bad.ok);
+    EXPECT_NE(bad.error.find("1 per-stage times for 2 stages"), std::string::npos) << bad.error;
+}
+
 TEST(PipelineSim, ReportsDeadlockInsteadOfHanging) {
     // Both ranks receive before they send.
     std::vector<std::vector<Action>> lists = {
