@@ -95,6 +95,8 @@ void run_plan(const PlanOptions& o) {
         mc.step_efficiency = cal.step_efficiency;
         mc.allreduce_gbps = cal.allreduce_gbps;
         mc.p2p_gbps = cal.p2p_gbps;
+        mc.shared_sync_s = cal.shared_sync_s;
+        mc.shared_sync_ranks = cal.shared_sync_ranks;
     }
     const auto rows = plan_layouts(m, q, mc);
     fmt::print(
@@ -105,16 +107,20 @@ void run_plan(const PlanOptions& o) {
         m.kv() != m.heads ? fmt::format(" ({} key/value)", m.kv()) : std::string(), q.global_batch,
         q.seq, q.microbatches);
     fmt::print(
-        "machine: {} cores at {:.0f} GFLOP/s each{}{}, all-reduce {:.1f} GB/s, p2p {:.1f} GB/s; "
+        "machine: {} cores at {:.0f} GFLOP/s each{}{}, all-reduce {:.1f} GB/s, p2p {:.1f} GB/s{}; "
         "world {}{}\n\n",
         mc.cores, mc.gflops_per_core,
         mc.gemm_half_rows > 0
             ? fmt::format(" x rows / (rows + {:.0f}) per micro-batch", mc.gemm_half_rows)
             : std::string(),
-        mc.step_efficiency != 1.0
-            ? fmt::format(" x {:.2f} in a whole step", mc.step_efficiency)
+        mc.step_efficiency != 1.0 ? fmt::format(" x {:.2f} in a whole step", mc.step_efficiency)
+                                  : std::string(),
+        mc.allreduce_gbps, mc.p2p_gbps,
+        mc.shared_sync_s > 0
+            ? fmt::format(", a tp collective {:.1f} ms more with {} ranks on the cores",
+                          1e3 * mc.shared_sync_s, mc.shared_sync_ranks)
             : std::string(),
-        mc.allreduce_gbps, mc.p2p_gbps, world,
+        world,
         o.calibration.empty() ? std::string() : fmt::format(" (calibrated: {})", o.calibration));
     fmt::print("{:<28} {:>9} {:>8} {:>8} {:>9} {:>9} {:>9} {:>8} {:>7}\n", "layout", "peak GiB",
                "params", "optim", "acts", "step s", "compute", "comm", "bubble");

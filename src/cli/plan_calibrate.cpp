@@ -9,12 +9,13 @@
 #include <yaml-cpp/yaml.h>
 
 #include <chrono>
-#include <cstdlib>
-#include <functional>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "comm/comm_local.h"
@@ -122,6 +123,46 @@ std::pair<double, double> measure_bandwidths(Communicator& c, int64_t floats, do
     return {ar, p2p};
 }
 
+// What the ranks measure together.
+struct RankFigures {
+    double allreduce_gbps = 0, p2p_gbps = 0;
+    double sync_s = 0;  // a collective's cost beyond its transfer, ranks at work between
+};
+
+// A tensor-parallel step's pattern: every rank computes a segment, then all
+// of them all-reduce. Timed with and without the all-reduces; the
+// difference per collective, less its transfer at the measured bandwidth, is
+// what the planner adds per collective (MachineModel::shared_sync_s). With
+// more ranks than cores it is the wait for peers the kernel is not running.
+double measure_shared_sync(Communicator& c, double allreduce_gbps, bool quick) {
+    omp_set_num_threads(1);
+    const int64_t rows = 128, n = quick ? 256 : 1024;
+    const int segments = quick ? 4 : 16;
+    std::vector<float> a(size_t(rows * n), 0.5f), b(size_t(n * n), 0.25f), out(size_t(rows * n));
+    std::vector<float> buf(size_t(64 << 10), 1.f);  // 256 KiB: a micro-batch's activations, small
+    auto run = [&](bool sync) {
+        c.barrier()->wait();
+        const auto t0 = Clock::now();
+        for (int i = 0; i < segments; ++i) {
+            gemm<float>(false, false, rows, n, n, 1.f, a.data(), n, b.data(), n, 0.f, out.data(),
+                        n);
+            if (sync) c.all_reduce(std::span<float>(buf), ReduceOp::sum)->wait();
+        }
+        c.barrier()->wait();
+        return seconds_since(t0);
+    };
+    run(true);  // warm
+    double plain = 1e300, synced = 1e300;
+    for (int round = 0; round < 3; ++round) {
+        plain = std::min(plain, run(false));
+        synced = std::min(synced, run(true));
+    }
+    const int ranks = c.size();
+    const double transfer =
+        2.0 * (ranks - 1) / ranks * 4.0 * double(buf.size()) / (allreduce_gbps * 1e9);
+    return std::max(0.0, (synced - plain) / segments - transfer);
+}
+
 // Started by mpirun/srun: measure MPI's transport, not in-process copies.
 bool launched_by_mpi() {
     for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE", "PMI_RANK"})
@@ -178,7 +219,7 @@ StepRate block_step_rate(int64_t C, int reps) {
 }
 
 void calibrate_into(const CalibrateOptions& o, int ranks, const char* how,
-                    const std::function<std::pair<double, double>()>& bandwidths) {
+                    const std::function<RankFigures()>& measure_ranks) {
     const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
     const double load = load_average();
     const double min_s = o.quick ? 0.02 : 0.2;
@@ -222,15 +263,22 @@ void calibrate_into(const CalibrateOptions& o, int ranks, const char* how,
         "{:.2f} of the GEMM rate at those rows\n",
         NK, int64_t(step.rows), step.gflops, efficiency);
     omp_set_num_threads(cores);
-    const auto [ar, p2p] = bandwidths();
+    const RankFigures figs = measure_ranks();
+    const double ar = figs.allreduce_gbps, p2p = figs.p2p_gbps;
     fmt::print("all-reduce bus bandwidth {:.2f} GB/s, point-to-point {:.2f} GB/s ({} {})\n", ar,
                p2p, ranks, how);
+    fmt::print(
+        "a collective between compute segments: {:.2f} ms beyond its transfer ({} ranks on "
+        "{} cores)\n",
+        1e3 * figs.sync_s, ranks, cores);
     y << YAML::Key << "cores" << YAML::Value << cores;
     y << YAML::Key << "gflops_per_core" << YAML::Value << fit.peak;
     y << YAML::Key << "gemm_half_rows" << YAML::Value << std::round(fit.half_rows);
     y << YAML::Key << "step_efficiency" << YAML::Value << efficiency;
     y << YAML::Key << "allreduce_gbps" << YAML::Value << ar;
     y << YAML::Key << "p2p_gbps" << YAML::Value << p2p;
+    y << YAML::Key << "shared_sync_s" << YAML::Value << figs.sync_s;
+    y << YAML::Key << "shared_sync_ranks" << YAML::Value << ranks;
     y << YAML::Key << "load_average" << YAML::Value << load;
     y << YAML::EndMap;
     if (!o.out.empty()) {
@@ -253,8 +301,14 @@ void run_calibrate(const CalibrateOptions& o) {
         auto world = comm_mpi_world(co);
         LOOM_CHECK(world->size() >= 2, "--calibrate under mpirun needs at least 2 ranks");
         auto measure = [&] {
-            return measure_bandwidths(*world, o.quick ? (1 << 20) : (16 << 20),
-                                      o.quick ? 0.02 : 0.2);
+            RankFigures f;
+            std::tie(f.allreduce_gbps, f.p2p_gbps) =
+                measure_bandwidths(*world, o.quick ? (1 << 20) : (16 << 20), o.quick ? 0.02 : 0.2);
+            // Every rank must take rank 0's bandwidth for the same formula.
+            float gbps = float(f.allreduce_gbps);
+            world->broadcast(std::span<float>(&gbps, 1), 0)->wait();
+            f.sync_s = measure_shared_sync(*world, gbps, o.quick);
+            return f;
         };
         if (world->rank() == 0) {
             calibrate_into(o, world->size(), "ranks of MPI", [&] {
@@ -269,13 +323,17 @@ void run_calibrate(const CalibrateOptions& o) {
     }
     LOOM_CHECK(o.ranks >= 2, "--calibrate-ranks: expected at least 2, got {}", o.ranks);
     calibrate_into(o, o.ranks, "threads of one process (run under mpirun to measure MPI)", [&] {
-        std::pair<double, double> bw;
+        RankFigures out;
         comm_local_run(o.ranks, [&](Communicator& c) {
-            const auto r = measure_bandwidths(c, o.quick ? (1 << 20) : (16 << 20),
-                                              o.quick ? 0.02 : 0.2);
-            if (c.rank() == 0) bw = r;
+            RankFigures f;
+            std::tie(f.allreduce_gbps, f.p2p_gbps) =
+                measure_bandwidths(c, o.quick ? (1 << 20) : (16 << 20), o.quick ? 0.02 : 0.2);
+            float gbps = float(f.allreduce_gbps);
+            c.broadcast(std::span<float>(&gbps, 1), 0)->wait();
+            f.sync_s = measure_shared_sync(c, gbps, o.quick);
+            if (c.rank() == 0) out = f;
         });
-        return bw;
+        return out;
     });
 }
 
@@ -310,6 +368,11 @@ MachineModel machine_from_calibration(const std::string& path) {
     if (n["step_efficiency"].IsDefined()) m.step_efficiency = num("step_efficiency", true);
     m.allreduce_gbps = num("allreduce_gbps", true);
     m.p2p_gbps = num("p2p_gbps", true);
+    // Files written before it was measured add nothing for ranks sharing cores.
+    if (n["shared_sync_s"].IsDefined()) {
+        m.shared_sync_s = num("shared_sync_s", false);
+        m.shared_sync_ranks = int(num("shared_sync_ranks", true));
+    }
     return m;
 }
 

@@ -98,27 +98,77 @@ struct RankLoad {
     int64_t apps = 0;
     double units = 0;  // forward + backward (3 forwards) + recomputed blocks, in block forwards
 };
-RankLoad busiest_rank(const PlanModel& m, int64_t seq, const LayoutChoice& l) {
+// Each global stage's work per micro-batch, in block forwards: forward, and
+// backward (2 x forward plus the checkpointed blocks' recompute).
+struct StageWork {
+    int64_t apps = 0;
+    double forward = 0, backward = 0;
+};
+std::vector<StageWork> stage_work(const PlanModel& m, int64_t seq, const LayoutChoice& l) {
     const int V = l.schedule == ScheduleKind::interleaved ? std::max(1, l.virtual_stages) : 1;
     const int S = l.pp * V;
-    RankLoad worst;
     const StageExtras x = plan_stage_extras(m, seq);
     const std::vector<int64_t> sizes =
         m.layers >= S ? balanced_partition(m.layers, S, x) : std::vector<int64_t>(size_t(S), 1);
     const int64_t every = std::max(1, l.checkpoint_every);
+    std::vector<StageWork> out(static_cast<size_t>(S));
+    for (int s = 0; s < S; ++s) {
+        const int64_t n = sizes[size_t(s)];
+        StageWork& w = out[size_t(s)];
+        w.apps = n;
+        w.forward = double(n) + (s == 0 ? x.first : 0) + (s == S - 1 ? x.last : 0);
+        w.backward = 2 * w.forward + (l.checkpointing ? double(ceil_div(n, every)) : 0);
+    }
+    return out;
+}
+
+RankLoad busiest_rank(const PlanModel& m, int64_t seq, const LayoutChoice& l) {
+    const std::vector<StageWork> stages = stage_work(m, seq, l);
+    RankLoad worst;
     for (int r = 0; r < l.pp; ++r) {
         RankLoad load;
-        for (int c = 0; c < V; ++c) {
-            const int s = c * l.pp + r;
-            const int64_t n = sizes[size_t(s)];
-            load.apps += n;
-            load.units += 3 * (double(n) + (s == 0 ? x.first : 0) + (s == S - 1 ? x.last : 0));
-            if (l.checkpointing) load.units += double(ceil_div(n, every));
+        for (size_t s = size_t(r); s < stages.size(); s += size_t(l.pp)) {
+            load.apps += stages[s].apps;
+            load.units += stages[s].forward + stages[s].backward;
         }
         worst.apps = std::max(worst.apps, load.apps);
         worst.units = std::max(worst.units, load.units);
     }
     return worst;
+}
+
+// The pipeline's makespan when the node's ranks share `cores` cores: every
+// rank of the node that has work runs at min(1, cores / busy ranks) of its
+// speed (the kernel's fair share), so the schedule keeps its order and its
+// time stretches by busy / cores wherever more ranks than cores are busy.
+// `copies`: the node's ranks per pipeline rank (dp x tp replicas of the same
+// schedule run in step, times the threads each runs). In block forwards.
+double shared_core_makespan(const PlanModel& m, int64_t seq, const LayoutChoice& l, int micro,
+                            double copies, int cores) {
+    const std::vector<StageWork> stages = stage_work(m, seq, l);
+    constexpr double k_ticks = 1000;  // per block forward: the simulation counts in integers
+    SimOptions so;
+    for (const StageWork& w : stages) {
+        so.stage_forward_time.push_back(std::max<int64_t>(1, std::llround(k_ticks * w.forward)));
+        so.stage_backward_time.push_back(std::max<int64_t>(1, std::llround(k_ticks * w.backward)));
+    }
+    const SimResult sim = simulate_schedule(l.schedule, l.pp, micro, int(stages.size()) / l.pp, so);
+    if (!sim.ok) return 0;
+    std::vector<std::pair<int64_t, int>> edges;  // (time, +1 start / -1 end)
+    for (const auto& rank : sim.spans)
+        for (const ComputeSpan& c : rank) {
+            edges.emplace_back(c.start, 1);
+            edges.emplace_back(c.end, -1);
+        }
+    std::sort(edges.begin(), edges.end());
+    double total = 0;
+    int busy = 0;
+    for (size_t i = 0; i + 1 < edges.size(); ++i) {
+        busy += edges[i].second;
+        const double dt = double(edges[i + 1].first - edges[i].first);
+        total += dt * std::max(1.0, double(busy) * copies / double(cores));
+    }
+    return total / k_ticks;
 }
 
 // Blocks the busiest stage holds and runs.
@@ -334,11 +384,18 @@ TimePlan plan_time(const PlanModel& m, const PlanWorkload& w, const LayoutChoice
         t.bubble = sim.ok ? sim.bubble : 0;
     }
     const double work = double(w.microbatches) * per_micro;  // FLOPs of one rank per step
-    const double critical = work / rank_rate / (1.0 - t.bubble);
-    // More ranks than cores: a rank waiting in a bubble frees its core for the
-    // others, so the node's total work over its cores bounds the step too.
-    const double node_bound = work * ranks_node / (core_rate * mc.cores);
-    const double compute = std::max(critical, node_bound);
+    double compute = work / rank_rate / (1.0 - t.bubble);
+    if (l.pp > 1) {
+        // The schedule with each stage's own work, on the node's shared
+        // cores: a rank waiting in a bubble frees its core for the others.
+        const double copies = double(l.dp) * l.tp * threads * ranks_node / double(world);
+        const double blocks =
+            shared_core_makespan(m, w.seq, l, int(w.microbatches), copies, mc.cores);
+        if (blocks > 0) compute = blocks * layer_tok / rank_rate;
+    } else {
+        // More ranks than cores: the node's total work over its cores.
+        compute = std::max(compute, work * ranks_node / (core_rate * mc.cores));
+    }
     t.compute_s = compute;
 
     const double act_bytes = k_f32 * tokens * double(m.hidden);
@@ -346,6 +403,13 @@ TimePlan plan_time(const PlanModel& m, const PlanWorkload& w, const LayoutChoice
     const double reduces = 4 + (l.checkpointing ? 2.0 / std::max(1, l.checkpoint_every) : 0);
     t.tp_comm_s = double(w.microbatches) * apps * reduces *
                   ring_seconds(act_bytes, l.tp, mc.allreduce_gbps, mc.latency_s);
+    if (l.tp > 1 && ranks_node > mc.cores && mc.shared_sync_s > 0 &&
+        mc.shared_sync_ranks > mc.cores) {
+        const double per_core = double(ranks_node) / mc.cores - 1;
+        const double measured_per_core = double(mc.shared_sync_ranks) / mc.cores - 1;
+        t.tp_comm_s += double(w.microbatches) * apps * reduces * mc.shared_sync_s * per_core /
+                       measured_per_core;
+    }
     if (l.pp > 1)
         t.pp_comm_s =
             double(w.microbatches) * 2 * (act_bytes / l.tp / (mc.p2p_gbps * 1e9) + mc.latency_s);

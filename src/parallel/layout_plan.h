@@ -108,6 +108,13 @@ struct MachineModel {
     // GEMMs. Measured by `loom plan --calibrate` on a transformer block's
     // forward and backward; 1 = GEMMs only.
     double step_efficiency = 1.0;
+    // Where a node has more ranks than cores, a tensor-parallel collective
+    // waits for peers the kernel is not running: seconds each, beyond its
+    // transfer, measured by `loom plan --calibrate` with shared_sync_ranks
+    // ranks on `cores` cores (0 = not measured). Scaled by ranks per core
+    // less one: a rank waits for the others' time slices.
+    double shared_sync_s = 0;
+    int shared_sync_ranks = 0;
 };
 
 struct LayoutChoice {

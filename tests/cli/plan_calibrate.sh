@@ -26,6 +26,7 @@ assert all(g["gflops"] > 0 for g in c["gemm_one_thread"])
 assert [t["threads"] for t in c["gemm_threads"]] == list(range(1, c["cores"] + 1))
 for k in ("gflops_per_core", "allreduce_gbps", "p2p_gbps"):
     assert c[k] > 0, k
+assert c["shared_sync_s"] >= 0 and c["shared_sync_ranks"] == 2, c
 assert c["gemm_half_rows"] >= 0
 # A whole training step cannot beat its GEMMs by much, nor fall to nothing.
 assert 0.05 < c["step_efficiency"] < 1.5, c["step_efficiency"]
@@ -63,6 +64,22 @@ printf 'step_efficiency: 0.5\n' | cat flat.yaml - > half.yaml
 c=$(compute half.yaml "dp1 tp1 pp8 1f1b")
 python3 -c "import sys; r = $c / $a; sys.exit(0 if abs(r - 2) < 0.01 else 1)" ||
   fail "step efficiency: flat $a s, at half efficiency $c s"
+
+# With more ranks than cores each tensor-parallel collective waits shared_sync_s
+# more, scaled by ranks per core less one: tp 8 runs 8 micro-batches x 24
+# blocks x 4 all-reduces, so 0.01 s each at 8 ranks on 2 cores adds 7.68 s,
+# and the same figure measured with 4 ranks on 2 cores 3x that.
+comm() {  # the comm column of layout $2 under calibration $1
+  "$loom" plan job.yaml --world 8 --calibration "$1" | awk -v l="$2" '$0 ~ "^"l" +[0-9]" {print $(NF-1)}'
+}
+printf 'shared_sync_s: 0.01\nshared_sync_ranks: 8\n' | cat flat.yaml - > sync8.yaml
+printf 'shared_sync_s: 0.01\nshared_sync_ranks: 4\n' | cat flat.yaml - > sync4.yaml
+base=$(comm flat.yaml "dp1 tp8 pp1"); s8=$(comm sync8.yaml "dp1 tp8 pp1"); s4=$(comm sync4.yaml "dp1 tp8 pp1")
+python3 -c "import sys; sys.exit(0 if abs($s8 - $base - 7.68) < 0.002 and abs($s4 - $base - 23.04) < 0.002 else 1)" ||
+  fail "shared sync: tp 8 comm $base s, $s8 s with 8 ranks measured, $s4 s with 4"
+# Layouts without tensor parallelism wait for no tp collective.
+[[ $(comm sync8.yaml "dp2 tp1 pp4 1f1b") == $(comm flat.yaml "dp2 tp1 pp4 1f1b") ]] ||
+  fail "shared sync charged to a layout without tp"
 
 printf 'cores: 2\ngflops_per_core: -1\n' > bad.yaml
 err=$("$loom" plan job.yaml --world 8 --calibration bad.yaml 2>&1 || true)

@@ -180,6 +180,45 @@ TEST(LayoutPlan, PipelineBubbleIsTheSimulatedSchedules) {
     }
 }
 
+// A pipeline whose ranks share the node's cores: each busy rank runs at the
+// kernel's fair share, so the step follows the work of the ranks busy at
+// each moment, stage by stage, not the busiest stage times the ranks.
+TEST(LayoutPlan, PipelineRanksSharingCoresArePricedByTheirOwnWork) {
+    PlanModel m = plan_model_from_config(load_hf_config(fixture("bert-mlm")));
+    m.layers = m.distinct_blocks = 8;
+    PlanWorkload w;
+    w.micro_batch = 2;
+    w.seq = 32;
+    MachineModel mc;
+    mc.cores = 1;
+    const double core_rate = mc.gflops_per_core * 1e9;
+    // The whole model's forward and backward for one micro-batch, one core.
+    const double model_s =
+        3 * forward_flops_per_token(m, w.seq) * double(w.micro_batch * w.seq) / core_rate;
+    LayoutChoice l;
+    l.pp = 4;
+    l.schedule = ScheduleKind::simple;
+    // One micro-batch crosses the stages one after another: exactly the
+    // whole model's time, however unequal the stages (the head makes the
+    // last one heavier).
+    w.microbatches = 1;
+    EXPECT_NEAR(plan_time(m, w, l, mc, 4).compute_s, model_s, 1e-3 * model_s);
+    // One core under 2 pipelines of 4 stages: it is never idle, so the step
+    // is every rank's work added up.
+    l.dp = 2;
+    w.microbatches = 4;
+    for (ScheduleKind k : {ScheduleKind::simple, ScheduleKind::one_f_one_b}) {
+        l.schedule = k;
+        EXPECT_NEAR(plan_time(m, w, l, mc, 8).compute_s, 2 * 4 * model_s, 1e-3 * 2 * 4 * model_s);
+    }
+    // Enough cores for every rank (2 threads each): the schedule's own
+    // makespan, longer than the work spread evenly over the cores.
+    mc.cores = 16;
+    const TimePlan own = plan_time(m, w, l, mc, 8);
+    EXPECT_GT(own.compute_s, 2 * 4 * model_s / 16 * 1.05);
+    EXPECT_LT(own.compute_s, 4 * model_s / 2);
+}
+
 TEST(LayoutPlan, EnumeratesEveryLayoutOfTheWorldAndRanksThem) {
     ModelConfig c = load_hf_config(fixture("bert-mlm"));
     c.num_attention_heads = 6;  // tp 4 and tp 8 cannot split 6 heads
