@@ -97,6 +97,7 @@ void run_plan(const PlanOptions& o) {
         mc.p2p_gbps = cal.p2p_gbps;
         mc.shared_sync_s = cal.shared_sync_s;
         mc.shared_sync_ranks = cal.shared_sync_ranks;
+        mc.gemm_half_narrow = cal.gemm_half_narrow;
     }
     const auto rows = plan_layouts(m, q, mc);
     fmt::print(
@@ -111,7 +112,11 @@ void run_plan(const PlanOptions& o) {
         "world {}{}\n\n",
         mc.cores, mc.gflops_per_core,
         mc.gemm_half_rows > 0
-            ? fmt::format(" x rows / (rows + {:.0f}) per micro-batch", mc.gemm_half_rows)
+            ? fmt::format(" x rows / (rows + {:.0f}) per micro-batch{}", mc.gemm_half_rows,
+                          mc.gemm_half_narrow > 0
+                              ? fmt::format(" x a narrow side's d / (d + {:.0f}), relative",
+                                            mc.gemm_half_narrow)
+                              : std::string())
             : std::string(),
         mc.step_efficiency != 1.0 ? fmt::format(" x {:.2f} in a whole step", mc.step_efficiency)
                                   : std::string(),

@@ -72,6 +72,24 @@ double layer_flops_per_token(const PlanModel& m, int64_t seq) {
     return 2 * (2 * C * C + 2 * C * KV + mlp) + 4 * plan_attention_keys(m, seq) * C;
 }
 
+double block_narrow_factor(const PlanModel& m, int64_t seq, int tp, double half_narrow) {
+    if (half_narrow <= 0) return 1.0;
+    const double C = double(m.hidden), I = double(m.intermediate), KV = double(m.kv_width());
+    const double t = double(tp);
+    auto rate = [&](double d) { return d / (d + half_narrow) * (1024 + half_narrow) / 1024; };
+    // (input, output) widths of q|k|v, the attention output, the MLP's up
+    // (and gate) and down projections on one tp rank.
+    const double w[4][2] = {
+        {C, (C + 2 * KV) / t}, {C / t, C}, {C, (m.gated_mlp ? 2 : 1) * I / t}, {I / t, C}};
+    double linear = 0, linear_time = 0;
+    for (const auto& [in, out] : w) {
+        linear += in * out;
+        linear_time += in * out / rate(std::min(in, out));
+    }
+    const double attention = 2 * plan_attention_keys(m, seq) * C / t;  // per 2 FLOPs
+    return (linear_time + attention) / (linear + attention);
+}
+
 namespace {
 
 // What the first and last stages add, in block applications: the runtime's
@@ -104,7 +122,8 @@ struct StageWork {
     int64_t apps = 0;
     double forward = 0, backward = 0;
 };
-std::vector<StageWork> stage_work(const PlanModel& m, int64_t seq, const LayoutChoice& l) {
+std::vector<StageWork> stage_work(const PlanModel& m, int64_t seq, const LayoutChoice& l,
+                                  double block = 1.0) {
     const int V = l.schedule == ScheduleKind::interleaved ? std::max(1, l.virtual_stages) : 1;
     const int S = l.pp * V;
     const StageExtras x = plan_stage_extras(m, seq);
@@ -116,14 +135,14 @@ std::vector<StageWork> stage_work(const PlanModel& m, int64_t seq, const LayoutC
         const int64_t n = sizes[size_t(s)];
         StageWork& w = out[size_t(s)];
         w.apps = n;
-        w.forward = double(n) + (s == 0 ? x.first : 0) + (s == S - 1 ? x.last : 0);
-        w.backward = 2 * w.forward + (l.checkpointing ? double(ceil_div(n, every)) : 0);
+        w.forward = block * double(n) + (s == 0 ? x.first : 0) + (s == S - 1 ? x.last : 0);
+        w.backward = 2 * w.forward + (l.checkpointing ? block * double(ceil_div(n, every)) : 0);
     }
     return out;
 }
 
-RankLoad busiest_rank(const PlanModel& m, int64_t seq, const LayoutChoice& l) {
-    const std::vector<StageWork> stages = stage_work(m, seq, l);
+RankLoad busiest_rank(const PlanModel& m, int64_t seq, const LayoutChoice& l, double block = 1.0) {
+    const std::vector<StageWork> stages = stage_work(m, seq, l, block);
     RankLoad worst;
     for (int r = 0; r < l.pp; ++r) {
         RankLoad load;
@@ -144,8 +163,8 @@ RankLoad busiest_rank(const PlanModel& m, int64_t seq, const LayoutChoice& l) {
 // `copies`: the node's ranks per pipeline rank (dp x tp replicas of the same
 // schedule run in step, times the threads each runs). In block forwards.
 double shared_core_makespan(const PlanModel& m, int64_t seq, const LayoutChoice& l, int micro,
-                            double copies, int cores) {
-    const std::vector<StageWork> stages = stage_work(m, seq, l);
+                            double copies, int cores, double block) {
+    const std::vector<StageWork> stages = stage_work(m, seq, l, block);
     constexpr double k_ticks = 1000;  // per block forward: the simulation counts in integers
     SimOptions so;
     for (const StageWork& w : stages) {
@@ -360,12 +379,16 @@ TimePlan plan_time(const PlanModel& m, const PlanWorkload& w, const LayoutChoice
     // the embeddings or head they hold (the runtime's balanced split), one
     // more forward of each checkpointed block, backward = 2 x forward; tp split.
     const double layer_tok = layer_flops_per_token(m, w.seq) * tokens / l.tp;
-    double fwd = fwd_tok * tokens / l.tp, per_micro = 3 * fwd;
+    // Blocks in block forwards at the rows' GEMM rate; narrow tp GEMMs run slower.
+    const double block = block_narrow_factor(m, w.seq, l.tp, mc.gemm_half_narrow);
+    double fwd = fwd_tok * tokens / l.tp + double(m.layers) * (block - 1) * layer_tok;
+    double per_micro = 3 * fwd;
     if (l.pp > 1) {
-        per_micro = busiest_rank(m, w.seq, l).units * layer_tok;
+        per_micro = busiest_rank(m, w.seq, l, block).units * layer_tok;
         fwd = per_micro / 3;  // the schedule simulation's unit below
     } else if (l.checkpointing) {
-        per_micro += double(ceil_div(m.layers, std::max(1, l.checkpoint_every))) * layer_tok;
+        per_micro +=
+            block * double(ceil_div(m.layers, std::max(1, l.checkpoint_every))) * layer_tok;
     }
     const int ranks_node = mc.ranks_per_node > 0 ? mc.ranks_per_node : world;
     // Each rank runs max(1, cores / ranks) threads.
@@ -390,7 +413,7 @@ TimePlan plan_time(const PlanModel& m, const PlanWorkload& w, const LayoutChoice
         // cores: a rank waiting in a bubble frees its core for the others.
         const double copies = double(l.dp) * l.tp * threads * ranks_node / double(world);
         const double blocks =
-            shared_core_makespan(m, w.seq, l, int(w.microbatches), copies, mc.cores);
+            shared_core_makespan(m, w.seq, l, int(w.microbatches), copies, mc.cores, block);
         if (blocks > 0) compute = blocks * layer_tok / rank_rate;
     } else {
         // More ranks than cores: the node's total work over its cores.

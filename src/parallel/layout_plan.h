@@ -115,6 +115,12 @@ struct MachineModel {
     // less one: a rank waits for the others' time slices.
     double shared_sync_s = 0;
     int shared_sync_ranks = 0;
+    // A linear layer's GEMMs by their narrow side d (the smaller of its input
+    // and output widths on a rank, which tensor parallelism divides): they run
+    // at (d / (d + gemm_half_narrow)) / (1024 / (1024 + gemm_half_narrow)) of
+    // the rate at d = 1024, where gflops_per_core was measured (0 = no
+    // dependence). Measured by `loom plan --calibrate`.
+    double gemm_half_narrow = 0;
 };
 
 struct LayoutChoice {
@@ -179,5 +185,9 @@ double forward_flops_per_token(const PlanModel& m, int64_t seq);
 // weights (k and v of NKV heads, SwiGLU's three matrices) plus Q K^T and the
 // product with V over plan_attention_keys.
 double layer_flops_per_token(const PlanModel& m, int64_t seq);
+// A block's time on a tp rank over what its FLOPs at the rows' GEMM rate
+// would take: its linear layers' narrow sides (MachineModel::gemm_half_narrow);
+// 1 when half_narrow is 0.
+double block_narrow_factor(const PlanModel& m, int64_t seq, int tp, double half_narrow);
 
 }  // namespace loom

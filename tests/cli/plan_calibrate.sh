@@ -27,7 +27,8 @@ assert [t["threads"] for t in c["gemm_threads"]] == list(range(1, c["cores"] + 1
 for k in ("gflops_per_core", "allreduce_gbps", "p2p_gbps"):
     assert c[k] > 0, k
 assert c["shared_sync_s"] >= 0 and c["shared_sync_ranks"] == 2, c
-assert c["gemm_half_rows"] >= 0
+assert c["gemm_half_rows"] >= 0 and c["gemm_half_narrow"] >= 0
+assert [g["narrow"] for g in c["gemm_narrow"]] == [1024, 512, 256, 128]
 # A whole training step cannot beat its GEMMs by much, nor fall to nothing.
 assert 0.05 < c["step_efficiency"] < 1.5, c["step_efficiency"]
 PY
@@ -80,6 +81,13 @@ python3 -c "import sys; sys.exit(0 if abs($s8 - $base - 7.68) < 0.002 and abs($s
 # Layouts without tensor parallelism wait for no tp collective.
 [[ $(comm sync8.yaml "dp2 tp1 pp4 1f1b") == $(comm flat.yaml "dp2 tp1 pp4 1f1b") ]] ||
   fail "shared sync charged to a layout without tp"
+
+# A narrow-side curve slows tp 8's narrow shards; tp 1 keeps 1024-wide sides.
+printf 'gemm_half_narrow: 256\n' | cat flat.yaml - > narrow.yaml
+[[ $(compute narrow.yaml "dp2 tp1 pp4 1f1b") == $(compute flat.yaml "dp2 tp1 pp4 1f1b") ]] ||
+  fail "narrow sides charged to a layout without tp"
+python3 -c "import sys; sys.exit(0 if $(compute narrow.yaml "dp1 tp8 pp1") > 1.02 * $(compute flat.yaml "dp1 tp8 pp1") else 1)" ||
+  fail "narrow sides: tp 8 not slower"
 
 printf 'cores: 2\ngflops_per_core: -1\n' > bad.yaml
 err=$("$loom" plan job.yaml --world 8 --calibration bad.yaml 2>&1 || true)

@@ -219,6 +219,46 @@ TEST(LayoutPlan, PipelineRanksSharingCoresArePricedByTheirOwnWork) {
     EXPECT_LT(own.compute_s, 4 * model_s / 2);
 }
 
+// Tensor parallelism narrows each rank's linear layers; with a measured
+// narrow-side curve their GEMMs run slower, worked out here by hand.
+TEST(LayoutPlan, NarrowTensorParallelShardsRunAtTheirMeasuredRate) {
+    PlanModel m = plan_model_from_config(load_hf_config(fixture("bert-mlm")));
+    m.hidden = m.embedding = 1024;
+    m.heads = 16;
+    m.kv_heads = 0;
+    m.intermediate = 4096;
+    m.gated_mlp = false;
+    ASSERT_EQ(m.kv_width(), 1024);
+    const int64_t T = 128;
+    // half 1024: a d-wide side runs at 2d / (d + 1024) of d = 1024's rate.
+    // tp 2: q|k|v 1024 x 1536 and the MLP's 1024 x 2048 and 2048 x 1024 keep
+    // a 1024-wide side; the attention output is 512 x 1024, at 2/3 the rate.
+    const double linear = 1024.0 * 1536 + 512.0 * 1024 + 1024.0 * 2048 + 2048.0 * 1024;
+    const double linear_time = 1024.0 * 1536 + 512.0 * 1024 * 1.5 + 1024.0 * 2048 + 2048.0 * 1024;
+    const double attention = 2.0 * T * 1024 / 2;
+    EXPECT_NEAR(block_narrow_factor(m, T, 2, 1024),
+                (linear_time + attention) / (linear + attention), 1e-12);
+    EXPECT_EQ(block_narrow_factor(m, T, 1, 1024), 1.0) << "every side is 1024 wide";
+    EXPECT_EQ(block_narrow_factor(m, T, 2, 0), 1.0) << "not measured: no dependence";
+    EXPECT_GT(block_narrow_factor(m, T, 8, 1024), block_narrow_factor(m, T, 2, 1024));
+
+    // In the step: each block's time grows by the factor, the embeddings and
+    // the head's do not.
+    PlanWorkload w;
+    w.micro_batch = 2;
+    w.seq = T;
+    w.microbatches = 4;
+    LayoutChoice l;
+    l.tp = 2;
+    MachineModel flat, narrow;
+    narrow.gemm_half_narrow = 1024;
+    const double f = block_narrow_factor(m, T, 2, 1024);
+    const double whole = forward_flops_per_token(m, T),
+                 blocks = m.layers * layer_flops_per_token(m, T);
+    EXPECT_NEAR(plan_time(m, w, l, narrow, 2).compute_s / plan_time(m, w, l, flat, 2).compute_s,
+                (whole + blocks * (f - 1)) / whole, 1e-9);
+}
+
 TEST(LayoutPlan, EnumeratesEveryLayoutOfTheWorldAndRanksThem) {
     ModelConfig c = load_hf_config(fixture("bert-mlm"));
     c.num_attention_heads = 6;  // tp 4 and tp 8 cannot split 6 heads
