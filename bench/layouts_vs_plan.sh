@@ -14,7 +14,10 @@
 #
 #   bench/layouts_vs_plan.sh [loom binary] [layouts...]
 #   PLAN_CALIBRATION=file.yaml (from `loom plan --calibrate`) plans with this
-#   machine's measured figures instead of the defaults
+#   machine's measured figures instead of the defaults; calibrate at the
+#   bench's world size (OMP_NUM_THREADS=1 mpirun --oversubscribe -np 8 loom
+#   plan --calibrate --calibrate-out file.yaml): 8 ranks on 2 cores pay per
+#   collective what 2 ranks do not
 #   PLAN_ONLY=1 prints the plans and trains nothing (seconds, not half an hour)
 #   layouts: DPxTPxPP[:schedule] (default: 1x1x8:simple 2x1x4 4x1x2 2x2x2 1x8x1);
 #   each layout splits its replica's batch into 8 / dp micro-batches of 2 rows
