@@ -120,7 +120,10 @@ double fit_narrow(const std::vector<std::pair<double, double>>& d_relative) {
             const double e = std::log(r) - std::log(d / (d + h) * (1024 + h) / 1024);
             err += e * e;
         }
-        if (err < best_err) best_err = err, best_h = h;
+        if (err < best_err) {
+            best_err = err;
+            best_h = h;
+        }
     }
     return best_h;
 }
@@ -189,7 +192,7 @@ double measure_shared_sync(Communicator& c, double allreduce_gbps, bool quick) {
     const int64_t rows = 128, n = quick ? 256 : 1024;
     const int segments = quick ? 4 : 16;
     std::vector<float> a(size_t(rows * n), 0.5f), b(size_t(n * n), 0.25f), out(size_t(rows * n));
-    std::vector<float> buf(size_t(64 << 10), 1.f);  // 256 KiB: a micro-batch's activations, small
+    std::vector<float> buf(size_t(64 << 10), 1.f);  // 256 KiB: its transfer is taken out below
     auto run = [&](bool sync) {
         c.barrier()->wait();
         const auto t0 = Clock::now();
