@@ -36,43 +36,11 @@ double seconds_since(Clock::time_point t0) {
     return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// Best GFLOP/s of an M x N x K fp32 GEMM over 3 timed rounds of at least
-// `min_s` each, on `threads` OpenMP threads.
-double gemm_gflops(int64_t M, int64_t N, int64_t K, int threads, double min_s) {
-    std::vector<float> a(size_t(M * K), 0.5f), b(size_t(K * N), 0.25f), c(size_t(M * N));
-    omp_set_num_threads(threads);
-    gemm<float>(false, false, M, N, K, 1.f, a.data(), K, b.data(), N, 0.f, c.data(), N);  // warm
-    double best = 0;
-    for (int round = 0; round < 3; ++round) {
-        int reps = 0;
-        const auto t0 = Clock::now();
-        double dt = 0;
-        do {
-            gemm<float>(false, false, M, N, K, 1.f, a.data(), K, b.data(), N, 0.f, c.data(), N);
-            ++reps;
-            dt = seconds_since(t0);
-        } while (dt < min_s);
-        best = std::max(best, 2.0 * double(M) * double(N) * double(K) * reps / dt / 1e9);
-    }
-    return best;
-}
-
-// Best GFLOP/s of a linear layer's forward and backward GEMMs (Y = X W,
-// dX = dY W^T, dW = X^T dY) for `rows` tokens, W `in` x `out`, one thread,
-// over 3 timed rounds of at least `min_s` each.
-double linear_gflops(int64_t rows, int64_t in, int64_t out, double min_s) {
-    std::vector<float> x(size_t(rows * in), 0.5f), w(size_t(in * out), 0.25f),
-        y(size_t(rows * out), 0.125f), dx(size_t(rows * in)), dw(size_t(in * out));
-    omp_set_num_threads(1);
-    auto once = [&] {
-        gemm<float>(false, false, rows, out, in, 1.f, x.data(), in, w.data(), out, 0.f, y.data(),
-                    out);
-        gemm<float>(false, true, rows, in, out, 1.f, y.data(), out, w.data(), out, 0.f, dx.data(),
-                    in);
-        gemm<float>(true, false, in, out, rows, 1.f, x.data(), in, y.data(), out, 0.f, dw.data(),
-                    out);
-    };
-    once();  // warm
+// Best GFLOP/s of `once` (`flops` each call) over 3 timed rounds of at
+// least `min_s` each, after one warm-up call.
+template <typename F>
+double best_gflops(double flops, double min_s, const F& once) {
+    once();
     double best = 0;
     for (int round = 0; round < 3; ++round) {
         int reps = 0;
@@ -83,9 +51,34 @@ double linear_gflops(int64_t rows, int64_t in, int64_t out, double min_s) {
             ++reps;
             dt = seconds_since(t0);
         } while (dt < min_s);
-        best = std::max(best, 6.0 * double(rows) * double(in) * double(out) * reps / dt / 1e9);
+        best = std::max(best, flops * reps / dt / 1e9);
     }
     return best;
+}
+
+// An M x N x K fp32 GEMM on `threads` OpenMP threads.
+double gemm_gflops(int64_t M, int64_t N, int64_t K, int threads, double min_s) {
+    std::vector<float> a(size_t(M * K), 0.5f), b(size_t(K * N), 0.25f), c(size_t(M * N));
+    omp_set_num_threads(threads);
+    return best_gflops(2.0 * double(M) * double(N) * double(K), min_s, [&] {
+        gemm<float>(false, false, M, N, K, 1.f, a.data(), K, b.data(), N, 0.f, c.data(), N);
+    });
+}
+
+// A linear layer's forward and backward GEMMs (Y = X W, dX = dY W^T,
+// dW = X^T dY) for `rows` tokens, W `in` x `out`, one thread.
+double linear_gflops(int64_t rows, int64_t in, int64_t out, double min_s) {
+    std::vector<float> x(size_t(rows * in), 0.5f), w(size_t(in * out), 0.25f),
+        y(size_t(rows * out), 0.125f), dx(size_t(rows * in)), dw(size_t(in * out));
+    omp_set_num_threads(1);
+    return best_gflops(6.0 * double(rows) * double(in) * double(out), min_s, [&] {
+        gemm<float>(false, false, rows, out, in, 1.f, x.data(), in, w.data(), out, 0.f, y.data(),
+                    out);
+        gemm<float>(false, true, rows, in, out, 1.f, y.data(), out, w.data(), out, 0.f, dx.data(),
+                    in);
+        gemm<float>(true, false, in, out, rows, 1.f, x.data(), in, y.data(), out, 0.f, dw.data(),
+                    out);
+    });
 }
 
 struct Fit {
