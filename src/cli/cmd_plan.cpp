@@ -219,7 +219,12 @@ This machine's figures for the CPU planner (docs/cost-model.md):
     sub->add_option("--calibrate-out", o->calib.out, "YAML file --calibrate writes");
     sub->add_option("--calibrate-ranks", o->calib.ranks, "ranks for the bandwidths")
         ->capture_default_str();
-    sub->add_flag("--quick", o->calib.quick, "--calibrate with small shapes and short timings");
+    sub->add_flag("--quick", o->calib.quick,
+                  "--calibrate with small shapes and short timings, one round");
+    sub->add_option("--calibrate-rounds", o->calib.rounds,
+                    "measure this many times and keep each figure's median (a shared machine "
+                    "moves single measurements by 2-4x)")
+        ->capture_default_str();
     sub->add_option("--calibration", o->calibration,
                     "a file from --calibrate: this machine's figures for the CPU planner");
     sub->callback([o, sub] {
@@ -234,6 +239,7 @@ This machine's figures for the CPU planner (docs/cost-model.md):
                         "holds the machine's figures)",
                         cpu_only));
         if (o->calibrate) {
+            if (o->calib.quick && sub->count("--calibrate-rounds") == 0) o->calib.rounds = 1;
             run_calibrate(o->calib);
             return;
         }
@@ -245,7 +251,8 @@ This machine's figures for the CPU planner (docs/cost-model.md):
                 if (sub->count(gpu_only) > 0)
                     throw loom::Error(fmt::format("{} needs --machine NAME", gpu_only));
         if (!o->calibrate)
-            for (const char* calib_only : {"--calibrate-out", "--calibrate-ranks", "--quick"})
+            for (const char* calib_only :
+                 {"--calibrate-out", "--calibrate-ranks", "--calibrate-rounds", "--quick"})
                 if (sub->count(calib_only) > 0)
                     throw loom::Error(fmt::format("{} goes with --calibrate", calib_only));
         run_plan(*o);

@@ -8,6 +8,7 @@
 #include <omp.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -264,93 +265,152 @@ StepRate block_step_rate(int64_t C, int reps) {
     return {double(B * T), flops / s / 1e9};
 }
 
+// One round's raw figures; (x, GFLOP/s) pairs for the GEMM tables.
+struct Figures {
+    std::vector<std::pair<double, double>> by_rows, by_narrow, by_threads;
+    StepRate step;
+    RankFigures ranks;
+};
+
+Figures measure_round(const CalibrateOptions& o, int cores,
+                      const std::function<RankFigures()>& measure_ranks) {
+    const double min_s = o.quick ? 0.02 : 0.2;
+    const int64_t NK = o.quick ? 256 : 1024;
+    Figures f;
+    // GEMM rate by rows at one thread: what one single-threaded rank gets.
+    for (int64_t M : {8, 32, 128, 512, 2048}) {
+        f.by_rows.emplace_back(double(M), gemm_gflops(M, NK, NK, 1, min_s));
+        fmt::print("gemm {} x {} x {}, 1 thread: {:.1f} GFLOP/s\n", M, NK, NK,
+                   f.by_rows.back().second);
+    }
+    // The narrow side at one thread: a linear layer's forward and backward
+    // for 256 token rows, d x 1024 and 1024 x d (a tensor-parallel shard of a
+    // row- and of a column-parallel layer).
+    for (int64_t d : {1024, 512, 256, 128}) {
+        // The two layers' time added up: the rate of the pair.
+        f.by_narrow.emplace_back(double(d), 2.0 / (1.0 / linear_gflops(256, d, 1024, min_s) +
+                                                   1.0 / linear_gflops(256, 1024, d, min_s)));
+        fmt::print("gemm 256 rows, narrow side {}, 1 thread: {:.1f} GFLOP/s\n", d,
+                   f.by_narrow.back().second);
+    }
+    // Threads per rank: the large shape on 1..cores threads.
+    for (int t = 1; t <= cores; ++t) {
+        f.by_threads.emplace_back(double(t), gemm_gflops(2048, NK, NK, t, min_s));
+        fmt::print("gemm 2048 x {} x {}, {} thread(s): {:.1f} GFLOP/s\n", NK, NK, t,
+                   f.by_threads.back().second);
+    }
+    f.step = block_step_rate(NK, o.quick ? 1 : 3);
+    fmt::print(
+        "training step of 2 BERT blocks (hidden {}, {} token rows), 1 thread: {:.1f} GFLOP/s\n", NK,
+        int64_t(f.step.rows), f.step.gflops);
+    omp_set_num_threads(cores);
+    f.ranks = measure_ranks();
+    fmt::print(
+        "all-reduce bus bandwidth {:.2f} GB/s, point-to-point {:.2f} GB/s; a collective "
+        "between compute segments {:.2f} ms beyond its transfer\n",
+        f.ranks.allreduce_gbps, f.ranks.p2p_gbps, 1e3 * f.ranks.sync_s);
+    return f;
+}
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Every figure's median over the rounds: on a shared machine one round's
+// figure can move 2-4x with what the kernel ran beside it, and the plan
+// should not follow one unlucky round.
+Figures median_figures(const std::vector<Figures>& rounds) {
+    auto med = [&](const auto& get) {
+        std::vector<double> v;
+        for (const Figures& r : rounds) v.push_back(get(r));
+        return median(std::move(v));
+    };
+    Figures m = rounds.front();
+    auto table = [&](std::vector<std::pair<double, double>> Figures::*t) {
+        for (size_t i = 0; i < (m.*t).size(); ++i)
+            (m.*t)[i].second = med([&](const Figures& r) { return (r.*t)[i].second; });
+    };
+    table(&Figures::by_rows);
+    table(&Figures::by_narrow);
+    table(&Figures::by_threads);
+    m.step.gflops = med([](const Figures& r) { return r.step.gflops; });
+    m.ranks.allreduce_gbps = med([](const Figures& r) { return r.ranks.allreduce_gbps; });
+    m.ranks.p2p_gbps = med([](const Figures& r) { return r.ranks.p2p_gbps; });
+    m.ranks.sync_s = med([](const Figures& r) { return r.ranks.sync_s; });
+    return m;
+}
+
+void emit_table(YAML::Emitter& y, const char* key, const char* x_key,
+                const std::vector<std::pair<double, double>>& t,
+                const std::vector<std::pair<const char*, int64_t>>& extra = {}) {
+    y << YAML::Key << key << YAML::Value << YAML::BeginSeq;
+    for (auto [x, g] : t) {
+        y << YAML::Flow << YAML::BeginMap << YAML::Key << x_key << YAML::Value << int64_t(x);
+        for (auto [k, v] : extra) y << YAML::Key << k << YAML::Value << v;
+        y << YAML::Key << "gflops" << YAML::Value << g << YAML::EndMap;
+    }
+    y << YAML::EndSeq;
+}
+
 void calibrate_into(const CalibrateOptions& o, int ranks, const char* how,
                     const std::function<RankFigures()>& measure_ranks) {
     const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
     const double load = load_average();
-    const double min_s = o.quick ? 0.02 : 0.2;
     const int64_t NK = o.quick ? 256 : 1024;
-    YAML::Emitter y;
-    y.SetDoublePrecision(5);
-    y << YAML::Comment(fmt::format(
-        "loom plan --calibrate: {} cores, load average {:.2f} at the start (a busy machine "
-        "measures low). Bandwidths are between {} {}.",
-        cores, load, ranks, how));
-    y << YAML::BeginMap;
-    // GEMM rate by rows at one thread: what one single-threaded rank gets.
-    std::vector<std::pair<double, double>> by_rows;
-    y << YAML::Key << "gemm_one_thread" << YAML::Value << YAML::BeginSeq;
-    for (int64_t M : {8, 32, 128, 512, 2048}) {
-        const double g = gemm_gflops(M, NK, NK, 1, min_s);
-        by_rows.emplace_back(double(M), g);
-        y << YAML::Flow << YAML::BeginMap << YAML::Key << "rows" << YAML::Value << M << YAML::Key
-          << "n" << YAML::Value << NK << YAML::Key << "k" << YAML::Value << NK << YAML::Key
-          << "gflops" << YAML::Value << g << YAML::EndMap;
-        fmt::print("gemm {} x {} x {}, 1 thread: {:.1f} GFLOP/s\n", M, NK, NK, g);
+    std::vector<Figures> rounds;
+    for (int r = 0; r < o.rounds; ++r) {
+        if (o.rounds > 1) fmt::print("round {} of {}\n", r + 1, o.rounds);
+        rounds.push_back(measure_round(o, cores, measure_ranks));
     }
-    y << YAML::EndSeq;
-    const Fit fit = fit_shape(by_rows);
+    const Figures f = median_figures(rounds);
+    if (o.rounds > 1) fmt::print("medians of {} rounds:\n", o.rounds);
+    const Fit fit = fit_shape(f.by_rows);
     fmt::print("fit: {:.1f} GFLOP/s x rows / (rows + {:.0f}), rms log error {:.3f}\n", fit.peak,
                fit.half_rows, fit.rms_log);
-    // The narrow side at one thread: a linear layer's forward and backward
-    // for 256 token rows, d x 1024 and 1024 x d (a tensor-parallel shard of a
-    // row- and of a column-parallel layer), against d = 1024.
-    y << YAML::Key << "gemm_narrow" << YAML::Value << YAML::BeginSeq;
-    std::vector<std::pair<double, double>> by_narrow;
-    double at_1024 = 0;
-    for (int64_t d : {1024, 512, 256, 128}) {
-        // The two layers' time added up: the rate of the pair.
-        const double g = 2.0 / (1.0 / linear_gflops(256, d, 1024, min_s) +
-                                1.0 / linear_gflops(256, 1024, d, min_s));
-        if (d == 1024) at_1024 = g;
-        by_narrow.emplace_back(double(d), g / at_1024);
-        y << YAML::Flow << YAML::BeginMap << YAML::Key << "narrow" << YAML::Value << d << YAML::Key
-          << "gflops" << YAML::Value << g << YAML::EndMap;
-        fmt::print("gemm 256 rows, narrow side {}, 1 thread: {:.1f} GFLOP/s\n", d, g);
-    }
-    y << YAML::EndSeq;
-    const double half_narrow = fit_narrow(by_narrow);
+    std::vector<std::pair<double, double>> narrow_relative;
+    for (auto [d, g] : f.by_narrow) narrow_relative.emplace_back(d, g / f.by_narrow.front().second);
+    const double half_narrow = fit_narrow(narrow_relative);
     fmt::print("narrow side: x (d / (d + {:.0f})) relative to d = 1024\n", half_narrow);
-    // Threads per rank: the large shape on 1..cores threads.
-    y << YAML::Key << "gemm_threads" << YAML::Value << YAML::BeginSeq;
-    for (int t = 1; t <= cores; ++t) {
-        const double g = gemm_gflops(2048, NK, NK, t, min_s);
-        y << YAML::Flow << YAML::BeginMap << YAML::Key << "threads" << YAML::Value << t
-          << YAML::Key << "gflops" << YAML::Value << g << YAML::EndMap;
-        fmt::print("gemm 2048 x {} x {}, {} thread(s): {:.1f} GFLOP/s\n", NK, NK, t, g);
-    }
-    y << YAML::EndSeq;
-    const StepRate step = block_step_rate(NK, o.quick ? 1 : 3);
-    const double at_rows = fit.peak * step.rows / (step.rows + fit.half_rows);
-    const double efficiency = step.gflops / at_rows;
-    fmt::print(
-        "training step of 2 BERT blocks (hidden {}, {} token rows), 1 thread: {:.1f} GFLOP/s, "
-        "{:.2f} of the GEMM rate at those rows\n",
-        NK, int64_t(step.rows), step.gflops, efficiency);
-    omp_set_num_threads(cores);
-    const RankFigures figs = measure_ranks();
-    const double ar = figs.allreduce_gbps, p2p = figs.p2p_gbps;
-    fmt::print("all-reduce bus bandwidth {:.2f} GB/s, point-to-point {:.2f} GB/s ({} {})\n", ar,
-               p2p, ranks, how);
+    const double at_rows = fit.peak * f.step.rows / (f.step.rows + fit.half_rows);
+    const double efficiency = f.step.gflops / at_rows;
+    fmt::print("training step: {:.1f} GFLOP/s, {:.2f} of the GEMM rate at {} rows\n", f.step.gflops,
+               efficiency, int64_t(f.step.rows));
+    const RankFigures& figs = f.ranks;
+    fmt::print("all-reduce bus bandwidth {:.2f} GB/s, point-to-point {:.2f} GB/s ({} {})\n",
+               figs.allreduce_gbps, figs.p2p_gbps, ranks, how);
     fmt::print(
         "a collective between compute segments: {:.2f} ms beyond its transfer ({} ranks on "
         "{} cores)\n",
         1e3 * figs.sync_s, ranks, cores);
+
+    YAML::Emitter y;
+    y.SetDoublePrecision(5);
+    y << YAML::Comment(fmt::format(
+        "loom plan --calibrate: {} cores, load average {:.2f} at the start (a busy machine "
+        "measures low). Bandwidths are between {} {}. Each figure is the median of {} round(s).",
+        cores, load, ranks, how, o.rounds));
+    y << YAML::BeginMap;
+    emit_table(y, "gemm_one_thread", "rows", f.by_rows, {{"n", NK}, {"k", NK}});
+    emit_table(y, "gemm_narrow", "narrow", f.by_narrow);
+    emit_table(y, "gemm_threads", "threads", f.by_threads);
     y << YAML::Key << "cores" << YAML::Value << cores;
     y << YAML::Key << "gflops_per_core" << YAML::Value << fit.peak;
     y << YAML::Key << "gemm_half_rows" << YAML::Value << std::round(fit.half_rows);
     y << YAML::Key << "gemm_half_narrow" << YAML::Value << std::round(half_narrow);
     y << YAML::Key << "step_efficiency" << YAML::Value << efficiency;
-    y << YAML::Key << "allreduce_gbps" << YAML::Value << ar;
-    y << YAML::Key << "p2p_gbps" << YAML::Value << p2p;
+    y << YAML::Key << "allreduce_gbps" << YAML::Value << figs.allreduce_gbps;
+    y << YAML::Key << "p2p_gbps" << YAML::Value << figs.p2p_gbps;
     y << YAML::Key << "shared_sync_s" << YAML::Value << figs.sync_s;
     y << YAML::Key << "shared_sync_ranks" << YAML::Value << ranks;
+    y << YAML::Key << "rounds" << YAML::Value << o.rounds;
     y << YAML::Key << "load_average" << YAML::Value << load;
     y << YAML::EndMap;
     if (!o.out.empty()) {
-        std::ofstream f(o.out);
-        LOOM_CHECK(f.good(), "--calibrate: cannot write '{}'", o.out);
-        f << y.c_str() << "\n";
+        std::ofstream file(o.out);
+        LOOM_CHECK(file.good(), "--calibrate: cannot write '{}'", o.out);
+        file << y.c_str() << "\n";
         fmt::print("wrote {}\n", o.out);
     }
 }
@@ -358,6 +418,7 @@ void calibrate_into(const CalibrateOptions& o, int ranks, const char* how,
 }  // namespace
 
 void run_calibrate(const CalibrateOptions& o) {
+    LOOM_CHECK(o.rounds >= 1, "--calibrate-rounds: expected at least 1, got {}", o.rounds);
     if (launched_by_mpi() && MpiSession::available()) {
         // Rank 0 measures the GEMMs while the others wait; all measure the
         // bandwidths over MPI; rank 0 writes the file.
@@ -385,9 +446,12 @@ void run_calibrate(const CalibrateOptions& o) {
             // Checked 20 times a second, not polled: a waiting rank that wakes
             // every half millisecond takes the core from rank 0's GEMMs
             // (with 8 ranks on 2 cores the GEMM fit's error tripled).
-            auto solo_done = world->barrier();
-            while (!solo_done->test()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-            measure();
+            for (int r = 0; r < o.rounds; ++r) {
+                auto solo_done = world->barrier();
+                while (!solo_done->test())
+                    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+                measure();
+            }
         }
         return;
     }
@@ -405,46 +469,6 @@ void run_calibrate(const CalibrateOptions& o) {
         });
         return out;
     });
-}
-
-MachineModel machine_from_calibration(const std::string& path) {
-    YAML::Node n;
-    try {
-        n = YAML::LoadFile(path);
-    } catch (const YAML::BadFile&) {
-        LOOM_FAIL("calibration file '{}' not found or unreadable", path);
-    } catch (const YAML::Exception& e) {
-        LOOM_FAIL("{}:{}: {}", path, e.mark.line + 1, e.msg);
-    }
-    auto num = [&](const char* key, bool positive) {
-        const YAML::Node v = n[key];
-        LOOM_CHECK(v.IsDefined(), "{}: missing key '{}' (write the file with loom plan --calibrate)",
-                   path, key);
-        double x = 0;
-        try {
-            x = v.as<double>();
-        } catch (const YAML::Exception&) {
-            LOOM_FAIL("{}:{}: {}: expected a number", path, v.Mark().line + 1, key);
-        }
-        LOOM_CHECK(positive ? x > 0 : x >= 0, "{}:{}: {}: expected a number {} 0, got {}", path,
-                   v.Mark().line + 1, key, positive ? ">" : ">=", x);
-        return x;
-    };
-    MachineModel m;
-    m.cores = int(num("cores", true));
-    m.gflops_per_core = num("gflops_per_core", true);
-    m.gemm_half_rows = num("gemm_half_rows", false);
-    // Files written before the step measurement existed plan GEMMs only.
-    if (n["step_efficiency"].IsDefined()) m.step_efficiency = num("step_efficiency", true);
-    m.allreduce_gbps = num("allreduce_gbps", true);
-    m.p2p_gbps = num("p2p_gbps", true);
-    if (n["gemm_half_narrow"].IsDefined()) m.gemm_half_narrow = num("gemm_half_narrow", false);
-    // Files written before it was measured add nothing for ranks sharing cores.
-    if (n["shared_sync_s"].IsDefined()) {
-        m.shared_sync_s = num("shared_sync_s", false);
-        m.shared_sync_ranks = int(num("shared_sync_ranks", true));
-    }
-    return m;
 }
 
 }  // namespace loom::cli

@@ -20,6 +20,7 @@ struct CalibrateOptions {
     std::string out;  // YAML file to write ("" = stdout only)
     int ranks = 2;    // ranks for the bandwidth measurements
     bool quick = false;  // small shapes and short timings (tests)
+    int rounds = 3;      // whole measurements; each figure is their median
 };
 
 void run_calibrate(const CalibrateOptions& o);

@@ -93,10 +93,30 @@ printf 'cores: 2\ngflops_per_core: -1\n' > bad.yaml
 err=$("$loom" plan job.yaml --world 8 --calibration bad.yaml 2>&1 || true)
 grep -q "bad.yaml:2: gflops_per_core: expected a number > 0" <<<"$err" || fail "bad file: $err"
 
+# Several rounds: the file holds each figure's median over the rounds the
+# output printed (printed to 0.1 GFLOP/s and 0.01 GB/s).
+"$loom" plan --calibrate --quick --calibrate-rounds 3 --calibrate-out rounds.yaml > rounds.txt
+python3 - <<'PY' || fail "calibration rounds: $(cat rounds.txt)"
+import re, statistics, yaml
+c = yaml.safe_load(open("rounds.yaml"))
+out = open("rounds.txt").read()
+assert c["rounds"] == 3 and "median of 3 round(s)" in open("rounds.yaml").readline(), c
+assert [f"round {i} of 3" in out for i in (1, 2, 3)] == [True] * 3
+for g in c["gemm_one_thread"]:
+    seen = [float(x) for x in re.findall(rf"gemm {g['rows']} x 256 x 256, 1 thread: ([\d.]+)", out)]
+    assert len(seen) == 3 and abs(g["gflops"] - statistics.median(seen)) <= 0.051, (g, seen)
+seen = [float(x) for x in re.findall(r"all-reduce bus bandwidth ([\d.]+) GB/s, point-to-point [\d.]+ GB/s;", out)]
+assert len(seen) == 3 and abs(c["allreduce_gbps"] - statistics.median(seen)) <= 0.0051, (c, seen)
+PY
+err=$("$loom" plan --calibrate --calibrate-rounds 0 2>&1 || true)
+grep -q "calibrate-rounds: expected at least 1, got 0" <<<"$err" || fail "rounds 0: $err"
+
 if command -v mpirun >/dev/null; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
-  mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 \
-    "$loom" plan --calibrate --quick --calibrate-out mpi.yaml
+  # Two rounds: the waiting rank must join each round's collectives (a hang otherwise).
+  timeout 120 mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 \
+    "$loom" plan --calibrate --quick --calibrate-rounds 2 --calibrate-out mpi.yaml
   head -1 mpi.yaml | grep -q "between 2 ranks of MPI" || fail "MPI calibration"
+  grep -q "^rounds: 2" mpi.yaml || fail "MPI calibration rounds"
 fi
 echo "plan_calibrate: ok"

@@ -1,0 +1,50 @@
+// `loom plan --calibration FILE`: the file `--calibrate` wrote, read into the
+// planner's machine (plan_calibrate.h).
+#include <yaml-cpp/yaml.h>
+
+#include "cli/plan_calibrate.h"
+#include "core/check.h"
+
+namespace loom::cli {
+
+MachineModel machine_from_calibration(const std::string& path) {
+    YAML::Node n;
+    try {
+        n = YAML::LoadFile(path);
+    } catch (const YAML::BadFile&) {
+        LOOM_FAIL("calibration file '{}' not found or unreadable", path);
+    } catch (const YAML::Exception& e) {
+        LOOM_FAIL("{}:{}: {}", path, e.mark.line + 1, e.msg);
+    }
+    auto num = [&](const char* key, bool positive) {
+        const YAML::Node v = n[key];
+        LOOM_CHECK(v.IsDefined(),
+                   "{}: missing key '{}' (write the file with loom plan --calibrate)", path, key);
+        double x = 0;
+        try {
+            x = v.as<double>();
+        } catch (const YAML::Exception&) {
+            LOOM_FAIL("{}:{}: {}: expected a number", path, v.Mark().line + 1, key);
+        }
+        LOOM_CHECK(positive ? x > 0 : x >= 0, "{}:{}: {}: expected a number {} 0, got {}", path,
+                   v.Mark().line + 1, key, positive ? ">" : ">=", x);
+        return x;
+    };
+    MachineModel m;
+    m.cores = int(num("cores", true));
+    m.gflops_per_core = num("gflops_per_core", true);
+    m.gemm_half_rows = num("gemm_half_rows", false);
+    // Files written before the step measurement existed plan GEMMs only.
+    if (n["step_efficiency"].IsDefined()) m.step_efficiency = num("step_efficiency", true);
+    m.allreduce_gbps = num("allreduce_gbps", true);
+    m.p2p_gbps = num("p2p_gbps", true);
+    if (n["gemm_half_narrow"].IsDefined()) m.gemm_half_narrow = num("gemm_half_narrow", false);
+    // Files written before it was measured add nothing for ranks sharing cores.
+    if (n["shared_sync_s"].IsDefined()) {
+        m.shared_sync_s = num("shared_sync_s", false);
+        m.shared_sync_ranks = int(num("shared_sync_ranks", true));
+    }
+    return m;
+}
+
+}  // namespace loom::cli
