@@ -50,7 +50,24 @@ double cpu_ms() {
 
 }  // namespace
 
+constexpr const char* k_usage =
+    "usage: bench_model_step [--task mlm|cls|clm] [--batch 8] [--seq 128] [--layers 12]\n"
+    "                        [--steps 5] [--warmup 2] [--hidden 768] [--vocab 30522]\n"
+    "                        [--heads C/64] [--kv-heads heads] [--intermediate 4C]\n"
+    "                        [--all-logits 0|1] [--dtype fp32|bf16] [--dropout 0]\n"
+    "Times one training step of a BERT-base-shaped model (or a Llama-shaped one with\n"
+    "--task clm) and prints one JSON line, as bench/torch_bert_step.py does.\n";
+
 int main(int argc, char** argv) {
+    for (int i = 1; i < argc; ++i)
+        if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
+            fmt::print("{}", k_usage);
+            return 0;
+        }
+    if (argc % 2 == 0) {
+        fmt::print(stderr, "bench_model_step: {} needs a value\n{}", argv[argc - 1], k_usage);
+        return 2;
+    }
     runtime_exec_with_wait_policy(argv);  // as `loom` does
     runtime_init();
     runtime_pin_threads();
@@ -90,7 +107,7 @@ int main(int argc, char** argv) {
         else if (k == "--intermediate")
             I = std::stoll(v);
         else {
-            fmt::print(stderr, "unknown option {}\n", k);
+            fmt::print(stderr, "bench_model_step: unknown option {}\n{}", k, k_usage);
             return 2;
         }
     }
