@@ -5,9 +5,10 @@
 # predicts for each. The global batch is the same in every layout
 # (per_device_train_batch_size = global / dp, split into `microbatches`).
 #
-#   step time  = (train_runtime of a 4-step run - that of a 2-step run) / 2,
-#                so start-up, first touch of memory and the first step's
-#                planning cancel out
+#   step time  = the median of steps 2..STEPS of one run, each step timed by
+#                when its line reaches metrics.jsonl (written and flushed at
+#                the step's end), so start-up, first touch of memory and the
+#                first step's planning stay out
 #   peak       = the largest resident set of any rank after the first step,
 #                as `loom train` reports it, which includes the runtime
 #                (binary, Open MPI, libraries) that the plan leaves out
@@ -18,6 +19,17 @@
 #   bench's world size (OMP_NUM_THREADS=1 mpirun --oversubscribe -np 8 loom
 #   plan --calibrate --calibrate-out file.yaml): 8 ranks on 2 cores pay per
 #   collective what 2 ranks do not
+#   ROUNDS=n (default 1) runs every layout n times, the layouts' order rotating
+#   from round to round, and reports each layout's median; with 3 or more
+#   rounds it also checks the plan's order: a pair of layouts that every round
+#   puts in the same order is "separated", and the plan must agree on it;
+#   the other pairs are within this host's round-to-round noise
+#   STEPS=n (default 4) steps per run
+#   WORK_DIR=dir keeps the runs' logs and timings there (default: a temporary
+#   directory, removed at the end)
+#   REUSE=1 (with WORK_DIR) keeps the runs a WORK_DIR already holds, finished,
+#   and runs the rest: an interrupted bench goes on, and a new calibration
+#   is set against the same runs
 #   PLAN_ONLY=1 prints the plans and trains nothing (seconds, not half an hour)
 #   layouts: DPxTPxPP[:schedule] (default: 1x1x8:simple 2x1x4 4x1x2 2x2x2 1x8x1);
 #   each layout splits its replica's batch into 8 / dp micro-batches of 2 rows
@@ -36,8 +48,12 @@ unset OPENBLAS_CORETYPE
 export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 world=8 global=16
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+if [[ -n ${WORK_DIR:-} ]]; then
+  work=$WORK_DIR; mkdir -p "$work"
+else
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' EXIT
+fi
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg), cores: $(nproc --all)"
 
 python3 - "$work" <<'PY'
@@ -74,49 +90,71 @@ hyperparameters: {output_dir: $work/out, per_device_train_batch_size: 8, save_st
                   logging_steps: 1, max_grad_norm: 1.0, seed: 1}
 YAML
 
+rounds=${ROUNDS:-1} steps=${STEPS:-4}
+((steps >= 3)) || { echo "layouts_vs_plan.sh: STEPS must be 3 or more" >&2; exit 2; }
+n=${#layouts[@]}
 results=()
+# Plans first: they take seconds and say at once what the runs will be set against.
 for spec in "${layouts[@]}"; do
   lay=${spec%%:*}
   sched=1f1b
   [[ $spec == *:* ]] && sched=${spec#*:}
   IFS=x read -r dp tp pp <<<"$lay"
   micro=$((8 / dp))
-  set_args=(--set "hyperparameters.per_device_train_batch_size=$((global / dp))"
-            --set "distribution.pipeline_parallel_degree=$pp" --set "distribution.pipeline=$sched"
-            --set "distribution.tensor_parallel_degree=$tp"
-            --set "distribution.microbatches=$micro")
   plan=$work/plan_${lay}_${sched}.txt
   # The plan prices the ZeRO stage the run uses (1 where dp > 1, below).
   zero=0; ((dp > 1)) && zero=1
   "$loom" plan "$work/job.yaml" --world $world --all --set distribution.microbatches=$micro \
       --set hyperparameters.per_device_train_batch_size=$global --set distribution.zero_stage=$zero \
       ${PLAN_CALIBRATION:+--calibration "$PLAN_CALIBRATION"} > "$plan"
-  [[ ${#results[@]} -gt 0 ]] || head -2 "$plan"
+  [[ $spec == "${layouts[0]}" ]] && head -2 "$plan"
   if ((pp > 1)); then key="dp$dp tp$tp pp$pp $sched"; else key="dp$dp tp$tp pp$pp"; fi
   grep -E "^$key " "$plan" | grep -v ckpt || true
-  [[ -n ${PLAN_ONLY:-} ]] && continue
-  [[ $sched == interleaved ]] && set_args+=(--set distribution.virtual_stages=2)
-  ((dp > 1)) && set_args+=(--set distribution.zero_stage=1)
-  ok=1
-  for steps in 2 4; do
-    out=$work/run_${lay}_${sched}_$steps
-    if ! mpirun --allow-run-as-root --oversubscribe --bind-to none -np $world \
+done
+[[ -n ${PLAN_ONLY:-} ]] && exit 0
+
+for ((r = 0; r < rounds; ++r)); do
+  for ((i = 0; i < n; ++i)); do
+    spec=${layouts[$(((i + r) % n))]}
+    lay=${spec%%:*}
+    sched=1f1b
+    [[ $spec == *:* ]] && sched=${spec#*:}
+    IFS=x read -r dp tp pp <<<"$lay"
+    micro=$((8 / dp))
+    set_args=(--set "hyperparameters.per_device_train_batch_size=$((global / dp))"
+              --set "distribution.pipeline_parallel_degree=$pp" --set "distribution.pipeline=$sched"
+              --set "distribution.tensor_parallel_degree=$tp"
+              --set "distribution.microbatches=$micro")
+    [[ $sched == interleaved ]] && set_args+=(--set distribution.virtual_stages=2)
+    ((dp > 1)) && set_args+=(--set distribution.zero_stage=1)
+    out=$work/run_${lay}_${sched}_r$r
+    if [[ -n ${REUSE:-} ]] && grep -qs train_runtime "$out.times"; then
+      results+=("$dp $tp $pp $sched $r $out $work/plan_${lay}_${sched}.txt")
+      continue
+    fi
+    mkdir -p "$out"
+    : > "$out/metrics.jsonl"
+    mpirun --allow-run-as-root --oversubscribe --bind-to none -np $world \
         "$loom" train "$work/job.yaml" \
         --set "hyperparameters.output_dir=$out" --set "hyperparameters.max_steps=$steps" \
-        "${set_args[@]}" > "$out.log" 2>&1; then
+        "${set_args[@]}" > "$out.log" 2>&1 &
+    mp=$!
+    # Each line's arrival time; tail ends when mpirun does.
+    tail -n +1 -F --pid=$mp -s 0.05 "$out/metrics.jsonl" 2>/dev/null |
+      while IFS= read -r line; do echo "$EPOCHREALTIME $line"; done > "$out.times"
+    if ! wait $mp; then
       # A layout that does not fit (the kernel's OOM killer) is a result too.
-      echo "$lay $sched: failed; last lines:"; grep -v "^--\|^$" "$out.log" | tail -3
-      ok=0
-      break
+      echo "$lay $sched round $((r + 1)): failed; last lines:"; grep -v "^--\|^$" "$out.log" | tail -3
+      continue
     fi
+    results+=("$dp $tp $pp $sched $r $out $work/plan_${lay}_${sched}.txt")
+    echo "round $((r + 1)): $lay $sched done, load $(cut -d' ' -f1 /proc/loadavg)"
   done
-  ((ok)) && results+=("$dp $tp $pp $sched $work/run_${lay}_${sched}_2 $work/run_${lay}_${sched}_4 $plan")
 done
 
-[[ -n ${PLAN_ONLY:-} ]] && exit 0
 [[ ${#results[@]} -gt 0 ]] || { echo "no layout ran"; exit 1; }
 python3 - "${results[@]}" <<'PY'
-import json, re, sys
+import json, re, statistics, sys
 def plan_of(path):
     plan = {}
     for line in open(path):
@@ -124,21 +162,61 @@ def plan_of(path):
         if m and "ckpt" not in line:
             plan[m.group(1).strip()] = (float(m.group(2)), float(m.group(3)))
     return plan
-def runtime(d):
-    rows = [json.loads(l) for l in open(d + "/metrics.jsonl")]
-    return [r for r in rows if "train_runtime" in r][-1]["train_runtime"]
-def peak_gib(d):
+def step_s(out):
+    # "<arrival time> <metrics line>": a training line per step (logging_steps 1).
+    at = {}
+    for line in open(out + ".times"):
+        t, _, rest = line.partition(" ")
+        row = json.loads(rest)
+        if "loss" in row and "step" in row:
+            at[int(row["step"])] = float(t)
+    steps = sorted(at)
+    gaps = [at[s] - at[s - 1] for s in steps if s - 1 in at and s >= 2]
+    assert gaps, f"{out}: no timed steps"
+    return statistics.median(gaps)
+def peak_gib(out):
     # "after the first step: ... process peak resident X MiB (...), the largest of all ranks"
-    m = re.search(r"process peak resident ([\d.]+) MiB", open(d + ".log").read())
+    m = re.search(r"process peak resident ([\d.]+) MiB", open(out + ".log").read())
     return float(m.group(1)) / 1024
-print(f"{'layout':28} {'step s':>8} {'plan s':>8} {'error':>7}   {'peak GiB':>8} {'plan GiB':>8} {'error':>7}")
+runs, plans = {}, {}
 for r in sys.argv[1:]:
-    dp, tp, pp, sched, d2, d4, plan_path = r.split()
-    plan = plan_of(plan_path)
+    dp, tp, pp, sched, rnd, out, plan_path = r.split()
     key = f"dp{dp} tp{tp} pp{pp}" + (f" {sched}" if int(pp) > 1 else "")
-    step = (runtime(d4) - runtime(d2)) / 2
-    peak = max(peak_gib(d2), peak_gib(d4))
-    pm, ps = plan.get(key, (float("nan"), float("nan")))
-    print(f"{key:28} {step:8.2f} {ps:8.2f} {100 * (ps - step) / step:+6.0f}%   "
-          f"{peak:8.3f} {pm:8.3f} {100 * (pm - peak) / peak:+6.0f}%")
+    plans[key] = plan_of(plan_path).get(key, (float("nan"), float("nan")))
+    runs.setdefault(key, {})[int(rnd)] = (step_s(out), peak_gib(out))
+rounds = sorted({rnd for by in runs.values() for rnd in by})
+print(f"{'layout':20} {'step s':>7} {'plan s':>7} {'error':>6}  {'peak GiB':>8} {'plan GiB':>8} {'error':>6}"
+      + ("   rounds, s" if len(rounds) > 1 else ""))
+med = {}
+for key, by in runs.items():
+    step = statistics.median(v[0] for v in by.values())
+    peak = max(v[1] for v in by.values())
+    med[key] = step
+    pm, ps = plans[key]
+    line = (f"{key:20} {step:7.2f} {ps:7.2f} {100 * (ps - step) / step:+5.0f}%  "
+            f"{peak:8.3f} {pm:8.3f} {100 * (pm - peak) / peak:+5.0f}%")
+    if len(rounds) > 1:
+        line += "   " + " ".join(f"{by[r][0]:.2f}" if r in by else "-" for r in rounds)
+    print(line)
+by_plan = sorted(runs, key=lambda k: plans[k][1])
+print("order, planned:  " + " < ".join(by_plan))
+print("order, measured: " + " < ".join(sorted(runs, key=med.get)) + " (medians)")
+if len(rounds) >= 3:
+    keys = list(runs)
+    separated = agree = 0
+    for i, a in enumerate(keys):
+        for b in keys[i + 1:]:
+            common = [r for r in rounds if r in runs[a] and r in runs[b]]
+            signs = {runs[a][r][0] < runs[b][r][0] for r in common}
+            if len(common) < 3 or len(signs) != 1:
+                continue
+            separated += 1
+            faster, slower = (a, b) if signs.pop() else (b, a)
+            ok = plans[faster][1] < plans[slower][1]
+            agree += ok
+            print(f"  {faster} faster than {slower} in all {len(common)} rounds; "
+                  f"the plan {'agrees' if ok else 'DISAGREES'}")
+    pairs = len(keys) * (len(keys) - 1) // 2
+    print(f"order: the plan agrees on {agree} of the {separated} pairs every round separates; "
+          f"{pairs - separated} of {pairs} pairs change order between rounds")
 PY
