@@ -24,6 +24,16 @@ namespace loom::cli {
 
 namespace {
 
+// "3.9" or, measured by tp group size, "1.2 in groups of 2, 2.5 of 4, 3.9 of 8".
+std::string sync_by_group(const MachineModel& mc) {
+    if (mc.shared_sync_by_group.empty()) return fmt::format("{:.1f}", 1e3 * mc.shared_sync_s);
+    std::string out;
+    for (auto [g, s] : mc.shared_sync_by_group)
+        out += fmt::format("{}{:.1f} {}{}", out.empty() ? "" : ", ", 1e3 * s,
+                           out.empty() ? "in groups of " : "of ", g);
+    return out;
+}
+
 struct PlanOptions {
     std::string job_path;
     std::vector<std::string> overrides;
@@ -97,7 +107,9 @@ void run_plan(const PlanOptions& o) {
         mc.p2p_gbps = cal.p2p_gbps;
         mc.shared_sync_s = cal.shared_sync_s;
         mc.shared_sync_ranks = cal.shared_sync_ranks;
+        mc.shared_sync_by_group = cal.shared_sync_by_group;
         mc.gemm_half_narrow = cal.gemm_half_narrow;
+        mc.adamw_params_per_s = cal.adamw_params_per_s;
     }
     const auto rows = plan_layouts(m, q, mc);
     fmt::print(
@@ -108,8 +120,8 @@ void run_plan(const PlanOptions& o) {
         m.kv() != m.heads ? fmt::format(" ({} key/value)", m.kv()) : std::string(), q.global_batch,
         q.seq, q.microbatches);
     fmt::print(
-        "machine: {} cores at {:.0f} GFLOP/s each{}{}, all-reduce {:.1f} GB/s, p2p {:.1f} GB/s{}; "
-        "world {}{}\n\n",
+        "machine: {} cores at {:.0f} GFLOP/s each{}{}, all-reduce {:.1f} GB/s, "
+        "p2p {:.1f} GB/s{}{}; world {}{}\n\n",
         mc.cores, mc.gflops_per_core,
         mc.gemm_half_rows > 0
             ? fmt::format(" x rows / (rows + {:.0f}) per micro-batch{}", mc.gemm_half_rows,
@@ -121,9 +133,12 @@ void run_plan(const PlanOptions& o) {
         mc.step_efficiency != 1.0 ? fmt::format(" x {:.2f} in a whole step", mc.step_efficiency)
                                   : std::string(),
         mc.allreduce_gbps, mc.p2p_gbps,
-        mc.shared_sync_s > 0
-            ? fmt::format(", a tp collective {:.1f} ms more with {} ranks on the cores",
-                          1e3 * mc.shared_sync_s, mc.shared_sync_ranks)
+        mc.shared_sync_s > 0 || !mc.shared_sync_by_group.empty()
+            ? fmt::format(", a tp collective {} ms more with {} ranks on the cores",
+                          sync_by_group(mc), mc.shared_sync_ranks)
+            : std::string(),
+        mc.adamw_params_per_s > 0
+            ? fmt::format(", AdamW {:.0f}M parameters/s per core", mc.adamw_params_per_s / 1e6)
             : std::string(),
         world,
         o.calibration.empty() ? std::string() : fmt::format(" (calibrated: {})", o.calibration));

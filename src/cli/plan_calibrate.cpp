@@ -22,8 +22,9 @@
 #include "comm/comm_local.h"
 #include "comm/comm_mpi.h"
 #include "core/check.h"
-#include "models/model_config.h"
 #include "models/model.h"
+#include "models/model_config.h"
+#include "ops/adamw.h"
 #include "ops/gemm.h"
 #include "train/plan_model.h"
 
@@ -55,6 +56,20 @@ double best_gflops(double flops, double min_s, const F& once) {
         best = std::max(best, flops * reps / dt / 1e9);
     }
     return best;
+}
+
+// AdamW's update at one thread over buffers far larger than the caches, in
+// parameters a second: bound by memory (28 bytes a parameter).
+double adamw_rate(int64_t n, double min_s) {
+    std::vector<float> p(size_t(n), 0.5f), g(size_t(n), 0.01f), m(size_t(n), 0.f),
+        v(size_t(n), 0.f);
+    omp_set_num_threads(1);
+    int64_t step = 0;
+    auto once = [&] {
+        adamw_update(p.data(), g.data(), m.data(), v.data(), n, AdamWParams{}, ++step);
+    };
+    // best_gflops counts 1e9 of its unit a second: here parameters.
+    return 1e9 * best_gflops(double(n), min_s, once);
 }
 
 // An M x N x K fp32 GEMM on `threads` OpenMP threads.
@@ -174,6 +189,7 @@ std::pair<double, double> measure_bandwidths(Communicator& c, int64_t floats, do
 struct RankFigures {
     double allreduce_gbps = 0, p2p_gbps = 0;
     double sync_s = 0;  // a collective's cost beyond its transfer, ranks at work between
+    std::vector<std::pair<double, double>> sync_by_group;  // (group size, sync_s in such groups)
 };
 
 // A tensor-parallel step's pattern: every rank computes a segment, then all
@@ -208,6 +224,29 @@ double measure_shared_sync(Communicator& c, double allreduce_gbps, bool quick) {
     const double transfer =
         2.0 * (ranks - 1) / ranks * 4.0 * double(buf.size()) / (allreduce_gbps * 1e9);
     return std::max(0.0, (synced - plain) / segments - transfer);
+}
+
+// Every rank of `c` calls this; rank 0's figures are the ones kept.
+RankFigures measure_rank_figures(Communicator& c, bool quick) {
+    RankFigures f;
+    std::tie(f.allreduce_gbps, f.p2p_gbps) =
+        measure_bandwidths(c, quick ? (1 << 20) : (16 << 20), quick ? 0.02 : 0.2);
+    // Every rank must take rank 0's bandwidth for the same formula.
+    float gbps = float(f.allreduce_gbps);
+    c.broadcast(std::span<float>(&gbps, 1), 0)->wait();
+    // The wait by group size, every rank at work: groups of g consecutive
+    // ranks (as tensor parallelism groups them), each all-reducing within
+    // itself. A smaller group waits for fewer peers the kernel is not running.
+    for (int g = 2; g < c.size(); g *= 2) {
+        if (c.size() % g != 0) continue;
+        std::vector<int> members;
+        for (int r = c.rank() / g * g; r < (c.rank() / g + 1) * g; ++r) members.push_back(r);
+        auto group = c.split(members, fmt::format("calibration group of {}", g));
+        f.sync_by_group.emplace_back(double(g), measure_shared_sync(*group, gbps, quick));
+    }
+    f.sync_s = measure_shared_sync(c, gbps, quick);
+    f.sync_by_group.emplace_back(double(c.size()), f.sync_s);
+    return f;
 }
 
 // Started by mpirun/srun: measure MPI's transport, not in-process copies.
@@ -269,6 +308,7 @@ StepRate block_step_rate(int64_t C, int reps) {
 struct Figures {
     std::vector<std::pair<double, double>> by_rows, by_narrow, by_threads;
     StepRate step;
+    double adamw_params_per_s = 0;
     RankFigures ranks;
 };
 
@@ -300,6 +340,8 @@ Figures measure_round(const CalibrateOptions& o, int cores,
                    f.by_threads.back().second);
     }
     f.step = block_step_rate(NK, o.quick ? 1 : 3);
+    f.adamw_params_per_s = adamw_rate(o.quick ? (1 << 20) : (1 << 23), min_s);
+    fmt::print("AdamW update, 1 thread: {:.0f}M parameters/s\n", f.adamw_params_per_s / 1e6);
     fmt::print(
         "training step of 2 BERT blocks (hidden {}, {} token rows), 1 thread: {:.1f} GFLOP/s\n", NK,
         int64_t(f.step.rows), f.step.gflops);
@@ -309,6 +351,9 @@ Figures measure_round(const CalibrateOptions& o, int cores,
         "all-reduce bus bandwidth {:.2f} GB/s, point-to-point {:.2f} GB/s; a collective "
         "between compute segments {:.2f} ms beyond its transfer\n",
         f.ranks.allreduce_gbps, f.ranks.p2p_gbps, 1e3 * f.ranks.sync_s);
+    for (auto [g, s] : f.ranks.sync_by_group)
+        fmt::print("a collective in groups of {}: {:.2f} ms beyond its transfer\n", int(g),
+                   1e3 * s);
     return f;
 }
 
@@ -336,9 +381,13 @@ Figures median_figures(const std::vector<Figures>& rounds) {
     table(&Figures::by_narrow);
     table(&Figures::by_threads);
     m.step.gflops = med([](const Figures& r) { return r.step.gflops; });
+    m.adamw_params_per_s = med([](const Figures& r) { return r.adamw_params_per_s; });
     m.ranks.allreduce_gbps = med([](const Figures& r) { return r.ranks.allreduce_gbps; });
     m.ranks.p2p_gbps = med([](const Figures& r) { return r.ranks.p2p_gbps; });
     m.ranks.sync_s = med([](const Figures& r) { return r.ranks.sync_s; });
+    for (size_t i = 0; i < m.ranks.sync_by_group.size(); ++i)
+        m.ranks.sync_by_group[i].second =
+            med([&](const Figures& r) { return r.ranks.sync_by_group[i].second; });
     return m;
 }
 
@@ -400,10 +449,16 @@ void calibrate_into(const CalibrateOptions& o, int ranks, const char* how,
     y << YAML::Key << "gemm_half_rows" << YAML::Value << std::round(fit.half_rows);
     y << YAML::Key << "gemm_half_narrow" << YAML::Value << std::round(half_narrow);
     y << YAML::Key << "step_efficiency" << YAML::Value << efficiency;
+    y << YAML::Key << "adamw_params_per_s" << YAML::Value << f.adamw_params_per_s;
     y << YAML::Key << "allreduce_gbps" << YAML::Value << figs.allreduce_gbps;
     y << YAML::Key << "p2p_gbps" << YAML::Value << figs.p2p_gbps;
     y << YAML::Key << "shared_sync_s" << YAML::Value << figs.sync_s;
     y << YAML::Key << "shared_sync_ranks" << YAML::Value << ranks;
+    y << YAML::Key << "shared_sync_by_group" << YAML::Value << YAML::BeginSeq;
+    for (auto [g, s] : figs.sync_by_group)
+        y << YAML::Flow << YAML::BeginMap << YAML::Key << "group" << YAML::Value << int64_t(g)
+          << YAML::Key << "s" << YAML::Value << s << YAML::EndMap;
+    y << YAML::EndSeq;
     y << YAML::Key << "rounds" << YAML::Value << o.rounds;
     y << YAML::Key << "load_average" << YAML::Value << load;
     y << YAML::EndMap;
@@ -427,16 +482,7 @@ void run_calibrate(const CalibrateOptions& o) {
         co.spin_s = 0.002;  // waiting ranks must not steal the cores being measured
         auto world = comm_mpi_world(co);
         LOOM_CHECK(world->size() >= 2, "--calibrate under mpirun needs at least 2 ranks");
-        auto measure = [&] {
-            RankFigures f;
-            std::tie(f.allreduce_gbps, f.p2p_gbps) =
-                measure_bandwidths(*world, o.quick ? (1 << 20) : (16 << 20), o.quick ? 0.02 : 0.2);
-            // Every rank must take rank 0's bandwidth for the same formula.
-            float gbps = float(f.allreduce_gbps);
-            world->broadcast(std::span<float>(&gbps, 1), 0)->wait();
-            f.sync_s = measure_shared_sync(*world, gbps, o.quick);
-            return f;
-        };
+        auto measure = [&] { return measure_rank_figures(*world, o.quick); };
         if (world->rank() == 0) {
             calibrate_into(o, world->size(), "ranks of MPI", [&] {
                 world->barrier()->wait();
@@ -459,13 +505,8 @@ void run_calibrate(const CalibrateOptions& o) {
     calibrate_into(o, o.ranks, "threads of one process (run under mpirun to measure MPI)", [&] {
         RankFigures out;
         comm_local_run(o.ranks, [&](Communicator& c) {
-            RankFigures f;
-            std::tie(f.allreduce_gbps, f.p2p_gbps) =
-                measure_bandwidths(c, o.quick ? (1 << 20) : (16 << 20), o.quick ? 0.02 : 0.2);
-            float gbps = float(f.allreduce_gbps);
-            c.broadcast(std::span<float>(&gbps, 1), 0)->wait();
-            f.sync_s = measure_shared_sync(c, gbps, o.quick);
-            if (c.rank() == 0) out = f;
+            RankFigures f = measure_rank_figures(c, o.quick);
+            if (c.rank() == 0) out = std::move(f);
         });
         return out;
     });

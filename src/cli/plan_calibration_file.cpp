@@ -43,7 +43,30 @@ MachineModel machine_from_calibration(const std::string& path) {
     if (n["shared_sync_s"].IsDefined()) {
         m.shared_sync_s = num("shared_sync_s", false);
         m.shared_sync_ranks = int(num("shared_sync_ranks", true));
+        const YAML::Node groups = n["shared_sync_by_group"];
+        if (groups.IsDefined()) {
+            LOOM_CHECK(groups.IsSequence(), "{}:{}: shared_sync_by_group: expected a list", path,
+                       groups.Mark().line + 1);
+            for (const YAML::Node& g : groups) {
+                int size = 0;
+                double s = -1;
+                try {
+                    size = g["group"].as<int>();
+                    s = g["s"].as<double>();
+                } catch (const YAML::Exception&) {
+                }
+                LOOM_CHECK(size >= 2 && s >= 0 &&
+                               (m.shared_sync_by_group.empty() ||
+                                size > m.shared_sync_by_group.back().first),
+                           "{}:{}: shared_sync_by_group: expected {{group: N, s: seconds}} with N "
+                           "of 2 or more, ascending, and seconds >= 0",
+                           path, g.Mark().line + 1);
+                m.shared_sync_by_group.emplace_back(size, s);
+            }
+        }
     }
+    // Files written before it was measured leave the optimizer step unpriced.
+    if (n["adamw_params_per_s"].IsDefined()) m.adamw_params_per_s = num("adamw_params_per_s", true);
     return m;
 }
 

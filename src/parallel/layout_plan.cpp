@@ -370,6 +370,19 @@ MemoryPlan plan_memory(const PlanModel& m, const PlanWorkload& w, const LayoutCh
     return r;
 }
 
+double shared_sync_for(const MachineModel& mc, int group) {
+    const auto& t = mc.shared_sync_by_group;
+    if (t.empty()) return mc.shared_sync_s;
+    if (group <= t.front().first) return t.front().second;
+    if (group >= t.back().first) return t.back().second;
+    // Between two measured sizes: linear in log2 of the group size.
+    size_t i = 1;
+    while (t[i].first < group) ++i;
+    const double x0 = std::log2(double(t[i - 1].first)), x1 = std::log2(double(t[i].first));
+    const double f = (std::log2(double(group)) - x0) / (x1 - x0);
+    return t[i - 1].second + f * (t[i].second - t[i - 1].second);
+}
+
 TimePlan plan_time(const PlanModel& m, const PlanWorkload& w, const LayoutChoice& l,
                    const MachineModel& mc, int world) {
     TimePlan t;
@@ -426,23 +439,42 @@ TimePlan plan_time(const PlanModel& m, const PlanWorkload& w, const LayoutChoice
     const double reduces = 4 + (l.checkpointing ? 2.0 / std::max(1, l.checkpoint_every) : 0);
     t.tp_comm_s = double(w.microbatches) * apps * reduces *
                   ring_seconds(act_bytes, l.tp, mc.allreduce_gbps, mc.latency_s);
-    if (l.tp > 1 && ranks_node > mc.cores && mc.shared_sync_s > 0 &&
-        mc.shared_sync_ranks > mc.cores) {
+    if (l.tp > 1 && ranks_node > mc.cores && mc.shared_sync_ranks > mc.cores) {
         const double per_core = double(ranks_node) / mc.cores - 1;
         const double measured_per_core = double(mc.shared_sync_ranks) / mc.cores - 1;
-        t.tp_comm_s += double(w.microbatches) * apps * reduces * mc.shared_sync_s * per_core /
-                       measured_per_core;
+        t.tp_comm_s += double(w.microbatches) * apps * reduces * shared_sync_for(mc, l.tp) *
+                       per_core / measured_per_core;
     }
     if (l.pp > 1)
         t.pp_comm_s =
             double(w.microbatches) * 2 * (act_bytes / l.tp / (mc.p2p_gbps * 1e9) + mc.latency_s);
     const MemoryPlan mem = plan_memory(m, w, l);
     // Gradient reduction: the part not hidden behind backward (measured share
-    // hidden on this machine: docs/cost-model.md).
+    // hidden on this machine: docs/cost-model.md). ZeRO moves the same bytes
+    // as an all-reduce, but only its reduce-scatter runs beside backward: the
+    // parameters' all-gather follows the optimizer step.
     const double hidden_share = 0.4;
-    t.dp_comm_s = (1 - hidden_share) * ring_seconds(mem.grads / (l.zero_stage ? 2 : 1), l.dp,
-                                                    mc.allreduce_gbps, mc.latency_s);
-    t.step_s = t.compute_s + t.tp_comm_s + t.pp_comm_s + t.dp_comm_s;
+    const double exposed = l.zero_stage ? 0.5 * (1 - hidden_share) + 0.5 : 1 - hidden_share;
+    t.dp_comm_s = exposed * ring_seconds(mem.params, l.dp, mc.allreduce_gbps, mc.latency_s);
+    if (mc.adamw_params_per_s > 0) {
+        // Each rank updates its parameters, or its shard of them under ZeRO;
+        // with more ranks than cores the node's updates share the cores: the
+        // node's share of every replica's stages and shards (tp copies of the
+        // replicated norms and biases, the last stage's copy of a tied table),
+        // once per replica without ZeRO.
+        const double shards = l.zero_stage ? l.dp : 1;
+        const PlanParams b = plan_block_params(m), e = plan_embedding_params(m),
+                         h = plan_head_params(m);
+        const double tied_copy =
+            m.lm_head && m.tied_head && l.pp > 1 ? double(m.vocab) * double(m.embedding) : 0;
+        const double replica = double(m.distinct_blocks) * (b.split + l.tp * b.replicated) +
+                               e.split + l.tp * e.replicated + h.split + l.tp * h.replicated +
+                               tied_copy;
+        const double node = replica * l.dp / shards * double(ranks_node) / double(world);
+        t.optimizer_s = std::max(mem.params / k_f32 / shards / (mc.adamw_params_per_s * threads),
+                                 node / (mc.adamw_params_per_s * mc.cores));
+    }
+    t.step_s = t.compute_s + t.tp_comm_s + t.pp_comm_s + t.dp_comm_s + t.optimizer_s;
     return t;
 }
 

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "parallel/pipeline_schedule.h"
@@ -115,12 +116,20 @@ struct MachineModel {
     // less one: a rank waits for the others' time slices.
     double shared_sync_s = 0;
     int shared_sync_ranks = 0;
+    // The same wait measured in tensor-parallel groups of each size (all
+    // shared_sync_ranks ranks at work, each group all-reducing within
+    // itself): (group size, seconds), ascending. Empty: shared_sync_s for
+    // every group.
+    std::vector<std::pair<int, double>> shared_sync_by_group;
     // A linear layer's GEMMs by their narrow side d (the smaller of its input
     // and output widths on a rank, which tensor parallelism divides): they run
     // at (d / (d + gemm_half_narrow)) / (1024 / (1024 + gemm_half_narrow)) of
     // the rate at d = 1024, where gflops_per_core was measured (0 = no
     // dependence). Measured by `loom plan --calibrate`.
     double gemm_half_narrow = 0;
+    // AdamW's update, bound by memory: parameters a second on one core
+    // (0 = not priced). Measured by `loom plan --calibrate`.
+    double adamw_params_per_s = 0;
 };
 
 struct LayoutChoice {
@@ -147,6 +156,7 @@ struct TimePlan {
     double tp_comm_s = 0;  // activation all-reduces (4 per block per micro-batch)
     double pp_comm_s = 0;  // activations and their gradients between stages
     double dp_comm_s = 0;  // exposed gradient reduction (after overlap)
+    double optimizer_s = 0;  // the AdamW update of the rank's parameters (its ZeRO shard)
     double step_s = 0;
 };
 
@@ -163,6 +173,9 @@ struct PlanRow {
 std::string layout_check(const PlanModel& m, const PlanWorkload& w, const LayoutChoice& l);
 
 MemoryPlan plan_memory(const PlanModel& m, const PlanWorkload& w, const LayoutChoice& l);
+// The collective wait of a tensor-parallel group of `group` ranks on shared
+// cores (MachineModel::shared_sync_by_group, else shared_sync_s).
+double shared_sync_for(const MachineModel& mc, int group);
 TimePlan plan_time(const PlanModel& m, const PlanWorkload& w, const LayoutChoice& l,
                    const MachineModel& machine, int world);
 

@@ -27,6 +27,10 @@ assert [t["threads"] for t in c["gemm_threads"]] == list(range(1, c["cores"] + 1
 for k in ("gflops_per_core", "allreduce_gbps", "p2p_gbps"):
     assert c[k] > 0, k
 assert c["shared_sync_s"] >= 0 and c["shared_sync_ranks"] == 2, c
+assert c["adamw_params_per_s"] > 0, c
+# 2 ranks: one group size, the whole world's
+assert [g["group"] for g in c["shared_sync_by_group"]] == [2], c
+assert c["shared_sync_by_group"][0]["s"] == c["shared_sync_s"], c
 assert c["gemm_half_rows"] >= 0 and c["gemm_half_narrow"] >= 0
 assert [g["narrow"] for g in c["gemm_narrow"]] == [1024, 512, 256, 128]
 # A whole training step cannot beat its GEMMs by much, nor fall to nothing.
@@ -82,12 +86,36 @@ python3 -c "import sys; sys.exit(0 if abs($s8 - $base - 7.68) < 0.002 and abs($s
 [[ $(comm sync8.yaml "dp2 tp1 pp4 1f1b") == $(comm flat.yaml "dp2 tp1 pp4 1f1b") ]] ||
   fail "shared sync charged to a layout without tp"
 
+# AdamW's update at 1e8 parameters/s per core: dp 1 x pp 8 without ZeRO on
+# 2 cores updates the whole model once per step, and the last stage's copy of
+# the tied word table (30522 x 1024), 2 cores sharing it.
+step() {  # the step column of layout $2 under calibration $1
+  "$loom" plan job.yaml --world 8 --calibration "$1" | awk -v l="$2" '$0 ~ "^"l" +[0-9]" {print $(NF-3)}'
+}
+printf 'adamw_params_per_s: 1e8\n' | cat flat.yaml - > adamw.yaml
+"$loom" plan job.yaml --world 8 --calibration adamw.yaml | grep -q "AdamW 100M parameters/s per core" ||
+  fail "AdamW rate not shown"
+a=$(step flat.yaml "dp1 tp1 pp8 1f1b"); b=$(step adamw.yaml "dp1 tp1 pp8 1f1b")
+python3 -c "import sys; e = (335174458 + 30522 * 1024) / 2 / 1e8; sys.exit(0 if abs($b - $a - e) < 0.002 else 1)" ||
+  fail "AdamW pricing: step $a s, $b s with the update priced"
+
 # A narrow-side curve slows tp 8's narrow shards; tp 1 keeps 1024-wide sides.
 printf 'gemm_half_narrow: 256\n' | cat flat.yaml - > narrow.yaml
 [[ $(compute narrow.yaml "dp2 tp1 pp4 1f1b") == $(compute flat.yaml "dp2 tp1 pp4 1f1b") ]] ||
   fail "narrow sides charged to a layout without tp"
 python3 -c "import sys; sys.exit(0 if $(compute narrow.yaml "dp1 tp8 pp1") > 1.02 * $(compute flat.yaml "dp1 tp8 pp1") else 1)" ||
   fail "narrow sides: tp 8 not slower"
+
+printf 'shared_sync_s: 0.01\nshared_sync_ranks: 8\nshared_sync_by_group:\n  - {group: 8, s: 0.01}\n  - {group: 2, s: 0.001}\n' |
+  cat flat.yaml - > descending.yaml
+err=$("$loom" plan job.yaml --world 8 --calibration descending.yaml 2>&1 || true)
+grep -q "descending.yaml:10: shared_sync_by_group: expected {group: N, s: seconds}" <<<"$err" ||
+  fail "descending groups: $err"
+# Measured by group size: tp 8 pays the groups-of-8 figure, as with one figure.
+printf 'shared_sync_by_group:\n  - {group: 2, s: 0.001}\n  - {group: 8, s: 0.01}\n' | cat sync8.yaml - > groups.yaml
+[[ $(comm groups.yaml "dp1 tp8 pp1") == $(comm sync8.yaml "dp1 tp8 pp1") ]] || fail "groups of 8"
+"$loom" plan job.yaml --world 8 --calibration groups.yaml | grep -q "a tp collective 1.0 in groups of 2, 10.0 of 8 ms more" ||
+  fail "groups not shown: $("$loom" plan job.yaml --world 8 --calibration groups.yaml | head -2)"
 
 printf 'cores: 2\ngflops_per_core: -1\n' > bad.yaml
 err=$("$loom" plan job.yaml --world 8 --calibration bad.yaml 2>&1 || true)
@@ -118,5 +146,6 @@ if command -v mpirun >/dev/null; then
     "$loom" plan --calibrate --quick --calibrate-rounds 2 --calibrate-out mpi.yaml
   head -1 mpi.yaml | grep -q "between 2 ranks of MPI" || fail "MPI calibration"
   grep -q "^rounds: 2" mpi.yaml || fail "MPI calibration rounds"
+  grep -q "^  - {group: 2, s: " mpi.yaml || fail "MPI calibration groups: $(cat mpi.yaml)"
 fi
 echo "plan_calibrate: ok"

@@ -130,6 +130,98 @@ TEST(LayoutPlan, ZeroShardsOptimizerStateAndCheckpointingKeepsBlockOutputs) {
     EXPECT_LT(half.activations_per_micro, full.activations_per_micro);
 }
 
+// ZeRO reduce-scatters the gradients beside backward and all-gathers the
+// parameters after the step: an all-reduce's bytes, half of them exposed.
+TEST(LayoutPlan, ZeroMovesAnAllReducesBytesAndExposesItsAllGather) {
+    PlanModel m = plan_model_from_config(load_hf_config(fixture("bert-mlm")));
+    PlanWorkload w;
+    w.micro_batch = 8;
+    w.seq = 64;
+    LayoutChoice ddp;
+    ddp.dp = 4;
+    LayoutChoice z1 = ddp, z2 = ddp;
+    z1.zero_stage = 1;
+    z2.zero_stage = 2;
+    MachineModel mc;
+    mc.allreduce_gbps = 1;
+    mc.latency_s = 0;
+    const double bytes = plan_memory(m, w, ddp).params;
+    const double ring = 2.0 * 3 / 4 * bytes / 1e9;
+    EXPECT_NEAR(plan_time(m, w, ddp, mc, 4).dp_comm_s, 0.6 * ring, 1e-12);
+    EXPECT_NEAR(plan_time(m, w, z1, mc, 4).dp_comm_s, 0.8 * ring, 1e-12);
+    EXPECT_NEAR(plan_time(m, w, z2, mc, 4).dp_comm_s, 0.8 * ring, 1e-12);
+}
+
+// AdamW's update is priced at the measured rate: a rank's parameters, or
+// its ZeRO shard, and the node's updates over its cores when ranks share them.
+TEST(LayoutPlan, OptimizerStepIsPricedAtTheMeasuredRate) {
+    PlanModel m = plan_model_from_config(load_hf_config(fixture("bert-mlm")));
+    PlanWorkload w;
+    w.micro_batch = 8;
+    w.seq = 64;
+    LayoutChoice ddp;
+    ddp.dp = 8;
+    LayoutChoice z1 = ddp;
+    z1.zero_stage = 1;
+    MachineModel mc;
+    mc.cores = 2;
+    EXPECT_EQ(plan_time(m, w, ddp, mc, 8).optimizer_s, 0) << "not measured: not priced";
+    mc.adamw_params_per_s = 1e8;
+    const double P = double(m.total_params);
+    ASSERT_DOUBLE_EQ(plan_memory(m, w, ddp).params, 4 * P);
+    // 8 replicas on 2 cores: each core updates 4 of them, or 4 shards of 1/8.
+    const TimePlan a = plan_time(m, w, ddp, mc, 8), b = plan_time(m, w, z1, mc, 8);
+    EXPECT_NEAR(a.optimizer_s, 4 * P / 1e8, 1e-9);
+    EXPECT_NEAR(b.optimizer_s, 4 * (P / 8) / 1e8, 1e-9);
+    EXPECT_NEAR(a.step_s, a.compute_s + a.tp_comm_s + a.pp_comm_s + a.dp_comm_s + a.optimizer_s,
+                1e-12);
+    // One rank with the node to itself: its threads share the update.
+    LayoutChoice one;
+    EXPECT_NEAR(plan_time(m, w, one, mc, 1).optimizer_s, P / 2e8, 1e-9);
+    // A pipeline on shared cores: the stages' own parameters, not the busiest
+    // stage's times the ranks (the tied head's table is a second copy).
+    LayoutChoice pp;
+    pp.pp = 4;
+    pp.dp = 2;
+    ASSERT_TRUE(m.lm_head && m.tied_head);
+    const double tied = double(m.vocab) * double(m.embedding);
+    EXPECT_NEAR(plan_time(m, w, pp, mc, 8).optimizer_s, 2 * (P + tied) / 2e8, 1e-9)
+        << "2 replicas of 4 stages on 2 cores";
+}
+
+// The collective wait on shared cores follows the tp group's size where it
+// was measured by size: as measured at a size, linear in log2 between sizes.
+TEST(LayoutPlan, CollectiveWaitFollowsTheTensorParallelGroupSize) {
+    MachineModel mc;
+    mc.shared_sync_s = 0.01;
+    mc.shared_sync_ranks = 8;
+    EXPECT_EQ(shared_sync_for(mc, 2), 0.01) << "no table: one figure for every group";
+    mc.shared_sync_by_group = {{2, 0.002}, {8, 0.01}};
+    EXPECT_DOUBLE_EQ(shared_sync_for(mc, 2), 0.002);
+    EXPECT_DOUBLE_EQ(shared_sync_for(mc, 8), 0.01);
+    EXPECT_DOUBLE_EQ(shared_sync_for(mc, 4), 0.006);
+    EXPECT_DOUBLE_EQ(shared_sync_for(mc, 16), 0.01) << "beyond the table: its last entry";
+
+    // In the step: a tp 2 layout pays the groups-of-2 figure.
+    PlanModel m = plan_model_from_config(load_hf_config(fixture("bert-mlm")));
+    PlanWorkload w;
+    w.micro_batch = 2;
+    w.seq = 64;
+    w.microbatches = 4;
+    LayoutChoice l;
+    l.tp = 2;
+    l.dp = 4;
+    MachineModel by_size = mc, flat = mc, none = mc;
+    flat.shared_sync_by_group.clear();
+    flat.shared_sync_s = 0.002;
+    none.shared_sync_by_group.clear();
+    none.shared_sync_s = 0;
+    const double base = plan_time(m, w, l, none, 8).tp_comm_s;
+    EXPECT_GT(plan_time(m, w, l, by_size, 8).tp_comm_s, base);
+    EXPECT_DOUBLE_EQ(plan_time(m, w, l, by_size, 8).tp_comm_s,
+                     plan_time(m, w, l, flat, 8).tp_comm_s);
+}
+
 // The trainer builds one model instance per micro-batch in flight (and per
 // chunk when interleaved), each with an arena of its own, so a stage's
 // workspace counts once per instance; one process has one.
