@@ -75,16 +75,18 @@ void adamw_update_runs(float* param, const float* grad, float* m, float* v,
     const Coefficients with(hp, step, true), without(hp, step, false);
     int64_t total = 0;
     for (const UpdateRun& r : runs) total += r.n;
-#pragma omp parallel if (worth_threads(total))
-    {
-        // This thread's slice of the runs laid end to end, cut at multiples
-        // of 16 elements so vector loops stay whole.
-        const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
-        const int64_t per = (total / nt + 15) / 16 * 16;
-        const int64_t lo = std::min(total, t * per),
-                      hi = t + 1 == nt ? total : std::min(total, lo + per);
+    // The runs laid end to end, in chunks the team takes as threads come
+    // free: a thread whose core another process took does fewer of them.
+    // Elementwise, so the bits do not depend on who takes which. Multiples of
+    // 16 elements keep the vector loops whole.
+    constexpr int64_t k_chunk = 1 << 16;
+    const int64_t chunks = (total + k_chunk - 1) / k_chunk;
+#pragma omp parallel for schedule(dynamic, 1) if (worth_threads(total))
+    for (int64_t c = 0; c < chunks; ++c) {
+        const int64_t lo = c * k_chunk, hi = std::min(total, lo + k_chunk);
         int64_t base = 0;
         for (const UpdateRun& r : runs) {
+            if (base >= hi) break;
             const int64_t a = std::max(lo, base), b = std::min(hi, base + r.n);
             if (a < b) {
                 const Coefficients& k = r.decay ? with : without;

@@ -24,7 +24,7 @@ struct UpdateRun {
     int64_t param_offset = 0, state_offset = 0, n = 0;
     bool decay = true;
 };
-// adamw_update over every run, in one parallel region split evenly by elements.
+// adamw_update over every run, in one parallel region over fixed chunks of elements.
 // BERT alternates decayed and undecayed rows (~100 runs); a region per run cost
 // tens of microseconds of thread wake-up each under a passive OpenMP wait policy.
 // grad_scale multiplies each gradient in fp32 first (clipping, removing a

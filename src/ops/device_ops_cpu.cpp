@@ -75,7 +75,7 @@ constexpr int64_t k_chunk = 1 << 16;
 double sum_sq(const float* g, int64_t n) {
     const int64_t chunks = (n + k_chunk - 1) / k_chunk;
     std::vector<double> partial(size_t(chunks), 0.0);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(dynamic, 1)
     for (int64_t c = 0; c < chunks; ++c) {
         const int64_t b = c * k_chunk, e = std::min(n, b + k_chunk);
         double s = 0;
@@ -98,7 +98,7 @@ void cpu_sum_squares(Backend&, const void* x, DType t,
 void cpu_scale(Backend&, void* x, DType t, int64_t n, float s) {
     LOOM_ASSERT(t == DType::f32, "scale of {} values on the CPU", dtype_name(t));
     auto* g = static_cast<float*>(x);
-#pragma omp parallel for schedule(static) if (n > k_chunk)
+#pragma omp parallel for schedule(dynamic, 8192) if (n > k_chunk)
     for (int64_t k = 0; k < n; ++k) g[k] *= s;
 }
 

@@ -146,7 +146,7 @@ void apply(T* y, const T* x, uint64_t first, int64_t n, const DropoutSpec& d) {
 #pragma omp parallel if (n > k_chunk && !omp_in_parallel())
     {
         T f[k_chunk];
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 1)
         for (int64_t c = 0; c < n; c += k_chunk) {
             const int64_t len = std::min<int64_t>(k_chunk, n - c);
             multipliers_serial(f, d, first + uint64_t(c), len);
@@ -164,7 +164,7 @@ void dropout_multipliers(T* f, const DropoutSpec& d, uint64_t first, int64_t n) 
         std::fill(f, f + n, T(1));
         return;
     }
-#pragma omp parallel for schedule(static) if (n > k_chunk && !omp_in_parallel())
+#pragma omp parallel for schedule(dynamic, 1) if (n > k_chunk && !omp_in_parallel())
     for (int64_t c = 0; c < n; c += k_chunk)
         multipliers_serial(f + c, d, first + uint64_t(c), std::min<int64_t>(k_chunk, n - c));
 }

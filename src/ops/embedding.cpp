@@ -28,7 +28,7 @@ template <typename T>
 void embedding_forward(T* out, const int64_t* ids, const T* table, int64_t N, int64_t V,
                        int64_t C, bool accumulate) {
     check_ids(ids, N, V);
-#pragma omp parallel for schedule(static) if (N * C > (1 << 15) && !omp_in_parallel())
+#pragma omp parallel for schedule(dynamic, 16) if (N * C > (1 << 15) && !omp_in_parallel())
     for (int64_t n = 0; n < N; ++n) {
         const T* src = table + ids[n] * C;
         T* dst = out + n * C;
@@ -45,7 +45,7 @@ template <typename T>
 void embedding_backward(T* dtable, const int64_t* ids, const T* dout, int64_t N, int64_t V,
                         int64_t C, int64_t padding_idx) {
     check_ids(ids, N, V);
-#pragma omp parallel for schedule(static) if (N * C > (1 << 15) && !omp_in_parallel())
+#pragma omp parallel for schedule(dynamic, 1) if (N * C > (1 << 15) && !omp_in_parallel())
     for (int64_t c0 = 0; c0 < C; c0 += k_cols) {
         const int64_t len = std::min(k_cols, C - c0);
         for (int64_t n = 0; n < N; ++n) {

@@ -162,7 +162,7 @@ void gemm_batched(int64_t batch, bool trans_a, bool trans_b, int64_t M, int64_t 
     check_gemm_args(trans_a, trans_b, M, N, K, lda, ldb, ldc);
     // One item per thread at a time: attention's 128x128x64 GEMMs are too small
     // to split across cores, and there are B*NH of them.
-#pragma omp parallel for schedule(static) if (batch > 1 && !omp_in_parallel())
+#pragma omp parallel for schedule(dynamic, 1) if (batch > 1 && !omp_in_parallel())
     for (int64_t i = 0; i < batch; ++i)
         gemm<T>(trans_a, trans_b, M, N, K, alpha, A + i * stride_a, lda, B + i * stride_b, ldb,
                 beta, C + i * stride_c, ldc);
@@ -188,7 +188,7 @@ void widen_row(float* y, const uint16_t* x, int64_t n) {
 void widen_rows(float* out, const uint16_t* in, int64_t rows, int64_t cols, int64_t ld,
                 bool split) {
     if (split) {
-#pragma omp for schedule(static) nowait
+#pragma omp for schedule(dynamic, 16) nowait
         for (int64_t r = 0; r < rows; ++r) widen_row(out + r * cols, in + r * ld, cols);
     } else {
         for (int64_t r = 0; r < rows; ++r) widen_row(out + r * cols, in + r * ld, cols);
@@ -285,12 +285,14 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, floa
 }
 
 void convert_f32_to_bf16(uint16_t* out, const float* inp, int64_t n) {
-#pragma omp parallel for simd schedule(static) if (parallel: n > (1 << 16) && !omp_in_parallel())
+    const bool par = n > (1 << 16) && !omp_in_parallel();
+#pragma omp parallel for simd schedule(dynamic, 8192) if (parallel : par)
     for (int64_t i = 0; i < n; ++i) out[i] = f32_to_bf16_bits(inp[i]);
 }
 
 void convert_bf16_to_f32(float* out, const uint16_t* inp, int64_t n) {
-#pragma omp parallel for simd schedule(static) if (parallel: n > (1 << 16) && !omp_in_parallel())
+    const bool par = n > (1 << 16) && !omp_in_parallel();
+#pragma omp parallel for simd schedule(dynamic, 8192) if (parallel : par)
     for (int64_t i = 0; i < n; ++i) out[i] = std::bit_cast<float>(uint32_t(inp[i]) << 16);
 }
 

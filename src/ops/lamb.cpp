@@ -39,7 +39,7 @@ void lamb_moments(const float* master, const float* grad, float* m, float* v, co
                   double* row_sums, const LambStep& s, float grad_scale) {
     // One tile per iteration; a tile's sums are sequential, so the row sums
     // do not depend on the thread count.
-#pragma omp parallel for schedule(static) if (n_tiles > 8)
+#pragma omp parallel for schedule(dynamic, 1) if (n_tiles > 8)
     for (int64_t k = 0; k < n_tiles; ++k) {
         const LambTile& t = tiles[k];
         const float wd = t.adapt ? s.weight_decay : 0.0f;
@@ -74,7 +74,7 @@ void lamb_moments(const float* master, const float* grad, float* m, float* v, co
 
 void lamb_apply(float* master, const float* m, const float* v, const LambTile* tiles,
                 int64_t n_tiles, const double* row_sums, const LambStep& s, double lr) {
-#pragma omp parallel for schedule(static) if (n_tiles > 8)
+#pragma omp parallel for schedule(dynamic, 1) if (n_tiles > 8)
     for (int64_t k = 0; k < n_tiles; ++k) {
         const LambTile& t = tiles[k];
         const float wd = t.adapt ? s.weight_decay : 0.0f;

@@ -88,7 +88,7 @@ void layer_norm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* 
     const bool par = N * C > (1 << 14) && !omp_in_parallel();
 #pragma omp parallel if (par)
     {
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 1)
         for (int64_t g = 0; g < n_groups; ++g) {
             T* pw = part + g * 2 * C;
             T* pb = pw + C;
@@ -125,7 +125,7 @@ void layer_norm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* 
             }
         }
         // Groups summed in order for each column: deterministic for any thread count.
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 1)
         for (int64_t c0 = 0; c0 < C; c0 += k_cols) {
             const int64_t len = std::min(k_cols, C - c0);
             T sw[k_cols] = {}, sb[k_cols] = {};

@@ -36,7 +36,7 @@ void bias_backward(T* dbias, const T* dout, int64_t N, int64_t OC, uint16_t* dy1
     T* const part = partials.data();
 #pragma omp parallel if (N * OC > (1 << 15) && !omp_in_parallel())
     {
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 1)
         for (int64_t k = 0; k < blocks; ++k) {
             T* acc = part + k * OC;
             const int64_t n0 = k * k_rows, n1 = std::min(N, n0 + k_rows);
@@ -53,7 +53,7 @@ void bias_backward(T* dbias, const T* dout, int64_t N, int64_t OC, uint16_t* dy1
                     }
             }
         }
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 1)
         for (int64_t c0 = 0; c0 < OC; c0 += k_cols) {
             const int64_t len = std::min(k_cols, OC - c0);
             T acc[k_cols] = {};

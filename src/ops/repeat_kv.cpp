@@ -11,7 +11,7 @@ void repeat_kv_forward(float* expanded, const float* packed, int64_t N, int64_t 
                        int64_t d) {
     const int64_t C = NH * d, KV = NKV * d, group = NH / NKV;
     const int64_t lp = C + 2 * KV, le = 3 * C;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(dynamic, 16)
     for (int64_t n = 0; n < N; ++n) {
         const float* p = packed + n * lp;
         float* e = expanded + n * le;
@@ -28,7 +28,7 @@ void repeat_kv_backward(float* dpacked, const float* dexpanded, int64_t N, int64
                         int64_t d) {
     const int64_t C = NH * d, KV = NKV * d, group = NH / NKV;
     const int64_t lp = C + 2 * KV, le = 3 * C;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(dynamic, 16)
     for (int64_t n = 0; n < N; ++n) {
         const float* e = dexpanded + n * le;
         float* p = dpacked + n * lp;

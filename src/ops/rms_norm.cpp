@@ -58,7 +58,7 @@ void rms_norm_backward(float* dinp, float* dweight, const float* dout, const flo
     if (dweight == nullptr) return;  // a frozen weight
     const int64_t groups = (N + k_group - 1) / k_group;
     std::vector<double> part(size_t(groups * C), 0.0);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(dynamic, 1)
     for (int64_t g = 0; g < groups; ++g) {
         double* p = part.data() + g * C;
         const int64_t end = std::min(N, (g + 1) * k_group);

@@ -55,7 +55,7 @@ void rope_apply(float* x, int64_t ld, int64_t B, int64_t T, int64_t heads, int64
     std::vector<float> cs(size_t(T * h)), sn(size_t(T * h));
     rope_tables(cs.data(), sn.data(), T, d, spec);
     const float sign = inverse ? -1.0f : 1.0f;
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(dynamic, 16)
     for (int64_t b = 0; b < B; ++b)
         for (int64_t t = 0; t < T; ++t) {
             const int64_t p = positions != nullptr ? positions[b * T + t] : t;

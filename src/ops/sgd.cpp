@@ -9,7 +9,7 @@ namespace {
 // Unscaled gradients keep their own loop: the common case pays no multiply.
 template <bool Scaled>
 void sgd_run(float* p, const float* g, int64_t n, float lr, float wd, float grad_scale) {
-#pragma omp parallel for schedule(static) if (n > (1 << 16))
+#pragma omp parallel for schedule(dynamic, 8192) if (n > (1 << 16))
     for (int64_t i = 0; i < n; ++i) {
         const float gi = Scaled ? g[i] * grad_scale : g[i];
         p[i] -= lr * (gi + wd * p[i]);
