@@ -188,8 +188,10 @@ docs/plan-machines.md); the job may name its model by config alone:
   loom plan job.yaml --machine h100-sxm --nodes 4 --json \
       --layout dp=2,tp=4,pp=4,micro_batch=1,global_batch=512,recompute=selective
 
-This machine's figures for the CPU planner (docs/cost-model.md):
-  loom plan --calibrate --calibrate-out host.yaml
+This machine's figures for the CPU planner (docs/cost-model.md), measured
+at the world size the plan is for (8 ranks sharing cores wait for each other
+in ways 2 do not), each the median of 3 rounds:
+  OMP_NUM_THREADS=1 mpirun -np 8 loom plan --calibrate --calibrate-out host.yaml
   loom plan job.yaml --world 8 --calibration host.yaml
 )");
     sub->add_option("job", o->job_path, "job file (YAML)");
@@ -229,8 +231,9 @@ This machine's figures for the CPU planner (docs/cost-model.md):
                   "price flash-style fused attention (no s x s tensors)");
     sub->add_flag("--calibrate", o->calibrate,
                   "measure this machine for the CPU planner: GEMM rate by shape and threads, "
-                  "the share of it a training step keeps, all-reduce and point-to-point "
-                  "bandwidth (no job needed)");
+                  "the share of it a training step keeps, AdamW's update rate, all-reduce and "
+                  "point-to-point bandwidth, and what a collective waits for ranks sharing the "
+                  "cores, by group size (no job needed; run it under mpirun -np N for N ranks)");
     sub->add_option("--calibrate-out", o->calib.out, "YAML file --calibrate writes");
     sub->add_option("--calibrate-ranks", o->calib.ranks, "ranks for the bandwidths")
         ->capture_default_str();
