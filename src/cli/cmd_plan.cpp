@@ -24,12 +24,12 @@ namespace loom::cli {
 
 namespace {
 
-// "3.9" or, measured by tp group size, "1.2 in groups of 2, 2.5 of 4, 3.9 of 8".
-std::string sync_by_group(const MachineModel& mc) {
-    if (mc.shared_sync_by_group.empty()) return fmt::format("{:.1f}", 1e3 * mc.shared_sync_s);
+// "3.9" or, measured by group size, "1.2 in groups of 2, 2.5 of 4, 3.9 of 8".
+std::string by_group(const std::vector<std::pair<int, double>>& t, double one, double scale) {
+    if (t.empty()) return fmt::format("{:.1f}", scale * one);
     std::string out;
-    for (auto [g, s] : mc.shared_sync_by_group)
-        out += fmt::format("{}{:.1f} {}{}", out.empty() ? "" : ", ", 1e3 * s,
+    for (auto [g, x] : t)
+        out += fmt::format("{}{:.1f} {}{}", out.empty() ? "" : ", ", scale * x,
                            out.empty() ? "in groups of " : "of ", g);
     return out;
 }
@@ -108,6 +108,8 @@ void run_plan(const PlanOptions& o) {
         mc.shared_sync_s = cal.shared_sync_s;
         mc.shared_sync_ranks = cal.shared_sync_ranks;
         mc.shared_sync_by_group = cal.shared_sync_by_group;
+        mc.allreduce_gbps_by_group = cal.allreduce_gbps_by_group;
+        mc.all_cores_share = cal.all_cores_share;
         mc.gemm_half_narrow = cal.gemm_half_narrow;
         mc.adamw_params_per_s = cal.adamw_params_per_s;
     }
@@ -120,7 +122,7 @@ void run_plan(const PlanOptions& o) {
         m.kv() != m.heads ? fmt::format(" ({} key/value)", m.kv()) : std::string(), q.global_batch,
         q.seq, q.microbatches);
     fmt::print(
-        "machine: {} cores at {:.0f} GFLOP/s each{}{}, all-reduce {:.1f} GB/s, "
+        "machine: {} cores at {:.0f} GFLOP/s each{}{}, all-reduce {} GB/s, "
         "p2p {:.1f} GB/s{}{}; world {}{}\n\n",
         mc.cores, mc.gflops_per_core,
         mc.gemm_half_rows > 0
@@ -130,12 +132,18 @@ void run_plan(const PlanOptions& o) {
                                             mc.gemm_half_narrow)
                               : std::string())
             : std::string(),
-        mc.step_efficiency != 1.0 ? fmt::format(" x {:.2f} in a whole step", mc.step_efficiency)
-                                  : std::string(),
-        mc.allreduce_gbps, mc.p2p_gbps,
+        fmt::format("{}{}",
+                    mc.step_efficiency != 1.0
+                        ? fmt::format(" x {:.2f} in a whole step", mc.step_efficiency)
+                        : std::string(),
+                    mc.all_cores_share != 1.0
+                        ? fmt::format(" x {:.2f} with every core busy", mc.all_cores_share)
+                        : std::string()),
+        by_group(mc.allreduce_gbps_by_group, mc.allreduce_gbps, 1), mc.p2p_gbps,
         mc.shared_sync_s > 0 || !mc.shared_sync_by_group.empty()
             ? fmt::format(", a tp collective {} ms more with {} ranks on the cores",
-                          sync_by_group(mc), mc.shared_sync_ranks)
+                          by_group(mc.shared_sync_by_group, mc.shared_sync_s, 1e3),
+                          mc.shared_sync_ranks)
             : std::string(),
         mc.adamw_params_per_s > 0
             ? fmt::format(", AdamW {:.0f}M parameters/s per core", mc.adamw_params_per_s / 1e6)

@@ -19,6 +19,7 @@
 #include <tuple>
 #include <vector>
 
+#include "cli/calibrate_ranks.h"
 #include "comm/comm_local.h"
 #include "comm/comm_mpi.h"
 #include "core/check.h"
@@ -70,6 +71,41 @@ double adamw_rate(int64_t n, double min_s) {
     };
     // best_gflops counts 1e9 of its unit a second: here parameters.
     return 1e9 * best_gflops(double(n), min_s, once);
+}
+
+// Every core running a one-thread M x N x K GEMM of its own at once, as
+// single-threaded ranks filling a node do: GFLOP/s per core. A core alone
+// may run faster (boost clocks, the memory bus and last-level cache to
+// itself), which is what the one-thread figures measure.
+double all_cores_gflops(int64_t M, int64_t N, int64_t K, int cores, double min_s) {
+    std::vector<std::vector<float>> a, b, c;
+    a.resize(size_t(cores));
+    b.resize(size_t(cores));
+    c.resize(size_t(cores));
+    for (int t = 0; t < cores; ++t) {
+        a[size_t(t)].assign(size_t(M * K), 0.5f);
+        b[size_t(t)].assign(size_t(K * N), 0.25f);
+        c[size_t(t)].assign(size_t(M * N), 0.f);
+    }
+    const double flops = 2.0 * double(M) * double(N) * double(K);
+    double best = 0;
+    for (int round = 0; round < 4; ++round) {  // the first warms every core's buffers
+        int64_t reps = 0;
+        const auto t0 = Clock::now();
+#pragma omp parallel num_threads(cores) reduction(+ : reps)
+        {
+            omp_set_num_threads(1);  // the GEMM's own regions run on this thread
+            const auto t = size_t(omp_get_thread_num());
+            do {
+                gemm<float>(false, false, M, N, K, 1.f, a[t].data(), K, b[t].data(), N, 0.f,
+                            c[t].data(), N);
+                ++reps;
+            } while (seconds_since(t0) < min_s);
+        }
+        const double rate = flops * double(reps) / seconds_since(t0) / 1e9 / cores;
+        if (round > 0) best = std::max(best, rate);
+    }
+    return best;
 }
 
 // An M x N x K fp32 GEMM on `threads` OpenMP threads.
@@ -137,118 +173,6 @@ double fit_narrow(const std::vector<std::pair<double, double>>& d_relative) {
     return best_h;
 }
 
-// Bus bandwidth of an all-reduce (2 (n-1)/n bytes per rank per second, the
-// planner's ring convention) and of one send/recv between ranks 0 and 1, as
-// rank 0 sees them; every rank of `c` calls this.
-std::pair<double, double> measure_bandwidths(Communicator& c, int64_t floats, double min_s) {
-    const int ranks = c.size();
-    double ar = 0, p2p = 0;
-    std::vector<float> buf(size_t(floats), 1.f);
-    c.all_reduce(std::span<float>(buf), ReduceOp::sum)->wait();  // warm
-    // Best of 3 rounds of at least min_s each: with more ranks than cores one
-    // round's figure moves 4x with what the kernel runs when.
-    const double bytes = 4.0 * double(floats);
-    for (int round = 0; round < 3; ++round) {
-        c.barrier()->wait();
-        int reps = 0;
-        const auto t0 = Clock::now();
-        double dt = 0;
-        while (true) {
-            c.all_reduce(std::span<float>(buf), ReduceOp::sum)->wait();
-            ++reps;
-            dt = seconds_since(t0);
-            // Every rank must run the same number of collectives: rank 0 decides.
-            float more = dt < min_s ? 1.f : 0.f;
-            c.broadcast(std::span<float>(&more, 1), 0)->wait();
-            if (more == 0.f) break;
-        }
-        ar = std::max(ar, 2.0 * (ranks - 1) / ranks * bytes * reps / dt / 1e9);
-    }
-    c.barrier()->wait();
-    if (c.rank() <= 1) {
-        const auto t1 = Clock::now();
-        constexpr int k_msgs = 8;
-        for (int i = 0; i < k_msgs; ++i) {
-            if (c.rank() == 0) {
-                c.send(buf.data(), floats, DType::f32, 1)->wait();
-            } else {
-                c.recv(buf.data(), floats, DType::f32, 0)->wait();
-            }
-        }
-        // The receiver's clock ends last; send its figure to rank 0.
-        float seen = float(bytes * k_msgs / seconds_since(t1) / 1e9);
-        if (c.rank() == 1) c.send(&seen, 1, DType::f32, 0, 1)->wait();
-        if (c.rank() == 0) c.recv(&seen, 1, DType::f32, 1, 1)->wait();
-        p2p = seen;
-    }
-    c.barrier()->wait();
-    return {ar, p2p};
-}
-
-// What the ranks measure together.
-struct RankFigures {
-    double allreduce_gbps = 0, p2p_gbps = 0;
-    double sync_s = 0;  // a collective's cost beyond its transfer, ranks at work between
-    std::vector<std::pair<double, double>> sync_by_group;  // (group size, sync_s in such groups)
-};
-
-// A tensor-parallel step's pattern: every rank computes a segment, then all
-// of them all-reduce. Timed with and without the all-reduces; the
-// difference per collective, less its transfer at the measured bandwidth, is
-// what the planner adds per collective (MachineModel::shared_sync_s). With
-// more ranks than cores it is the wait for peers the kernel is not running.
-double measure_shared_sync(Communicator& c, double allreduce_gbps, bool quick) {
-    omp_set_num_threads(1);
-    const int64_t rows = 128, n = quick ? 256 : 1024;
-    const int segments = quick ? 4 : 16;
-    std::vector<float> a(size_t(rows * n), 0.5f), b(size_t(n * n), 0.25f), out(size_t(rows * n));
-    std::vector<float> buf(size_t(64 << 10), 1.f);  // 256 KiB: its transfer is taken out below
-    auto run = [&](bool sync) {
-        c.barrier()->wait();
-        const auto t0 = Clock::now();
-        for (int i = 0; i < segments; ++i) {
-            gemm<float>(false, false, rows, n, n, 1.f, a.data(), n, b.data(), n, 0.f, out.data(),
-                        n);
-            if (sync) c.all_reduce(std::span<float>(buf), ReduceOp::sum)->wait();
-        }
-        c.barrier()->wait();
-        return seconds_since(t0);
-    };
-    run(true);  // warm
-    double plain = 1e300, synced = 1e300;
-    for (int round = 0; round < 3; ++round) {
-        plain = std::min(plain, run(false));
-        synced = std::min(synced, run(true));
-    }
-    const int ranks = c.size();
-    const double transfer =
-        2.0 * (ranks - 1) / ranks * 4.0 * double(buf.size()) / (allreduce_gbps * 1e9);
-    return std::max(0.0, (synced - plain) / segments - transfer);
-}
-
-// Every rank of `c` calls this; rank 0's figures are the ones kept.
-RankFigures measure_rank_figures(Communicator& c, bool quick) {
-    RankFigures f;
-    std::tie(f.allreduce_gbps, f.p2p_gbps) =
-        measure_bandwidths(c, quick ? (1 << 20) : (16 << 20), quick ? 0.02 : 0.2);
-    // Every rank must take rank 0's bandwidth for the same formula.
-    float gbps = float(f.allreduce_gbps);
-    c.broadcast(std::span<float>(&gbps, 1), 0)->wait();
-    // The wait by group size, every rank at work: groups of g consecutive
-    // ranks (as tensor parallelism groups them), each all-reducing within
-    // itself. A smaller group waits for fewer peers the kernel is not running.
-    for (int g = 2; g < c.size(); g *= 2) {
-        if (c.size() % g != 0) continue;
-        std::vector<int> members;
-        for (int r = c.rank() / g * g; r < (c.rank() / g + 1) * g; ++r) members.push_back(r);
-        auto group = c.split(members, fmt::format("calibration group of {}", g));
-        f.sync_by_group.emplace_back(double(g), measure_shared_sync(*group, gbps, quick));
-    }
-    f.sync_s = measure_shared_sync(c, gbps, quick);
-    f.sync_by_group.emplace_back(double(c.size()), f.sync_s);
-    return f;
-}
-
 // Started by mpirun/srun: measure MPI's transport, not in-process copies.
 bool launched_by_mpi() {
     for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE", "PMI_RANK"})
@@ -308,6 +232,7 @@ StepRate block_step_rate(int64_t C, int reps) {
 struct Figures {
     std::vector<std::pair<double, double>> by_rows, by_narrow, by_threads;
     StepRate step;
+    double all_cores_share = 1;  // per-core GEMM rate with every core busy, over one alone
     double adamw_params_per_s = 0;
     RankFigures ranks;
 };
@@ -339,6 +264,15 @@ Figures measure_round(const CalibrateOptions& o, int cores,
         fmt::print("gemm 2048 x {} x {}, {} thread(s): {:.1f} GFLOP/s\n", NK, NK, t,
                    f.by_threads.back().second);
     }
+    if (cores > 1) {
+        const double alone = gemm_gflops(512, NK, NK, 1, min_s);
+        const double all = all_cores_gflops(512, NK, NK, cores, min_s);
+        f.all_cores_share = all / alone;
+        fmt::print(
+            "gemm 512 x {} x {} on every core at once: {:.1f} GFLOP/s a core, {:.2f} of one "
+            "core alone\n",
+            NK, NK, all, f.all_cores_share);
+    }
     f.step = block_step_rate(NK, o.quick ? 1 : 3);
     f.adamw_params_per_s = adamw_rate(o.quick ? (1 << 20) : (1 << 23), min_s);
     fmt::print("AdamW update, 1 thread: {:.0f}M parameters/s\n", f.adamw_params_per_s / 1e6);
@@ -351,9 +285,12 @@ Figures measure_round(const CalibrateOptions& o, int cores,
         "all-reduce bus bandwidth {:.2f} GB/s, point-to-point {:.2f} GB/s; a collective "
         "between compute segments {:.2f} ms beyond its transfer\n",
         f.ranks.allreduce_gbps, f.ranks.p2p_gbps, 1e3 * f.ranks.sync_s);
-    for (auto [g, s] : f.ranks.sync_by_group)
-        fmt::print("a collective in groups of {}: {:.2f} ms beyond its transfer\n", int(g),
-                   1e3 * s);
+    for (size_t i = 0; i < f.ranks.sync_by_group.size(); ++i)
+        fmt::print(
+            "in groups of {}: all-reduce {:.2f} GB/s, a collective {:.2f} ms beyond its "
+            "transfer\n",
+            int(f.ranks.sync_by_group[i].first), f.ranks.allreduce_by_group[i].second,
+            1e3 * f.ranks.sync_by_group[i].second);
     return f;
 }
 
@@ -382,12 +319,16 @@ Figures median_figures(const std::vector<Figures>& rounds) {
     table(&Figures::by_threads);
     m.step.gflops = med([](const Figures& r) { return r.step.gflops; });
     m.adamw_params_per_s = med([](const Figures& r) { return r.adamw_params_per_s; });
+    m.all_cores_share = med([](const Figures& r) { return r.all_cores_share; });
     m.ranks.allreduce_gbps = med([](const Figures& r) { return r.ranks.allreduce_gbps; });
     m.ranks.p2p_gbps = med([](const Figures& r) { return r.ranks.p2p_gbps; });
     m.ranks.sync_s = med([](const Figures& r) { return r.ranks.sync_s; });
-    for (size_t i = 0; i < m.ranks.sync_by_group.size(); ++i)
+    for (size_t i = 0; i < m.ranks.sync_by_group.size(); ++i) {
         m.ranks.sync_by_group[i].second =
             med([&](const Figures& r) { return r.ranks.sync_by_group[i].second; });
+        m.ranks.allreduce_by_group[i].second =
+            med([&](const Figures& r) { return r.ranks.allreduce_by_group[i].second; });
+    }
     return m;
 }
 
@@ -449,6 +390,7 @@ void calibrate_into(const CalibrateOptions& o, int ranks, const char* how,
     y << YAML::Key << "gemm_half_rows" << YAML::Value << std::round(fit.half_rows);
     y << YAML::Key << "gemm_half_narrow" << YAML::Value << std::round(half_narrow);
     y << YAML::Key << "step_efficiency" << YAML::Value << efficiency;
+    y << YAML::Key << "all_cores_share" << YAML::Value << f.all_cores_share;
     y << YAML::Key << "adamw_params_per_s" << YAML::Value << f.adamw_params_per_s;
     y << YAML::Key << "allreduce_gbps" << YAML::Value << figs.allreduce_gbps;
     y << YAML::Key << "p2p_gbps" << YAML::Value << figs.p2p_gbps;
@@ -458,6 +400,11 @@ void calibrate_into(const CalibrateOptions& o, int ranks, const char* how,
     for (auto [g, s] : figs.sync_by_group)
         y << YAML::Flow << YAML::BeginMap << YAML::Key << "group" << YAML::Value << int64_t(g)
           << YAML::Key << "s" << YAML::Value << s << YAML::EndMap;
+    y << YAML::EndSeq;
+    y << YAML::Key << "allreduce_gbps_by_group" << YAML::Value << YAML::BeginSeq;
+    for (auto [g, gbps] : figs.allreduce_by_group)
+        y << YAML::Flow << YAML::BeginMap << YAML::Key << "group" << YAML::Value << int64_t(g)
+          << YAML::Key << "gbps" << YAML::Value << gbps << YAML::EndMap;
     y << YAML::EndSeq;
     y << YAML::Key << "rounds" << YAML::Value << o.rounds;
     y << YAML::Key << "load_average" << YAML::Value << load;

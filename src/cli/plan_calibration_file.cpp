@@ -30,6 +30,30 @@ MachineModel machine_from_calibration(const std::string& path) {
                    v.Mark().line + 1, key, positive ? ">" : ">=", x);
         return x;
     };
+    // A list of {group: N, <value>: x}, N ascending from 2 (absent: empty).
+    auto by_group = [&](const char* key, const char* value, bool positive) {
+        std::vector<std::pair<int, double>> out;
+        const YAML::Node groups = n[key];
+        if (!groups.IsDefined()) return out;
+        LOOM_CHECK(groups.IsSequence(), "{}:{}: {}: expected a list", path, groups.Mark().line + 1,
+                   key);
+        for (const YAML::Node& g : groups) {
+            int size = 0;
+            double x = -1;
+            try {
+                size = g["group"].as<int>();
+                x = g[value].as<double>();
+            } catch (const YAML::Exception&) {
+            }
+            LOOM_CHECK(size >= 2 && (positive ? x > 0 : x >= 0) &&
+                           (out.empty() || size > out.back().first),
+                       "{}:{}: {}: expected {{group: N, {}: x}} with N of 2 or more, ascending, "
+                       "and x {} 0",
+                       path, g.Mark().line + 1, key, value, positive ? ">" : ">=");
+            out.emplace_back(size, x);
+        }
+        return out;
+    };
     MachineModel m;
     m.cores = int(num("cores", true));
     m.gflops_per_core = num("gflops_per_core", true);
@@ -43,28 +67,10 @@ MachineModel machine_from_calibration(const std::string& path) {
     if (n["shared_sync_s"].IsDefined()) {
         m.shared_sync_s = num("shared_sync_s", false);
         m.shared_sync_ranks = int(num("shared_sync_ranks", true));
-        const YAML::Node groups = n["shared_sync_by_group"];
-        if (groups.IsDefined()) {
-            LOOM_CHECK(groups.IsSequence(), "{}:{}: shared_sync_by_group: expected a list", path,
-                       groups.Mark().line + 1);
-            for (const YAML::Node& g : groups) {
-                int size = 0;
-                double s = -1;
-                try {
-                    size = g["group"].as<int>();
-                    s = g["s"].as<double>();
-                } catch (const YAML::Exception&) {
-                }
-                LOOM_CHECK(size >= 2 && s >= 0 &&
-                               (m.shared_sync_by_group.empty() ||
-                                size > m.shared_sync_by_group.back().first),
-                           "{}:{}: shared_sync_by_group: expected {{group: N, s: seconds}} with N "
-                           "of 2 or more, ascending, and seconds >= 0",
-                           path, g.Mark().line + 1);
-                m.shared_sync_by_group.emplace_back(size, s);
-            }
-        }
+        m.shared_sync_by_group = by_group("shared_sync_by_group", "s", false);
     }
+    m.allreduce_gbps_by_group = by_group("allreduce_gbps_by_group", "gbps", true);
+    if (n["all_cores_share"].IsDefined()) m.all_cores_share = num("all_cores_share", true);
     // Files written before it was measured leave the optimizer step unpriced.
     if (n["adamw_params_per_s"].IsDefined()) m.adamw_params_per_s = num("adamw_params_per_s", true);
     return m;

@@ -370,19 +370,6 @@ MemoryPlan plan_memory(const PlanModel& m, const PlanWorkload& w, const LayoutCh
     return r;
 }
 
-double shared_sync_for(const MachineModel& mc, int group) {
-    const auto& t = mc.shared_sync_by_group;
-    if (t.empty()) return mc.shared_sync_s;
-    if (group <= t.front().first) return t.front().second;
-    if (group >= t.back().first) return t.back().second;
-    // Between two measured sizes: linear in log2 of the group size.
-    size_t i = 1;
-    while (t[i].first < group) ++i;
-    const double x0 = std::log2(double(t[i - 1].first)), x1 = std::log2(double(t[i].first));
-    const double f = (std::log2(double(group)) - x0) / (x1 - x0);
-    return t[i - 1].second + f * (t[i].second - t[i - 1].second);
-}
-
 TimePlan plan_time(const PlanModel& m, const PlanWorkload& w, const LayoutChoice& l,
                    const MachineModel& mc, int world) {
     TimePlan t;
@@ -407,7 +394,10 @@ TimePlan plan_time(const PlanModel& m, const PlanWorkload& w, const LayoutChoice
     // Each rank runs max(1, cores / ranks) threads.
     const double threads = std::max(1.0, double(mc.cores) / double(ranks_node));
     const double shape = mc.gemm_half_rows > 0 ? tokens / (tokens + mc.gemm_half_rows) : 1.0;
-    const double core_rate = mc.gflops_per_core * 1e9 * shape * mc.step_efficiency;
+    // The node's ranks and threads fill its cores: each runs at the rate
+    // measured with every core busy.
+    const double core_rate =
+        mc.gflops_per_core * 1e9 * shape * mc.step_efficiency * mc.all_cores_share;
     const double rank_rate = core_rate * threads;
 
     // Pipeline: the simulated schedule's idle share stretches the busy time.
@@ -438,7 +428,7 @@ TimePlan plan_time(const PlanModel& m, const PlanWorkload& w, const LayoutChoice
     const double apps = double(stage_applications(m, w, l));
     const double reduces = 4 + (l.checkpointing ? 2.0 / std::max(1, l.checkpoint_every) : 0);
     t.tp_comm_s = double(w.microbatches) * apps * reduces *
-                  ring_seconds(act_bytes, l.tp, mc.allreduce_gbps, mc.latency_s);
+                  ring_seconds(act_bytes, l.tp, allreduce_gbps_for(mc, l.tp), mc.latency_s);
     if (l.tp > 1 && ranks_node > mc.cores && mc.shared_sync_ranks > mc.cores) {
         const double per_core = double(ranks_node) / mc.cores - 1;
         const double measured_per_core = double(mc.shared_sync_ranks) / mc.cores - 1;
@@ -455,7 +445,8 @@ TimePlan plan_time(const PlanModel& m, const PlanWorkload& w, const LayoutChoice
     // parameters' all-gather follows the optimizer step.
     const double hidden_share = 0.4;
     const double exposed = l.zero_stage ? 0.5 * (1 - hidden_share) + 0.5 : 1 - hidden_share;
-    t.dp_comm_s = exposed * ring_seconds(mem.params, l.dp, mc.allreduce_gbps, mc.latency_s);
+    t.dp_comm_s =
+        exposed * ring_seconds(mem.params, l.dp, allreduce_gbps_for(mc, l.dp), mc.latency_s);
     if (mc.adamw_params_per_s > 0) {
         // Each rank updates its parameters, or its shard of them under ZeRO;
         // with more ranks than cores the node's updates share the cores: the
@@ -476,49 +467,6 @@ TimePlan plan_time(const PlanModel& m, const PlanWorkload& w, const LayoutChoice
     }
     t.step_s = t.compute_s + t.tp_comm_s + t.pp_comm_s + t.dp_comm_s + t.optimizer_s;
     return t;
-}
-
-std::vector<PlanRow> plan_layouts(const PlanModel& m, const PlanRequest& q,
-                                  const MachineModel& mc) {
-    std::vector<PlanRow> rows;
-    const int world = q.world;
-    for (int tp = 1; tp <= world; ++tp) {
-        if (world % tp) continue;
-        for (int pp = 1; pp <= world / tp; ++pp) {
-            if ((world / tp) % pp) continue;
-            const int dp = world / tp / pp;
-            std::vector<ScheduleKind> kinds{ScheduleKind::one_f_one_b};
-            if (pp > 1)
-                kinds = {ScheduleKind::simple, ScheduleKind::one_f_one_b,
-                         ScheduleKind::interleaved};
-            for (ScheduleKind k : kinds) {
-                for (bool ckpt : {false, true}) {
-                    PlanRow r;
-                    r.layout = {dp,   tp,
-                                pp,   dp > 1 ? q.zero_stage : 0,
-                                k,    k == ScheduleKind::interleaved ? 2 : 1,
-                                ckpt, 1};
-                    r.workload = split_workload(q.global_batch, q.seq, q.microbatches, dp);
-                    r.why_not = layout_check(m, r.workload, r.layout);
-                    r.feasible = r.why_not.empty();
-                    if (r.feasible) {
-                        r.memory = plan_memory(m, r.workload, r.layout);
-                        r.time = plan_time(m, r.workload, r.layout, mc, world);
-                        if (mc.memory_gib > 0 && r.memory.peak > mc.memory_gib * double(1 << 30)) {
-                            r.feasible = false;
-                            r.why_not = "predicted peak over the memory limit";
-                        }
-                    }
-                    rows.push_back(r);
-                }
-            }
-        }
-    }
-    std::stable_sort(rows.begin(), rows.end(), [](const PlanRow& a, const PlanRow& b) {
-        if (a.feasible != b.feasible) return a.feasible;
-        return a.time.step_s < b.time.step_s;
-    });
-    return rows;
 }
 
 }  // namespace loom

@@ -121,6 +121,9 @@ struct MachineModel {
     // itself): (group size, seconds), ascending. Empty: shared_sync_s for
     // every group.
     std::vector<std::pair<int, double>> shared_sync_by_group;
+    // The all-reduce bus bandwidth measured the same way, in groups of each
+    // size at once: (group size, GB/s), ascending. Empty: allreduce_gbps.
+    std::vector<std::pair<int, double>> allreduce_gbps_by_group;
     // A linear layer's GEMMs by their narrow side d (the smaller of its input
     // and output widths on a rank, which tensor parallelism divides): they run
     // at (d / (d + gemm_half_narrow)) / (1024 / (1024 + gemm_half_narrow)) of
@@ -130,6 +133,11 @@ struct MachineModel {
     // AdamW's update, bound by memory: parameters a second on one core
     // (0 = not priced). Measured by `loom plan --calibrate`.
     double adamw_params_per_s = 0;
+    // The per-core GEMM rate with every core of the node running its own,
+    // over that of one core alone (where gflops_per_core was measured); the
+    // plan's ranks and threads always fill the node's cores. Measured by
+    // `loom plan --calibrate`; 1 = no difference.
+    double all_cores_share = 1.0;
 };
 
 struct LayoutChoice {
@@ -176,6 +184,9 @@ MemoryPlan plan_memory(const PlanModel& m, const PlanWorkload& w, const LayoutCh
 // The collective wait of a tensor-parallel group of `group` ranks on shared
 // cores (MachineModel::shared_sync_by_group, else shared_sync_s).
 double shared_sync_for(const MachineModel& mc, int group);
+// The all-reduce bandwidth of a group of `group` ranks (allreduce_gbps_by_group,
+// else allreduce_gbps).
+double allreduce_gbps_for(const MachineModel& mc, int group);
 TimePlan plan_time(const PlanModel& m, const PlanWorkload& w, const LayoutChoice& l,
                    const MachineModel& machine, int world);
 

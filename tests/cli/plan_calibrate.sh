@@ -31,6 +31,8 @@ assert c["adamw_params_per_s"] > 0, c
 # 2 ranks: one group size, the whole world's
 assert [g["group"] for g in c["shared_sync_by_group"]] == [2], c
 assert c["shared_sync_by_group"][0]["s"] == c["shared_sync_s"], c
+assert [g["group"] for g in c["allreduce_gbps_by_group"]] == [2], c
+assert c["allreduce_gbps_by_group"][0]["gbps"] == c["allreduce_gbps"], c
 assert c["gemm_half_rows"] >= 0 and c["gemm_half_narrow"] >= 0
 assert [g["narrow"] for g in c["gemm_narrow"]] == [1024, 512, 256, 128]
 # A whole training step cannot beat its GEMMs by much, nor fall to nothing.
@@ -109,7 +111,7 @@ python3 -c "import sys; sys.exit(0 if $(compute narrow.yaml "dp1 tp8 pp1") > 1.0
 printf 'shared_sync_s: 0.01\nshared_sync_ranks: 8\nshared_sync_by_group:\n  - {group: 8, s: 0.01}\n  - {group: 2, s: 0.001}\n' |
   cat flat.yaml - > descending.yaml
 err=$("$loom" plan job.yaml --world 8 --calibration descending.yaml 2>&1 || true)
-grep -q "descending.yaml:10: shared_sync_by_group: expected {group: N, s: seconds}" <<<"$err" ||
+grep -q "descending.yaml:10: shared_sync_by_group: expected {group: N, s: x}" <<<"$err" ||
   fail "descending groups: $err"
 # Measured by group size: tp 8 pays the groups-of-8 figure, as with one figure.
 printf 'shared_sync_by_group:\n  - {group: 2, s: 0.001}\n  - {group: 8, s: 0.01}\n' | cat sync8.yaml - > groups.yaml
@@ -147,5 +149,6 @@ if command -v mpirun >/dev/null; then
   head -1 mpi.yaml | grep -q "between 2 ranks of MPI" || fail "MPI calibration"
   grep -q "^rounds: 2" mpi.yaml || fail "MPI calibration rounds"
   grep -q "^  - {group: 2, s: " mpi.yaml || fail "MPI calibration groups: $(cat mpi.yaml)"
+  grep -q "^  - {group: 2, gbps: " mpi.yaml || fail "MPI calibration bandwidth groups: $(cat mpi.yaml)"
 fi
 echo "plan_calibrate: ok"

@@ -191,7 +191,7 @@ TEST(LayoutPlan, OptimizerStepIsPricedAtTheMeasuredRate) {
 
 // The collective wait on shared cores follows the tp group's size where it
 // was measured by size: as measured at a size, linear in log2 between sizes.
-TEST(LayoutPlan, CollectiveWaitFollowsTheTensorParallelGroupSize) {
+TEST(LayoutPlan, CollectiveWaitAndBandwidthFollowTheGroupSize) {
     MachineModel mc;
     mc.shared_sync_s = 0.01;
     mc.shared_sync_ranks = 8;
@@ -220,6 +220,24 @@ TEST(LayoutPlan, CollectiveWaitFollowsTheTensorParallelGroupSize) {
     EXPECT_GT(plan_time(m, w, l, by_size, 8).tp_comm_s, base);
     EXPECT_DOUBLE_EQ(plan_time(m, w, l, by_size, 8).tp_comm_s,
                      plan_time(m, w, l, flat, 8).tp_comm_s);
+
+    // The all-reduce bandwidth by group size: tp collectives at the tp
+    // group's, the gradient reduction at the dp group's.
+    MachineModel bw = none, bw2 = none, bw4 = none;
+    bw.allreduce_gbps_by_group = {{2, 4.0}, {8, 1.0}};
+    EXPECT_DOUBLE_EQ(allreduce_gbps_for(bw, 4), 2.5);
+    bw2.allreduce_gbps = 4.0;
+    bw4.allreduce_gbps = 2.5;
+    const TimePlan a = plan_time(m, w, l, bw, 8), b = plan_time(m, w, l, bw2, 8),
+                   c = plan_time(m, w, l, bw4, 8);
+    EXPECT_DOUBLE_EQ(a.tp_comm_s, b.tp_comm_s) << "tp 2";
+    EXPECT_DOUBLE_EQ(a.dp_comm_s, c.dp_comm_s) << "dp 4";
+
+    // Cores that run slower with all of them busy stretch the compute.
+    MachineModel busy = none;
+    busy.all_cores_share = 0.8;
+    EXPECT_NEAR(plan_time(m, w, l, busy, 8).compute_s, plan_time(m, w, l, none, 8).compute_s / 0.8,
+                1e-9);
 }
 
 // The trainer builds one model instance per micro-batch in flight (and per

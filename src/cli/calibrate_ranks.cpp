@@ -1,0 +1,135 @@
+// The ranks' measurements of `loom plan --calibrate` (calibrate_ranks.h).
+#include "cli/calibrate_ranks.h"
+
+#include <fmt/format.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <span>
+#include <tuple>
+
+#include "ops/gemm.h"
+
+namespace loom::cli {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Bus bandwidth of an all-reduce (2 (n-1)/n bytes per rank per second, the
+// planner's ring convention) and of one send/recv between ranks 0 and 1, as
+// rank 0 sees them; every rank of `c` calls this.
+std::pair<double, double> measure_bandwidths(Communicator& c, int64_t floats, double min_s) {
+    const int ranks = c.size();
+    double ar = 0, p2p = 0;
+    std::vector<float> buf(size_t(floats), 1.f);
+    c.all_reduce(std::span<float>(buf), ReduceOp::sum)->wait();  // warm
+    // Best of 3 rounds of at least min_s each: with more ranks than cores one
+    // round's figure moves 4x with what the kernel runs when.
+    const double bytes = 4.0 * double(floats);
+    for (int round = 0; round < 3; ++round) {
+        c.barrier()->wait();
+        int reps = 0;
+        const auto t0 = Clock::now();
+        double dt = 0;
+        while (true) {
+            c.all_reduce(std::span<float>(buf), ReduceOp::sum)->wait();
+            ++reps;
+            dt = seconds_since(t0);
+            // Every rank must run the same number of collectives: rank 0 decides.
+            float more = dt < min_s ? 1.f : 0.f;
+            c.broadcast(std::span<float>(&more, 1), 0)->wait();
+            if (more == 0.f) break;
+        }
+        ar = std::max(ar, 2.0 * (ranks - 1) / ranks * bytes * reps / dt / 1e9);
+    }
+    c.barrier()->wait();
+    if (c.rank() <= 1) {
+        const auto t1 = Clock::now();
+        constexpr int k_msgs = 8;
+        for (int i = 0; i < k_msgs; ++i) {
+            if (c.rank() == 0) {
+                c.send(buf.data(), floats, DType::f32, 1)->wait();
+            } else {
+                c.recv(buf.data(), floats, DType::f32, 0)->wait();
+            }
+        }
+        // The receiver's clock ends last; send its figure to rank 0.
+        float seen = float(bytes * k_msgs / seconds_since(t1) / 1e9);
+        if (c.rank() == 1) c.send(&seen, 1, DType::f32, 0, 1)->wait();
+        if (c.rank() == 0) c.recv(&seen, 1, DType::f32, 1, 1)->wait();
+        p2p = seen;
+    }
+    c.barrier()->wait();
+    return {ar, p2p};
+}
+
+// A tensor-parallel step's pattern: every rank computes a segment, then all
+// of them all-reduce. Timed with and without the all-reduces; the
+// difference per collective, less its transfer at the measured bandwidth, is
+// what the planner adds per collective (MachineModel::shared_sync_s). With
+// more ranks than cores it is the wait for peers the kernel is not running.
+double measure_shared_sync(Communicator& c, double allreduce_gbps, bool quick) {
+    omp_set_num_threads(1);
+    const int64_t rows = 128, n = quick ? 256 : 1024;
+    const int segments = quick ? 4 : 16;
+    std::vector<float> a(size_t(rows * n), 0.5f), b(size_t(n * n), 0.25f), out(size_t(rows * n));
+    std::vector<float> buf(size_t(64 << 10), 1.f);  // 256 KiB: its transfer is taken out below
+    auto run = [&](bool sync) {
+        c.barrier()->wait();
+        const auto t0 = Clock::now();
+        for (int i = 0; i < segments; ++i) {
+            gemm<float>(false, false, rows, n, n, 1.f, a.data(), n, b.data(), n, 0.f, out.data(),
+                        n);
+            if (sync) c.all_reduce(std::span<float>(buf), ReduceOp::sum)->wait();
+        }
+        c.barrier()->wait();
+        return seconds_since(t0);
+    };
+    run(true);  // warm
+    double plain = 1e300, synced = 1e300;
+    for (int round = 0; round < 3; ++round) {
+        plain = std::min(plain, run(false));
+        synced = std::min(synced, run(true));
+    }
+    const int ranks = c.size();
+    const double transfer =
+        2.0 * (ranks - 1) / ranks * 4.0 * double(buf.size()) / (allreduce_gbps * 1e9);
+    return std::max(0.0, (synced - plain) / segments - transfer);
+}
+
+}  // namespace
+
+RankFigures measure_rank_figures(Communicator& c, bool quick) {
+    RankFigures f;
+    std::tie(f.allreduce_gbps, f.p2p_gbps) =
+        measure_bandwidths(c, quick ? (1 << 20) : (16 << 20), quick ? 0.02 : 0.2);
+    // Every rank must take rank 0's bandwidth for the same formula.
+    float gbps = float(f.allreduce_gbps);
+    c.broadcast(std::span<float>(&gbps, 1), 0)->wait();
+    // The wait by group size, every rank at work: groups of g consecutive
+    // ranks (as tensor parallelism groups them), each all-reducing within
+    // itself. A smaller group waits for fewer peers the kernel is not running.
+    for (int g = 2; g < c.size(); g *= 2) {
+        if (c.size() % g != 0) continue;
+        std::vector<int> members;
+        for (int r = c.rank() / g * g; r < (c.rank() / g + 1) * g; ++r) members.push_back(r);
+        auto group = c.split(members, fmt::format("calibration group of {}", g));
+        const double group_gbps =
+            measure_bandwidths(*group, quick ? (1 << 20) : (16 << 20), quick ? 0.02 : 0.2).first;
+        f.allreduce_by_group.emplace_back(double(g), group_gbps);
+        f.sync_by_group.emplace_back(double(g),
+                                     measure_shared_sync(*group, float(group_gbps), quick));
+    }
+    f.sync_s = measure_shared_sync(c, gbps, quick);
+    f.sync_by_group.emplace_back(double(c.size()), f.sync_s);
+    f.allreduce_by_group.emplace_back(double(c.size()), f.allreduce_gbps);
+    return f;
+}
+
+}  // namespace loom::cli
