@@ -91,16 +91,20 @@ hyperparameters: {output_dir: $work/out, per_device_train_batch_size: 8, save_st
 YAML
 
 rounds=${ROUNDS:-1} steps=${STEPS:-4}
+# DPxTPxPP[:schedule] -> lay sched dp tp pp micro (8 / dp micro-batches of 2 rows)
+parse_spec() {
+  lay=${1%%:*}
+  sched=1f1b
+  [[ $1 == *:* ]] && sched=${1#*:}
+  IFS=x read -r dp tp pp <<<"$lay"
+  micro=$((8 / dp))
+}
 ((steps >= 3)) || { echo "layouts_vs_plan.sh: STEPS must be 3 or more" >&2; exit 2; }
 n=${#layouts[@]}
 results=()
 # Plans first: they take seconds and say at once what the runs will be set against.
 for spec in "${layouts[@]}"; do
-  lay=${spec%%:*}
-  sched=1f1b
-  [[ $spec == *:* ]] && sched=${spec#*:}
-  IFS=x read -r dp tp pp <<<"$lay"
-  micro=$((8 / dp))
+  parse_spec "$spec"
   plan=$work/plan_${lay}_${sched}.txt
   # The plan prices the ZeRO stage the run uses (1 where dp > 1, below).
   zero=0; ((dp > 1)) && zero=1
@@ -116,11 +120,7 @@ done
 for ((r = 0; r < rounds; ++r)); do
   for ((i = 0; i < n; ++i)); do
     spec=${layouts[$(((i + r) % n))]}
-    lay=${spec%%:*}
-    sched=1f1b
-    [[ $spec == *:* ]] && sched=${spec#*:}
-    IFS=x read -r dp tp pp <<<"$lay"
-    micro=$((8 / dp))
+    parse_spec "$spec"
     set_args=(--set "hyperparameters.per_device_train_batch_size=$((global / dp))"
               --set "distribution.pipeline_parallel_degree=$pp" --set "distribution.pipeline=$sched"
               --set "distribution.tensor_parallel_degree=$tp"

@@ -98,20 +98,12 @@ void run_plan(const PlanOptions& o) {
     q.zero_stage = int(d.zero_stage);
     MachineModel mc = o.machine;
     if (!o.calibration.empty()) {
-        const MachineModel cal = machine_from_calibration(o.calibration);
-        mc.cores = cal.cores;
-        mc.gflops_per_core = cal.gflops_per_core;
-        mc.gemm_half_rows = cal.gemm_half_rows;
-        mc.step_efficiency = cal.step_efficiency;
-        mc.allreduce_gbps = cal.allreduce_gbps;
-        mc.p2p_gbps = cal.p2p_gbps;
-        mc.shared_sync_s = cal.shared_sync_s;
-        mc.shared_sync_ranks = cal.shared_sync_ranks;
-        mc.shared_sync_by_group = cal.shared_sync_by_group;
-        mc.allreduce_gbps_by_group = cal.allreduce_gbps_by_group;
-        mc.all_cores_share = cal.all_cores_share;
-        mc.gemm_half_narrow = cal.gemm_half_narrow;
-        mc.adamw_params_per_s = cal.adamw_params_per_s;
+        // The file holds every measured figure; how ranks spread over nodes
+        // and the memory limit stay the command line's.
+        MachineModel cal = machine_from_calibration(o.calibration);
+        cal.ranks_per_node = mc.ranks_per_node;
+        cal.memory_gib = mc.memory_gib;
+        mc = cal;
     }
     const auto rows = plan_layouts(m, q, mc);
     fmt::print(

@@ -265,6 +265,8 @@ Figures measure_round(const CalibrateOptions& o, int cores,
                    f.by_threads.back().second);
     }
     if (cores > 1) {
+        // The 512-row rate again, beside the every-core one: the ratio
+        // should see one moment of the machine, not two seconds apart.
         const double alone = gemm_gflops(512, NK, NK, 1, min_s);
         const double all = all_cores_gflops(512, NK, NK, cores, min_s);
         f.all_cores_share = all / alone;

@@ -19,6 +19,10 @@ std::string fixture(const std::string& name) {
     return std::string(LOOM_TEST_DATA_DIR) + "/hf/" + name;
 }
 
+PlanModel bert_mlm() {
+    return plan_model_from_config(load_hf_config(fixture("bert-mlm")));
+}
+
 TEST(LayoutPlan, ParameterCountsMatchTheBuiltModels) {
     for (const char* name : {"bert-mlm", "bert-cls", "bert-qa", "roberta-cls", "distilbert-mlm",
                              "distilbert-cls", "albert-mlm", "albert-cls", "gpt2-lm"}) {
@@ -62,9 +66,7 @@ TEST(LayoutPlan, ActivationMemoryMatchesTheArena) {
         const ModelConfig c = load_hf_config(fixture(name));
         const PlanModel m = plan_model_from_config(c);
         for (auto [B, T] : {std::pair<int64_t, int64_t>{4, 32}, {8, 64}}) {
-            PlanWorkload w;
-            w.micro_batch = B;
-            w.seq = T;
+            PlanWorkload w{B, T};
             const MemoryPlan p = plan_memory(m, w, LayoutChoice{});
             const double predicted = p.activations_per_micro + p.workspace;
             const double measured = double(measured_activation_bytes(c, B, T));
@@ -83,9 +85,7 @@ TEST(LayoutPlan, CheckpointedActivationMemoryMatchesTheArena) {
         ModelConfig c = load_hf_config(fixture(name));
         c.num_hidden_layers = 6;
         const PlanModel m = plan_model_from_config(c);
-        PlanWorkload w;
-        w.micro_batch = 8;
-        w.seq = 64;
+        PlanWorkload w{8, 64};
         const double plain = double(measured_activation_bytes(c, 8, 64));
         for (int every : {1, 2, 4}) {
             LayoutChoice l;
@@ -101,11 +101,9 @@ TEST(LayoutPlan, CheckpointedActivationMemoryMatchesTheArena) {
 }
 
 TEST(LayoutPlan, ZeroShardsOptimizerStateAndCheckpointingKeepsBlockOutputs) {
-    PlanModel m = plan_model_from_config(load_hf_config(fixture("bert-mlm")));
+    PlanModel m = bert_mlm();
     m.layers = m.distinct_blocks = 8;
-    PlanWorkload w;
-    w.micro_batch = 8;
-    w.seq = 64;
+    PlanWorkload w{8, 64};
     LayoutChoice ddp;
     ddp.dp = 4;
     LayoutChoice z1 = ddp;
@@ -133,10 +131,8 @@ TEST(LayoutPlan, ZeroShardsOptimizerStateAndCheckpointingKeepsBlockOutputs) {
 // ZeRO reduce-scatters the gradients beside backward and all-gathers the
 // parameters after the step: an all-reduce's bytes, half of them exposed.
 TEST(LayoutPlan, ZeroMovesAnAllReducesBytesAndExposesItsAllGather) {
-    PlanModel m = plan_model_from_config(load_hf_config(fixture("bert-mlm")));
-    PlanWorkload w;
-    w.micro_batch = 8;
-    w.seq = 64;
+    PlanModel m = bert_mlm();
+    PlanWorkload w{8, 64};
     LayoutChoice ddp;
     ddp.dp = 4;
     LayoutChoice z1 = ddp, z2 = ddp;
@@ -155,10 +151,8 @@ TEST(LayoutPlan, ZeroMovesAnAllReducesBytesAndExposesItsAllGather) {
 // AdamW's update is priced at the measured rate: a rank's parameters, or
 // its ZeRO shard, and the node's updates over its cores when ranks share them.
 TEST(LayoutPlan, OptimizerStepIsPricedAtTheMeasuredRate) {
-    PlanModel m = plan_model_from_config(load_hf_config(fixture("bert-mlm")));
-    PlanWorkload w;
-    w.micro_batch = 8;
-    w.seq = 64;
+    PlanModel m = bert_mlm();
+    PlanWorkload w{8, 64};
     LayoutChoice ddp;
     ddp.dp = 8;
     LayoutChoice z1 = ddp;
@@ -203,11 +197,8 @@ TEST(LayoutPlan, CollectiveWaitAndBandwidthFollowTheGroupSize) {
     EXPECT_DOUBLE_EQ(shared_sync_for(mc, 16), 0.01) << "beyond the table: its last entry";
 
     // In the step: a tp 2 layout pays the groups-of-2 figure.
-    PlanModel m = plan_model_from_config(load_hf_config(fixture("bert-mlm")));
-    PlanWorkload w;
-    w.micro_batch = 2;
-    w.seq = 64;
-    w.microbatches = 4;
+    PlanModel m = bert_mlm();
+    PlanWorkload w{2, 64, 4};
     LayoutChoice l;
     l.tp = 2;
     l.dp = 4;
@@ -244,11 +235,9 @@ TEST(LayoutPlan, CollectiveWaitAndBandwidthFollowTheGroupSize) {
 // chunk when interleaved), each with an arena of its own, so a stage's
 // workspace counts once per instance; one process has one.
 TEST(LayoutPlan, PipelineWorkspaceIsCountedPerModelInstance) {
-    PlanModel m = plan_model_from_config(load_hf_config(fixture("bert-mlm")));
+    PlanModel m = bert_mlm();
     m.layers = m.distinct_blocks = 8;
-    PlanWorkload w;
-    w.micro_batch = 2;
-    w.seq = 32;
+    PlanWorkload w{2, 32};
     LayoutChoice l;
     l.pp = 2;
     l.schedule = ScheduleKind::simple;
@@ -273,12 +262,9 @@ TEST(LayoutPlan, PipelineWorkspaceIsCountedPerModelInstance) {
 }
 
 TEST(LayoutPlan, PipelineBubbleIsTheSimulatedSchedules) {
-    PlanModel m = plan_model_from_config(load_hf_config(fixture("bert-mlm")));
+    PlanModel m = bert_mlm();
     m.layers = m.distinct_blocks = 8;
-    PlanWorkload w;
-    w.micro_batch = 2;
-    w.seq = 32;
-    w.microbatches = 8;
+    PlanWorkload w{2, 32, 8};
     MachineModel mc;
     for (ScheduleKind k : {ScheduleKind::simple, ScheduleKind::one_f_one_b}) {
         LayoutChoice l;
@@ -294,11 +280,9 @@ TEST(LayoutPlan, PipelineBubbleIsTheSimulatedSchedules) {
 // kernel's fair share, so the step follows the work of the ranks busy at
 // each moment, stage by stage, not the busiest stage times the ranks.
 TEST(LayoutPlan, PipelineRanksSharingCoresArePricedByTheirOwnWork) {
-    PlanModel m = plan_model_from_config(load_hf_config(fixture("bert-mlm")));
+    PlanModel m = bert_mlm();
     m.layers = m.distinct_blocks = 8;
-    PlanWorkload w;
-    w.micro_batch = 2;
-    w.seq = 32;
+    PlanWorkload w{2, 32};
     MachineModel mc;
     mc.cores = 1;
     const double core_rate = mc.gflops_per_core * 1e9;
@@ -332,7 +316,7 @@ TEST(LayoutPlan, PipelineRanksSharingCoresArePricedByTheirOwnWork) {
 // Tensor parallelism narrows each rank's linear layers; with a measured
 // narrow-side curve their GEMMs run slower, worked out here by hand.
 TEST(LayoutPlan, NarrowTensorParallelShardsRunAtTheirMeasuredRate) {
-    PlanModel m = plan_model_from_config(load_hf_config(fixture("bert-mlm")));
+    PlanModel m = bert_mlm();
     m.hidden = m.embedding = 1024;
     m.heads = 16;
     m.kv_heads = 0;
@@ -354,10 +338,7 @@ TEST(LayoutPlan, NarrowTensorParallelShardsRunAtTheirMeasuredRate) {
 
     // In the step: each block's time grows by the factor, the embeddings and
     // the head's do not.
-    PlanWorkload w;
-    w.micro_batch = 2;
-    w.seq = T;
-    w.microbatches = 4;
+    PlanWorkload w{2, T, 4};
     LayoutChoice l;
     l.tp = 2;
     MachineModel flat, narrow;
