@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "core/check.h"
 
@@ -73,33 +74,34 @@ void adamw_update_runs(float* param, const float* grad, float* m, float* v,
                        std::span<const UpdateRun> runs, const AdamWParams& hp, int64_t step,
                        float grad_scale) {
     const Coefficients with(hp, step, true), without(hp, step, false);
-    int64_t total = 0;
-    for (const UpdateRun& r : runs) total += r.n;
-    // The runs laid end to end, in chunks the team takes as threads come
-    // free: a thread whose core another process took does fewer of them.
-    // Elementwise, so the bits do not depend on who takes which. Multiples of
-    // 16 elements keep the vector loops whole.
+    // Where each run starts with the runs laid end to end: a chunk finds its
+    // first run by search, not by walking every run before it.
+    std::vector<int64_t> begin(runs.size() + 1, 0);
+    for (size_t i = 0; i < runs.size(); ++i) begin[i + 1] = begin[i] + runs[i].n;
+    const int64_t total = begin.back();
+    // Chunks the team takes as threads come free: a thread whose core another
+    // process took does fewer of them. Elementwise, so the bits do not depend
+    // on who takes which. Multiples of 16 elements keep the vector loops whole.
     constexpr int64_t k_chunk = 1 << 16;
     const int64_t chunks = (total + k_chunk - 1) / k_chunk;
 #pragma omp parallel for schedule(dynamic, 1) if (worth_threads(total))
     for (int64_t c = 0; c < chunks; ++c) {
         const int64_t lo = c * k_chunk, hi = std::min(total, lo + k_chunk);
-        int64_t base = 0;
-        for (const UpdateRun& r : runs) {
-            if (base >= hi) break;
+        auto i = size_t(std::upper_bound(begin.begin(), begin.end(), lo) - begin.begin() - 1);
+        for (; i < runs.size() && begin[i] < hi; ++i) {
+            const UpdateRun& r = runs[i];
+            const int64_t base = begin[i];
             const int64_t a = std::max(lo, base), b = std::min(hi, base + r.n);
-            if (a < b) {
-                const Coefficients& k = r.decay ? with : without;
-                float* const p = param + r.param_offset;
-                const float* const g = grad + r.state_offset;
-                if (grad_scale == 1.0f)
-                    update_range<false>(p, g, m + r.state_offset, v + r.state_offset, a - base,
-                                        b - base, k, grad_scale);
-                else
-                    update_range<true>(p, g, m + r.state_offset, v + r.state_offset, a - base,
-                                       b - base, k, grad_scale);
-            }
-            base += r.n;
+            if (a >= b) continue;
+            const Coefficients& k = r.decay ? with : without;
+            float* const p = param + r.param_offset;
+            const float* const g = grad + r.state_offset;
+            if (grad_scale == 1.0f)
+                update_range<false>(p, g, m + r.state_offset, v + r.state_offset, a - base,
+                                    b - base, k, grad_scale);
+            else
+                update_range<true>(p, g, m + r.state_offset, v + r.state_offset, a - base, b - base,
+                                   k, grad_scale);
         }
     }
 }

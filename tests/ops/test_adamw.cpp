@@ -78,8 +78,8 @@ TEST(AdamW, DecoupledWeightDecayWithZeroGradient) {
 
 TEST(AdamW, RunsInOneRegionEqualOneCallPerRun) {
     // Odd-sized runs with alternating decay, params and state at different
-    // offsets (a ZeRO shard), enough elements for both threads; the threads'
-    // slices cut through runs, which must not change a single bit.
+    // offsets (a ZeRO shard), enough elements for two 64K-element chunks; the
+    // chunk boundary cuts through a run, which must not change a single bit.
     const std::vector<int64_t> sizes = {37, 20001, 5, 16, 40000, 3, 12345};
     std::vector<UpdateRun> runs;
     int64_t p_off = 7, s_off = 0;
