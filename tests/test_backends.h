@@ -36,7 +36,10 @@ namespace loom::test {
 class StagedBackend final : public Backend {
   public:
     StagedBackend() : Backend(cpu_ops_with_fused_attention()) {}
-    Device device() const override { return Device::cpu; }
+    // What the backend says it is; Device::cuda lays tables out as a GPU's
+    // (its ops stay the CPU's: only for tests that run none).
+    Device kind = Device::cpu;
+    Device device() const override { return kind; }
     bool host_addressable() const override { return false; }
     std::string name() const override { return "staged"; }
     std::shared_ptr<Storage> alloc(size_t nbytes) override { return Storage::alloc(nbytes); }

@@ -9,6 +9,9 @@
 // e.g. the FFN output projection at 1024 tokens), where sgemm drops to ~300
 // GFLOP/s and the matmul primitive keeps ~380. The rule is static, never timed
 // at run time: the same call always rounds the same way.
+// On AVX2 (no AVX-512) oneDNN 2.6's sgemm runs a B operand that starts on a
+// 32-byte boundary at about half speed at a few hundred rows; the parameter
+// table starts its rows off that boundary (nn/param_table.cpp).
 // double is only for gradient checks: correct, threaded, not tuned.
 #include "ops/gemm.h"
 

@@ -8,7 +8,7 @@ loom=$1
 failures=0
 fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
 expect_line() { grep -Eq -- "$2" <<<"$1" || fail "$3: no line matching '$2' in:"$'\n'"$1"; }
-cores=$(nproc)
+cores=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)  # nproc obeys both
 loom_abs=$(readlink -f "$loom")
 
 # --- the command line -------------------------------------------------------
