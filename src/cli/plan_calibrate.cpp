@@ -82,9 +82,11 @@ double all_cores_gflops(int64_t M, int64_t N, int64_t K, int cores, double min_s
     a.resize(size_t(cores));
     b.resize(size_t(cores));
     c.resize(size_t(cores));
+    std::vector<float*> bp(static_cast<size_t>(cores));
     for (int t = 0; t < cores; ++t) {
         a[size_t(t)].assign(size_t(M * K), 0.5f);
-        b[size_t(t)].assign(size_t(K * N), 0.25f);
+        bp[size_t(t)] = gemm_operand_buffer(b[size_t(t)], K * N);
+        std::fill_n(bp[size_t(t)], K * N, 0.25f);
         c[size_t(t)].assign(size_t(M * N), 0.f);
     }
     const double flops = 2.0 * double(M) * double(N) * double(K);
@@ -97,8 +99,8 @@ double all_cores_gflops(int64_t M, int64_t N, int64_t K, int cores, double min_s
             omp_set_num_threads(1);  // the GEMM's own regions run on this thread
             const auto t = size_t(omp_get_thread_num());
             do {
-                gemm<float>(false, false, M, N, K, 1.f, a[t].data(), K, b[t].data(), N, 0.f,
-                            c[t].data(), N);
+                gemm<float>(false, false, M, N, K, 1.f, a[t].data(), K, bp[t], N, 0.f, c[t].data(),
+                            N);
                 ++reps;
             } while (seconds_since(t0) < min_s);
         }
@@ -110,26 +112,30 @@ double all_cores_gflops(int64_t M, int64_t N, int64_t K, int cores, double min_s
 
 // An M x N x K fp32 GEMM on `threads` OpenMP threads.
 double gemm_gflops(int64_t M, int64_t N, int64_t K, int threads, double min_s) {
-    std::vector<float> a(size_t(M * K), 0.5f), b(size_t(K * N), 0.25f), c(size_t(M * N));
+    // B where the model's weights are (gemm_operand_buffer), not where malloc puts it.
+    std::vector<float> a(size_t(M * K), 0.5f), bv, c(size_t(M * N));
+    float* b = gemm_operand_buffer(bv, K * N);
+    std::fill_n(b, K * N, 0.25f);
     omp_set_num_threads(threads);
     return best_gflops(2.0 * double(M) * double(N) * double(K), min_s, [&] {
-        gemm<float>(false, false, M, N, K, 1.f, a.data(), K, b.data(), N, 0.f, c.data(), N);
+        gemm<float>(false, false, M, N, K, 1.f, a.data(), K, b, N, 0.f, c.data(), N);
     });
 }
 
 // A linear layer's forward and backward GEMMs (Y = X W, dX = dY W^T,
 // dW = X^T dY) for `rows` tokens, W `in` x `out`, one thread.
 double linear_gflops(int64_t rows, int64_t in, int64_t out, double min_s) {
-    std::vector<float> x(size_t(rows * in), 0.5f), w(size_t(in * out), 0.25f),
-        y(size_t(rows * out), 0.125f), dx(size_t(rows * in)), dw(size_t(in * out));
+    std::vector<float> x(size_t(rows * in), 0.5f), wv, yv, dx(size_t(rows * in)),
+        dw(size_t(in * out));
+    float* w = gemm_operand_buffer(wv, in * out);  // the B operands
+    float* y = gemm_operand_buffer(yv, rows * out);
+    std::fill_n(w, in * out, 0.25f);
+    std::fill_n(y, rows * out, 0.125f);
     omp_set_num_threads(1);
     return best_gflops(6.0 * double(rows) * double(in) * double(out), min_s, [&] {
-        gemm<float>(false, false, rows, out, in, 1.f, x.data(), in, w.data(), out, 0.f, y.data(),
-                    out);
-        gemm<float>(false, true, rows, in, out, 1.f, y.data(), out, w.data(), out, 0.f, dx.data(),
-                    in);
-        gemm<float>(true, false, in, out, rows, 1.f, x.data(), in, y.data(), out, 0.f, dw.data(),
-                    out);
+        gemm<float>(false, false, rows, out, in, 1.f, x.data(), in, w, out, 0.f, y, out);
+        gemm<float>(false, true, rows, in, out, 1.f, y, out, w, out, 0.f, dx.data(), in);
+        gemm<float>(true, false, in, out, rows, 1.f, x.data(), in, y, out, 0.f, dw.data(), out);
     });
 }
 

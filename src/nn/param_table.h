@@ -12,7 +12,8 @@
 //   same memory (GPT-2 lm_head.weight -> transformer.wte.weight), so every use
 //   accumulates its gradient into the single copy. Shared layers (ALBERT's
 //   group) are simply rows used by several layers.
-// - Offsets are 16-float aligned (64 bytes) unless a row is added with
+// - Offsets are 16-float aligned (64 bytes) on a GPU and 4 floats past that
+//   on the CPU (param_table.cpp says why) unless a row is added with
 //   `align = false`, which places it right after the previous row. Models use
 //   that to make q/k/v weights one contiguous (3C, C) matrix for a fused GEMM.
 //   Alignment gaps hold zeros in both buffers, so whole-buffer kernels

@@ -11,17 +11,19 @@
 // at run time: the same call always rounds the same way.
 // On AVX2 (no AVX-512) oneDNN 2.6's sgemm runs a B operand that starts on a
 // 32-byte boundary at about half speed at a few hundred rows; the parameter
-// table starts its rows off that boundary (nn/param_table.cpp).
+// table starts its rows off that boundary (nn/param_table.cpp), and so do
+// the widened bf16 copies below (gemm_operand_buffer).
 // double is only for gradient checks: correct, threaded, not tuned.
 #include "ops/gemm.h"
 
 #include <omp.h>
 
+#include <oneapi/dnnl/dnnl.h>
 #include <algorithm>
 #include <bit>
+#include <cstdint>
 #include <cstring>
 #include <type_traits>
-#include <oneapi/dnnl/dnnl.h>
 #include <vector>
 
 #include "core/check.h"
@@ -117,6 +119,13 @@ const T* cols_of(const T* X, bool trans, int64_t ld, int64_t c) {
 
 }  // namespace
 
+float* gemm_operand_buffer(std::vector<float>& w, int64_t n) {
+    constexpr int64_t k_slack = 16;  // floats: room to move the start
+    if (int64_t(w.size()) < n + k_slack) w.resize(size_t(n + k_slack));
+    const auto at = reinterpret_cast<uintptr_t>(w.data()) % 64;  // malloc: 0, 16, 32 or 48
+    return w.data() + (80 - at) % 64 / sizeof(float);
+}
+
 GemmImpl gemm_f32_route(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K) {
     const bool mixed = trans_a != trans_b;
     return mixed && K >= 2 * N && M * N <= 1024 * 768 ? GemmImpl::dnnl_matmul
@@ -198,13 +207,6 @@ void widen_rows(float* out, const uint16_t* in, int64_t rows, int64_t cols, int6
     }
 }
 
-// Grown, never shrunk: fresh pages are slow to touch, and training repeats the
-// same few shapes.
-float* widen_buffer(std::vector<float>& w, int64_t n) {
-    if (int64_t(w.size()) < n) w.resize(size_t(n));
-    return w.data();
-}
-
 // The fp32 copies cover at most this many of K at a time, so they stay within
 // (M + N) * 4 KiB whatever K is (the dweight GEMM's K is the token count),
 // while each panel still gives the fp32 GEMM a K long enough to run at speed.
@@ -224,9 +226,11 @@ void gemm_bf16_widened(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t
     const int64_t panels = (K + k_widen_panel - 1) / k_widen_panel;
     const int64_t kb_max = (K + panels - 1) / panels;
     // Per thread: attention calls this from inside its parallel region.
+    // Grown, never shrunk: fresh pages are slow to touch, and training repeats
+    // the same few shapes.
     thread_local std::vector<float> a_buf, b_buf;
-    float* a = widen_buffer(a_buf, M * kb_max);
-    float* b = widen_buffer(b_buf, kb_max * N);
+    float* a = gemm_operand_buffer(a_buf, M * kb_max);
+    float* b = gemm_operand_buffer(b_buf, kb_max * N);
     for (int64_t k0 = 0; k0 < K; k0 += kb_max) {
         const int64_t kb = std::min(kb_max, K - k0);
         auto widen_panel = [&](bool split) {

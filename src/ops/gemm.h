@@ -14,6 +14,7 @@
 
 #include <bit>
 #include <cstdint>
+#include <vector>
 
 namespace loom {
 
@@ -72,5 +73,11 @@ GemmImpl gemm_f32_route(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_
 void gemm_f32_with(GemmImpl impl, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
                    float alpha, const float* A, int64_t lda, const float* B, int64_t ldb,
                    float beta, float* C, int64_t ldc, const float* bias = nullptr);
+
+// `n` floats of `w` (grown, never shrunk) starting 16 bytes past a 64-byte
+// boundary: where oneDNN's AVX2 sgemm reads a B operand at full speed (the
+// note in gemm.cpp) and where the CPU's parameter rows start. For scratch
+// operands whose speed must not depend on where malloc put them.
+float* gemm_operand_buffer(std::vector<float>& w, int64_t n);
 
 }  // namespace loom
