@@ -4,7 +4,9 @@
 // transpose combination, padded leading dimensions, bias, alpha and beta.
 #include <omp.h>
 
+#include <cstdint>
 #include <random>
+#include <vector>
 
 #include "core/dtype.h"
 #include "ops/gemm.h"
@@ -177,6 +179,25 @@ TEST(Gemm, F32BothRoutesMatchF64) {
 
 // K = 0 is an empty product: C = beta * C (+ bias) on every route, A and B
 // unread (oneDNN's sgemm and matmul both reject it).
+// Scratch B operands start where oneDNN's AVX2 sgemm reads them at full speed
+// (16 bytes past a 64-byte boundary, gemm.cpp), wherever malloc put the vector,
+// with n floats from there, and keep their start when asked for less.
+TEST(Gemm, OperandBufferStartsSixteenBytesPastSixtyFour) {
+    for (int64_t n : {1, 5, 1000, 300000}) {
+        // Vectors of varied sizes first, so the buffers land at varied addresses.
+        std::vector<std::vector<float>> spacers;
+        for (int k = 0; k < 4; ++k) {
+            spacers.emplace_back(size_t(1 + 3 * k));
+            std::vector<float> w;
+            float* p = gemm_operand_buffer(w, n);
+            EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 16u) << "n " << n;
+            EXPECT_GE(w.data() + w.size(), p + n);
+            p[n - 1] = 1.0f;  // within the vector (ASan checks it)
+            EXPECT_EQ(gemm_operand_buffer(w, n / 2 + 1), p);
+        }
+    }
+}
+
 TEST(Gemm, EmptyKScalesCAndAddsTheBias) {
     const int64_t M = 5, N = 3, ldc = 4;
     const std::vector<float> bias = {1.0f, -2.0f, 0.5f};
