@@ -13,6 +13,7 @@
 #include "core/philox.h"
 #include "core/tensor_source.h"
 #include "nn/tp_shard.h"
+#include "ops/gemm.h"
 
 namespace loom {
 
@@ -20,17 +21,15 @@ namespace {
 
 constexpr int64_t k_align_elems = 16;  // 64 bytes of float
 
-// Where a row that is not packed starts. On the CPU each one starts 16 bytes
-// past a 64-byte boundary: oneDNN 2.6's AVX2 sgemm runs a B operand that
-// starts on a 32-byte boundary at about half speed when the GEMM has few rows,
-// and a weight is B in the backward's dX = dY W (256 token rows: 45 against
-// 80 GFLOP/s at one thread, 88 against 158 at two). The skew keeps 16-byte
-// alignment; GPU buffers keep 64-byte starts (their bf16 copies would lose
-// cuBLAS's 16-byte alignment).
-// Skewed starts are the first at or after `end` that is 4 elements past a
-// multiple of 16, so rows whose sizes are multiples of 16 stay back to back.
+// Where a row that is not packed starts. On the CPU, k_gemm_operand_skew_bytes
+// past a 64-byte boundary: a weight is the B operand of the backward's
+// dX = dY W, which oneDNN's AVX2 sgemm runs at about half speed from a 32-byte
+// boundary (ops/gemm.cpp; 256 token rows: 45 against 80 GFLOP/s at one
+// thread). GPU buffers keep 64-byte starts (their bf16 copies would lose
+// cuBLAS's 16-byte alignment). Skewed starts are the first at or after `end`
+// with that offset, so rows whose sizes are multiples of 16 stay back to back.
 int64_t row_start(int64_t end, bool skew) {
-    const int64_t skew_elems = skew ? 4 : 0;
+    const int64_t skew_elems = skew ? k_gemm_operand_skew_bytes / int64_t(sizeof(float)) : 0;
     return (end - skew_elems + k_align_elems - 1) / k_align_elems * k_align_elems + skew_elems;
 }
 // Rows the CPU's GEMMs read; a table not yet allocated lays out for the CPU,

@@ -122,8 +122,8 @@ const T* cols_of(const T* X, bool trans, int64_t ld, int64_t c) {
 float* gemm_operand_buffer(std::vector<float>& w, int64_t n) {
     constexpr int64_t k_slack = 16;  // floats: room to move the start
     if (int64_t(w.size()) < n + k_slack) w.resize(size_t(n + k_slack));
-    const auto at = reinterpret_cast<uintptr_t>(w.data()) % 64;  // malloc: 0, 16, 32 or 48
-    return w.data() + (80 - at) % 64 / sizeof(float);
+    const auto at = int64_t(reinterpret_cast<uintptr_t>(w.data()) % 64);  // malloc: 0 .. 48
+    return w.data() + (64 + k_gemm_operand_skew_bytes - at) % 64 / int64_t(sizeof(float));
 }
 
 GemmImpl gemm_f32_route(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K) {

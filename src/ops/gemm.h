@@ -74,10 +74,14 @@ void gemm_f32_with(GemmImpl impl, bool trans_a, bool trans_b, int64_t M, int64_t
                    float alpha, const float* A, int64_t lda, const float* B, int64_t ldb,
                    float beta, float* C, int64_t ldc, const float* bias = nullptr);
 
-// `n` floats of `w` (grown, never shrunk) starting 16 bytes past a 64-byte
-// boundary: where oneDNN's AVX2 sgemm reads a B operand at full speed (the
-// note in gemm.cpp) and where the CPU's parameter rows start. For scratch
-// operands whose speed must not depend on where malloc put them.
+// Bytes past a 64-byte boundary where a B operand starts for oneDNN's AVX2
+// sgemm to read it at full speed (the note in gemm.cpp); the CPU's parameter
+// rows start there (nn/param_table.cpp).
+inline constexpr int64_t k_gemm_operand_skew_bytes = 16;
+
+// `n` floats of `w` (grown, never shrunk) starting k_gemm_operand_skew_bytes
+// past a 64-byte boundary: for scratch B operands whose speed must not depend
+// on where malloc put them.
 float* gemm_operand_buffer(std::vector<float>& w, int64_t n);
 
 }  // namespace loom

@@ -190,7 +190,8 @@ TEST(Gemm, OperandBufferStartsSixteenBytesPastSixtyFour) {
             spacers.emplace_back(size_t(1 + 3 * k));
             std::vector<float> w;
             float* p = gemm_operand_buffer(w, n);
-            EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 16u) << "n " << n;
+            EXPECT_EQ(int64_t(reinterpret_cast<uintptr_t>(p) % 64), k_gemm_operand_skew_bytes)
+                << "n " << n;
             EXPECT_GE(w.data() + w.size(), p + n);
             p[n - 1] = 1.0f;  // within the vector (ASan checks it)
             EXPECT_EQ(gemm_operand_buffer(w, n / 2 + 1), p);
