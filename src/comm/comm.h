@@ -54,8 +54,9 @@ struct CommOptions {
     // true, CommMpi sums every element in rank order (0 + 1 + 2 ...), so the
     // result is bitwise the sequential sum and bitwise equal to CommLocal's.
     // Cost: all_reduce becomes an all-to-all plus an all-gather (the same
-    // bytes as a ring all-reduce, more latency); reduce_scatter an all-to-all.
-    // CommLocal always reduces in rank order, so the flag changes nothing there.
+    // bytes as a ring all-reduce, more latency). CommMpi's reduce_scatter is
+    // an all-to-all and a rank-order sum either way, and CommLocal always
+    // reduces in rank order, so the flag changes nothing for those.
     bool fixed_order_reduction = false;
     // Seconds a wait polls tightly (yielding) before it naps ~0.5 ms between
     // polls. Open MPI advances transfers only inside its calls, so tight

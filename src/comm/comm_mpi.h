@@ -7,11 +7,12 @@
 // Groups come from split(), a thin wrapper over MPI_Comm_split preceded by a
 // timed barrier, so a missing rank is reported instead of hanging there too.
 //
-// Determinism: with fixed_order_reduction=false the sum is Open MPI's, whose
-// grouping of terms depends on the algorithm it picks (message size, rank
-// count): results match the sequential sum to rounding, not bitwise, and may
-// change with the number of ranks. With fixed_order_reduction=true every
-// element is summed in rank order, bitwise equal to CommLocal. See
+// Determinism: with fixed_order_reduction=false an all-reduce's sum is Open
+// MPI's, whose grouping of terms depends on the algorithm it picks (message
+// size, rank count): results match the sequential sum to rounding, not
+// bitwise. With fixed_order_reduction=true every element is summed in rank
+// order, bitwise equal to CommLocal. reduce_scatter always sums in rank order
+// (an all-to-all, then a local sum: faster than Open MPI's own here). See
 // docs/parallelism.md.
 //
 // Limits: element counts per call must fit in an int (MPI's count type).

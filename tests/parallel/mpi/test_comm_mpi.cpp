@@ -67,6 +67,12 @@ TEST_F(MpiTest, FixedOrderSumsAreBitwiseSequential) {
     check_reduce_scatter(*fixed);
 }
 
+// The all-to-all reduce-scatter (comm_mpi.cpp) sums in rank order without
+// being asked: ZeRO's gradient shards are bitwise CommLocal's, run after run.
+TEST_F(MpiTest, ReduceScatterSumsInRankOrderByDefault) {
+    check_reduce_scatter_rank_order(*world);
+}
+
 TEST_F(MpiTest, TopologyGroups) {
     const int n = world->size();
     std::vector<TopologyConfig> cfgs;
