@@ -103,6 +103,42 @@ double measure_shared_sync(Communicator& c, double allreduce_gbps, bool quick) {
     return std::max(0.0, (synced - plain) / segments - transfer);
 }
 
+// ZeRO's gradient reduction as the runtime runs it (GradSync): reduce-scatter
+// of the buffer, then all-gather of the shards back into it; bus bandwidth on
+// the all-reduce's convention, best of 3 rounds of at least min_s. Open MPI
+// runs the pair differently from its all-reduce (comm_mpi.cpp), so it has a
+// rate of its own.
+double measure_zero_pair(Communicator& c, int64_t floats, double min_s) {
+    const int ranks = c.size();
+    const int64_t chunk = floats / ranks;
+    std::vector<float> buf(size_t(chunk * ranks), 1.f), shard(size_t(chunk), 0.f);
+    auto pair = [&] {
+        c.reduce_scatter(std::span<const float>(buf), std::span<float>(shard), ReduceOp::sum)
+            ->wait();
+        c.all_gather(std::span<const float>(shard), std::span<float>(buf))->wait();
+    };
+    pair();  // warm
+    const double bytes = 4.0 * double(chunk * ranks);
+    double best = 0;
+    for (int round = 0; round < 3; ++round) {
+        c.barrier()->wait();
+        int reps = 0;
+        const auto t0 = Clock::now();
+        double dt = 0;
+        while (true) {
+            pair();
+            ++reps;
+            dt = seconds_since(t0);
+            float more = dt < min_s ? 1.f : 0.f;
+            c.broadcast(std::span<float>(&more, 1), 0)->wait();
+            if (more == 0.f) break;
+        }
+        best = std::max(best, 2.0 * (ranks - 1) / ranks * bytes * reps / dt / 1e9);
+    }
+    c.barrier()->wait();
+    return best;
+}
+
 }  // namespace
 
 RankFigures measure_rank_figures(Communicator& c, bool quick) {
@@ -123,12 +159,17 @@ RankFigures measure_rank_figures(Communicator& c, bool quick) {
         const double group_gbps =
             measure_bandwidths(*group, quick ? (1 << 20) : (16 << 20), quick ? 0.02 : 0.2).first;
         f.allreduce_by_group.emplace_back(double(g), group_gbps);
+        f.zero_by_group.emplace_back(
+            double(g),
+            measure_zero_pair(*group, quick ? (1 << 20) : (16 << 20), quick ? 0.02 : 0.2));
         f.sync_by_group.emplace_back(double(g),
                                      measure_shared_sync(*group, float(group_gbps), quick));
     }
     f.sync_s = measure_shared_sync(c, gbps, quick);
     f.sync_by_group.emplace_back(double(c.size()), f.sync_s);
     f.allreduce_by_group.emplace_back(double(c.size()), f.allreduce_gbps);
+    f.zero_by_group.emplace_back(
+        double(c.size()), measure_zero_pair(c, quick ? (1 << 20) : (16 << 20), quick ? 0.02 : 0.2));
     return f;
 }
 

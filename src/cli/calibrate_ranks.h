@@ -1,7 +1,7 @@
-// What `loom plan --calibrate`'s ranks measure together: all-reduce and
-// point-to-point bandwidth, and the wait a collective adds between compute
-// segments when ranks share cores, for the whole world and in groups of
-// each size (cli/plan_calibrate.cpp writes them for the planner).
+// What `loom plan --calibrate`'s ranks measure together: all-reduce,
+// ZeRO's reduce-scatter plus all-gather, and point-to-point bandwidth, and the wait a collective
+// adds between compute segments when ranks share cores, for the whole world and in groups of each
+// size (cli/plan_calibrate.cpp writes them for the planner).
 #pragma once
 
 #include <utility>
@@ -16,6 +16,9 @@ struct RankFigures {
     double sync_s = 0;  // a collective's cost beyond its transfer, ranks at work between
     std::vector<std::pair<double, double>> sync_by_group;  // (group size, sync_s in such groups)
     std::vector<std::pair<double, double>> allreduce_by_group;  // (group size, GB/s)
+    // ZeRO's pair, reduce-scatter then all-gather of the same buffer, as bus
+    // bandwidth on the all-reduce's convention (the same bytes move).
+    std::vector<std::pair<double, double>> zero_by_group;  // (group size, GB/s)
 };
 
 // Every rank of `c` calls this; rank 0's figures are the ones kept.

@@ -114,7 +114,7 @@ void run_plan(const PlanOptions& o) {
         m.kv() != m.heads ? fmt::format(" ({} key/value)", m.kv()) : std::string(), q.global_batch,
         q.seq, q.microbatches);
     fmt::print(
-        "machine: {} cores at {:.0f} GFLOP/s each{}{}, all-reduce {} GB/s, "
+        "machine: {} cores at {:.0f} GFLOP/s each{}{}, all-reduce {} GB/s{}, "
         "p2p {:.1f} GB/s{}{}; world {}{}\n\n",
         mc.cores, mc.gflops_per_core,
         mc.gemm_half_rows > 0
@@ -131,7 +131,12 @@ void run_plan(const PlanOptions& o) {
                     mc.all_cores_share != 1.0
                         ? fmt::format(" x {:.2f} with every core busy", mc.all_cores_share)
                         : std::string()),
-        by_group(mc.allreduce_gbps_by_group, mc.allreduce_gbps, 1), mc.p2p_gbps,
+        by_group(mc.allreduce_gbps_by_group, mc.allreduce_gbps, 1),
+        mc.zero_gbps_by_group.empty()
+            ? std::string()
+            : fmt::format(" (ZeRO's reduce-scatter + all-gather {} GB/s)",
+                          by_group(mc.zero_gbps_by_group, mc.allreduce_gbps, 1)),
+        mc.p2p_gbps,
         mc.shared_sync_s > 0 || !mc.shared_sync_by_group.empty()
             ? fmt::format(", a tp collective {} ms more with {} ranks on the cores",
                           by_group(mc.shared_sync_by_group, mc.shared_sync_s, 1e3),

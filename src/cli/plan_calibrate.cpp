@@ -295,10 +295,10 @@ Figures measure_round(const CalibrateOptions& o, int cores,
         f.ranks.allreduce_gbps, f.ranks.p2p_gbps, 1e3 * f.ranks.sync_s);
     for (size_t i = 0; i < f.ranks.sync_by_group.size(); ++i)
         fmt::print(
-            "in groups of {}: all-reduce {:.2f} GB/s, a collective {:.2f} ms beyond its "
-            "transfer\n",
+            "in groups of {}: all-reduce {:.2f} GB/s, ZeRO's reduce-scatter + all-gather "
+            "{:.2f} GB/s, a collective {:.2f} ms beyond its transfer\n",
             int(f.ranks.sync_by_group[i].first), f.ranks.allreduce_by_group[i].second,
-            1e3 * f.ranks.sync_by_group[i].second);
+            f.ranks.zero_by_group[i].second, 1e3 * f.ranks.sync_by_group[i].second);
     return f;
 }
 
@@ -337,6 +337,9 @@ Figures median_figures(const std::vector<Figures>& rounds) {
         m.ranks.allreduce_by_group[i].second =
             med([&](const Figures& r) { return r.ranks.allreduce_by_group[i].second; });
     }
+    for (size_t i = 0; i < m.ranks.zero_by_group.size(); ++i)
+        m.ranks.zero_by_group[i].second =
+            med([&](const Figures& r) { return r.ranks.zero_by_group[i].second; });
     return m;
 }
 
@@ -411,6 +414,11 @@ void calibrate_into(const CalibrateOptions& o, int ranks, const char* how,
     y << YAML::EndSeq;
     y << YAML::Key << "allreduce_gbps_by_group" << YAML::Value << YAML::BeginSeq;
     for (auto [g, gbps] : figs.allreduce_by_group)
+        y << YAML::Flow << YAML::BeginMap << YAML::Key << "group" << YAML::Value << int64_t(g)
+          << YAML::Key << "gbps" << YAML::Value << gbps << YAML::EndMap;
+    y << YAML::EndSeq;
+    y << YAML::Key << "zero_gbps_by_group" << YAML::Value << YAML::BeginSeq;
+    for (auto [g, gbps] : figs.zero_by_group)
         y << YAML::Flow << YAML::BeginMap << YAML::Key << "group" << YAML::Value << int64_t(g)
           << YAML::Key << "gbps" << YAML::Value << gbps << YAML::EndMap;
     y << YAML::EndSeq;

@@ -70,6 +70,9 @@ MachineModel machine_from_calibration(const std::string& path) {
         m.shared_sync_by_group = by_group("shared_sync_by_group", "s", false);
     }
     m.allreduce_gbps_by_group = by_group("allreduce_gbps_by_group", "gbps", true);
+    // Files written before it was measured price ZeRO at the all-reduce's rate.
+    if (n["zero_gbps_by_group"].IsDefined())
+        m.zero_gbps_by_group = by_group("zero_gbps_by_group", "gbps", true);
     if (n["all_cores_share"].IsDefined()) m.all_cores_share = num("all_cores_share", true);
     // Files written before it was measured leave the optimizer step unpriced.
     if (n["adamw_params_per_s"].IsDefined()) m.adamw_params_per_s = num("adamw_params_per_s", true);

@@ -442,11 +442,13 @@ TimePlan plan_time(const PlanModel& m, const PlanWorkload& w, const LayoutChoice
     // Gradient reduction: the part not hidden behind backward (measured share
     // hidden on this machine: docs/cost-model.md). ZeRO moves the same bytes
     // as an all-reduce, but only its reduce-scatter runs beside backward: the
-    // parameters' all-gather follows the optimizer step.
-    const double hidden_share = 0.4;
+    // parameters' all-gather follows the optimizer step. With more ranks than
+    // cores nothing hides: the reduction's copies and sums are CPU work of
+    // their own, and every core already has a rank computing.
+    const double hidden_share = ranks_node > mc.cores ? 0.0 : 0.4;
     const double exposed = l.zero_stage ? 0.5 * (1 - hidden_share) + 0.5 : 1 - hidden_share;
-    t.dp_comm_s =
-        exposed * ring_seconds(mem.params, l.dp, allreduce_gbps_for(mc, l.dp), mc.latency_s);
+    const double dp_gbps = l.zero_stage ? zero_gbps_for(mc, l.dp) : allreduce_gbps_for(mc, l.dp);
+    t.dp_comm_s = exposed * ring_seconds(mem.params, l.dp, dp_gbps, mc.latency_s);
     if (mc.adamw_params_per_s > 0) {
         // Each rank updates its parameters, or its shard of them under ZeRO;
         // with more ranks than cores the node's updates share the cores: the

@@ -124,6 +124,9 @@ struct MachineModel {
     // The all-reduce bus bandwidth measured the same way, in groups of each
     // size at once: (group size, GB/s), ascending. Empty: allreduce_gbps.
     std::vector<std::pair<int, double>> allreduce_gbps_by_group;
+    // ZeRO's reduce-scatter plus all-gather, the same way, on the all-reduce's
+    // bus-bandwidth convention: (group size, GB/s). Empty: the all-reduce's.
+    std::vector<std::pair<int, double>> zero_gbps_by_group;
     // A linear layer's GEMMs by their narrow side d (the smaller of its input
     // and output widths on a rank, which tensor parallelism divides): they run
     // at (d / (d + gemm_half_narrow)) / (1024 / (1024 + gemm_half_narrow)) of
@@ -187,6 +190,9 @@ double shared_sync_for(const MachineModel& mc, int group);
 // The all-reduce bandwidth of a group of `group` ranks (allreduce_gbps_by_group,
 // else allreduce_gbps).
 double allreduce_gbps_for(const MachineModel& mc, int group);
+// ZeRO's reduce-scatter plus all-gather (zero_gbps_by_group, else the
+// all-reduce's bandwidth).
+double zero_gbps_for(const MachineModel& mc, int group);
 TimePlan plan_time(const PlanModel& m, const PlanWorkload& w, const LayoutChoice& l,
                    const MachineModel& machine, int world);
 

@@ -36,6 +36,11 @@ double allreduce_gbps_for(const MachineModel& mc, int group) {
     return by_group_size(mc.allreduce_gbps_by_group, group, mc.allreduce_gbps);
 }
 
+double zero_gbps_for(const MachineModel& mc, int group) {
+    if (mc.zero_gbps_by_group.empty()) return allreduce_gbps_for(mc, group);
+    return by_group_size(mc.zero_gbps_by_group, group, mc.allreduce_gbps);
+}
+
 std::vector<PlanRow> plan_layouts(const PlanModel& m, const PlanRequest& q,
                                   const MachineModel& mc) {
     std::vector<PlanRow> rows;

@@ -33,6 +33,8 @@ assert [g["group"] for g in c["shared_sync_by_group"]] == [2], c
 assert c["shared_sync_by_group"][0]["s"] == c["shared_sync_s"], c
 assert [g["group"] for g in c["allreduce_gbps_by_group"]] == [2], c
 assert c["allreduce_gbps_by_group"][0]["gbps"] == c["allreduce_gbps"], c
+assert [g["group"] for g in c["zero_gbps_by_group"]] == [2], c
+assert c["zero_gbps_by_group"][0]["gbps"] > 0, c
 assert c["gemm_half_rows"] >= 0 and c["gemm_half_narrow"] >= 0
 assert [g["narrow"] for g in c["gemm_narrow"]] == [1024, 512, 256, 128]
 # A whole training step cannot beat its GEMMs by much, nor fall to nothing.

@@ -130,6 +130,8 @@ TEST(LayoutPlan, ZeroShardsOptimizerStateAndCheckpointingKeepsBlockOutputs) {
 
 // ZeRO reduce-scatters the gradients beside backward and all-gathers the
 // parameters after the step: an all-reduce's bytes, half of them exposed.
+// With a rank per core 40% of what runs beside backward hides; with more
+// ranks than cores none does (the cores are busy computing already).
 TEST(LayoutPlan, ZeroMovesAnAllReducesBytesAndExposesItsAllGather) {
     PlanModel m = bert_mlm();
     PlanWorkload w{8, 64};
@@ -141,11 +143,19 @@ TEST(LayoutPlan, ZeroMovesAnAllReducesBytesAndExposesItsAllGather) {
     MachineModel mc;
     mc.allreduce_gbps = 1;
     mc.latency_s = 0;
+    mc.cores = 4;
     const double bytes = plan_memory(m, w, ddp).params;
     const double ring = 2.0 * 3 / 4 * bytes / 1e9;
     EXPECT_NEAR(plan_time(m, w, ddp, mc, 4).dp_comm_s, 0.6 * ring, 1e-12);
     EXPECT_NEAR(plan_time(m, w, z1, mc, 4).dp_comm_s, 0.8 * ring, 1e-12);
     EXPECT_NEAR(plan_time(m, w, z2, mc, 4).dp_comm_s, 0.8 * ring, 1e-12);
+    MachineModel shared = mc;
+    shared.cores = 2;
+    EXPECT_NEAR(plan_time(m, w, ddp, shared, 4).dp_comm_s, ring, 1e-12);
+    EXPECT_NEAR(plan_time(m, w, z1, shared, 4).dp_comm_s, ring, 1e-12);
+    // Two nodes of 2 ranks on 2 cores each: a rank per core again.
+    shared.ranks_per_node = 2;
+    EXPECT_NEAR(plan_time(m, w, ddp, shared, 4).dp_comm_s, 0.6 * ring, 1e-12);
 }
 
 // AdamW's update is priced at the measured rate: a rank's parameters, or
@@ -223,6 +233,21 @@ TEST(LayoutPlan, CollectiveWaitAndBandwidthFollowTheGroupSize) {
                    c = plan_time(m, w, l, bw4, 8);
     EXPECT_DOUBLE_EQ(a.tp_comm_s, b.tp_comm_s) << "tp 2";
     EXPECT_DOUBLE_EQ(a.dp_comm_s, c.dp_comm_s) << "dp 4";
+
+    // ZeRO's reduce-scatter plus all-gather at its own measured rate (the
+    // runtime runs it differently from an all-reduce), the all-reduce's
+    // where it was not measured.
+    LayoutChoice z = l;
+    z.zero_stage = 1;
+    MachineModel zr = bw;
+    EXPECT_DOUBLE_EQ(zero_gbps_for(zr, 4), 2.5);
+    MachineModel same = zr;
+    same.zero_gbps_by_group = {{2, 2.5}, {8, 2.5}};
+    EXPECT_DOUBLE_EQ(plan_time(m, w, z, same, 8).dp_comm_s, plan_time(m, w, z, bw, 8).dp_comm_s);
+    zr.zero_gbps_by_group = {{2, 8.0}, {8, 2.0}};
+    EXPECT_DOUBLE_EQ(zero_gbps_for(zr, 4), 5.0);
+    EXPECT_LT(plan_time(m, w, z, zr, 8).dp_comm_s, plan_time(m, w, z, bw, 8).dp_comm_s);
+    EXPECT_DOUBLE_EQ(plan_time(m, w, l, zr, 8).dp_comm_s, a.dp_comm_s) << "no ZeRO";
 
     // Cores that run slower with all of them busy stretch the compute.
     MachineModel busy = none;
