@@ -148,6 +148,8 @@ for ((r = 0; r < rounds; ++r)); do
       continue
     fi
     results+=("$dp $tp $pp $sched $r $out $work/plan_${lay}_${sched}.txt")
+    # Only the times and the log are read; 15 runs' models would fill a disk.
+    rm -f "$out/model.safetensors"
     echo "round $((r + 1)): $lay $sched done, load $(cut -d' ' -f1 /proc/loadavg)"
   done
 done
