@@ -15,7 +15,7 @@
 namespace loom {
 
 class ScratchPool : public std::enable_shared_from_this<ScratchPool> {
-public:
+  public:
     // At least `bytes`, uninitialised; back in the pool when the last copy of
     // the pointer goes (or freed, if the pool went first).
     std::shared_ptr<std::byte[]> take(size_t bytes) {
@@ -23,7 +23,8 @@ public:
         size_t size = bytes;
         size_t best = free_.size();
         for (size_t i = 0; i < free_.size(); ++i)
-            if (free_[i].second >= bytes && (best == free_.size() || free_[i].second < free_[best].second))
+            if (free_[i].second >= bytes &&
+                (best == free_.size() || free_[i].second < free_[best].second))
                 best = i;
         if (best < free_.size()) {
             buf = std::move(free_[best].first);
@@ -42,7 +43,7 @@ public:
     }
     size_t pooled() const { return free_.size(); }
 
-private:
+  private:
     std::vector<std::pair<std::unique_ptr<std::byte[]>, size_t>> free_;
 };
 
