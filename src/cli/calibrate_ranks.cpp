@@ -21,24 +21,23 @@ double seconds_since(Clock::time_point t0) {
     return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// Bus bandwidth of an all-reduce (2 (n-1)/n bytes per rank per second, the
-// planner's ring convention) and of one send/recv between ranks 0 and 1, as
-// rank 0 sees them; every rank of `c` calls this.
-std::pair<double, double> measure_bandwidths(Communicator& c, int64_t floats, double min_s) {
+// Bus bandwidth of `run` (an all-reduce's bytes moved: 2 (n-1)/n x `bytes`
+// per rank per second, the planner's ring convention), after one warm-up
+// call. Best of 3 rounds of at least min_s each: with more ranks than cores
+// one round's figure moves 4x with what the kernel runs when. Every rank of
+// `c` calls this.
+template <typename Run>
+double best_bus_gbps(Communicator& c, double bytes, double min_s, Run run) {
     const int ranks = c.size();
-    double ar = 0, p2p = 0;
-    std::vector<float> buf(size_t(floats), 1.f);
-    c.all_reduce(std::span<float>(buf), ReduceOp::sum)->wait();  // warm
-    // Best of 3 rounds of at least min_s each: with more ranks than cores one
-    // round's figure moves 4x with what the kernel runs when.
-    const double bytes = 4.0 * double(floats);
+    run();  // warm
+    double best = 0;
     for (int round = 0; round < 3; ++round) {
         c.barrier()->wait();
         int reps = 0;
         const auto t0 = Clock::now();
         double dt = 0;
         while (true) {
-            c.all_reduce(std::span<float>(buf), ReduceOp::sum)->wait();
+            run();
             ++reps;
             dt = seconds_since(t0);
             // Every rank must run the same number of collectives: rank 0 decides.
@@ -46,9 +45,21 @@ std::pair<double, double> measure_bandwidths(Communicator& c, int64_t floats, do
             c.broadcast(std::span<float>(&more, 1), 0)->wait();
             if (more == 0.f) break;
         }
-        ar = std::max(ar, 2.0 * (ranks - 1) / ranks * bytes * reps / dt / 1e9);
+        best = std::max(best, 2.0 * (ranks - 1) / ranks * bytes * reps / dt / 1e9);
     }
     c.barrier()->wait();
+    return best;
+}
+
+// Bus bandwidth of an all-reduce (2 (n-1)/n bytes per rank per second, the
+// planner's ring convention) and of one send/recv between ranks 0 and 1, as
+// rank 0 sees them; every rank of `c` calls this.
+std::pair<double, double> measure_bandwidths(Communicator& c, int64_t floats, double min_s) {
+    double p2p = 0;
+    std::vector<float> buf(size_t(floats), 1.f);
+    const double bytes = 4.0 * double(floats);
+    const double ar = best_bus_gbps(
+        c, bytes, min_s, [&] { c.all_reduce(std::span<float>(buf), ReduceOp::sum)->wait(); });
     if (c.rank() <= 1) {
         const auto t1 = Clock::now();
         constexpr int k_msgs = 8;
@@ -104,47 +115,26 @@ double measure_shared_sync(Communicator& c, double allreduce_gbps, bool quick) {
 }
 
 // ZeRO's gradient reduction as the runtime runs it (GradSync): reduce-scatter
-// of the buffer, then all-gather of the shards back into it; bus bandwidth on
-// the all-reduce's convention, best of 3 rounds of at least min_s. Open MPI
+// of the buffer, then all-gather of the shards back into it. Open MPI
 // runs the pair differently from its all-reduce (comm_mpi.cpp), so it has a
 // rate of its own.
 double measure_zero_pair(Communicator& c, int64_t floats, double min_s) {
-    const int ranks = c.size();
-    const int64_t chunk = floats / ranks;
-    std::vector<float> buf(size_t(chunk * ranks), 1.f), shard(size_t(chunk), 0.f);
-    auto pair = [&] {
+    const int64_t chunk = floats / c.size();
+    std::vector<float> buf(size_t(chunk * c.size()), 1.f), shard(size_t(chunk), 0.f);
+    return best_bus_gbps(c, 4.0 * double(buf.size()), min_s, [&] {
         c.reduce_scatter(std::span<const float>(buf), std::span<float>(shard), ReduceOp::sum)
             ->wait();
         c.all_gather(std::span<const float>(shard), std::span<float>(buf))->wait();
-    };
-    pair();  // warm
-    const double bytes = 4.0 * double(chunk * ranks);
-    double best = 0;
-    for (int round = 0; round < 3; ++round) {
-        c.barrier()->wait();
-        int reps = 0;
-        const auto t0 = Clock::now();
-        double dt = 0;
-        while (true) {
-            pair();
-            ++reps;
-            dt = seconds_since(t0);
-            float more = dt < min_s ? 1.f : 0.f;
-            c.broadcast(std::span<float>(&more, 1), 0)->wait();
-            if (more == 0.f) break;
-        }
-        best = std::max(best, 2.0 * (ranks - 1) / ranks * bytes * reps / dt / 1e9);
-    }
-    c.barrier()->wait();
-    return best;
+    });
 }
 
 }  // namespace
 
 RankFigures measure_rank_figures(Communicator& c, bool quick) {
     RankFigures f;
-    std::tie(f.allreduce_gbps, f.p2p_gbps) =
-        measure_bandwidths(c, quick ? (1 << 20) : (16 << 20), quick ? 0.02 : 0.2);
+    const int64_t floats = quick ? (1 << 20) : (16 << 20);
+    const double min_s = quick ? 0.02 : 0.2;
+    std::tie(f.allreduce_gbps, f.p2p_gbps) = measure_bandwidths(c, floats, min_s);
     // Every rank must take rank 0's bandwidth for the same formula.
     float gbps = float(f.allreduce_gbps);
     c.broadcast(std::span<float>(&gbps, 1), 0)->wait();
@@ -156,20 +146,16 @@ RankFigures measure_rank_figures(Communicator& c, bool quick) {
         std::vector<int> members;
         for (int r = c.rank() / g * g; r < (c.rank() / g + 1) * g; ++r) members.push_back(r);
         auto group = c.split(members, fmt::format("calibration group of {}", g));
-        const double group_gbps =
-            measure_bandwidths(*group, quick ? (1 << 20) : (16 << 20), quick ? 0.02 : 0.2).first;
+        const double group_gbps = measure_bandwidths(*group, floats, min_s).first;
         f.allreduce_by_group.emplace_back(double(g), group_gbps);
-        f.zero_by_group.emplace_back(
-            double(g),
-            measure_zero_pair(*group, quick ? (1 << 20) : (16 << 20), quick ? 0.02 : 0.2));
+        f.zero_by_group.emplace_back(double(g), measure_zero_pair(*group, floats, min_s));
         f.sync_by_group.emplace_back(double(g),
                                      measure_shared_sync(*group, float(group_gbps), quick));
     }
     f.sync_s = measure_shared_sync(c, gbps, quick);
     f.sync_by_group.emplace_back(double(c.size()), f.sync_s);
     f.allreduce_by_group.emplace_back(double(c.size()), f.allreduce_gbps);
-    f.zero_by_group.emplace_back(
-        double(c.size()), measure_zero_pair(c, quick ? (1 << 20) : (16 << 20), quick ? 0.02 : 0.2));
+    f.zero_by_group.emplace_back(double(c.size()), measure_zero_pair(c, floats, min_s));
     return f;
 }
 
