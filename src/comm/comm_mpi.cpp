@@ -282,7 +282,7 @@ protected:
         // An all-to-all, then each rank sums its chunk's rows in rank order. Open
         // MPI 4.1's MPI_Ireduce_scatter_block (coll/libnbc) reduces the whole
         // buffer onto one rank over a binomial tree and scatters it from there:
-        // 3 to 5x slower for 25 MB buckets on 4 ranks (docs/parallelism.md). The
+        // 3 to 6x slower for 25 MB buckets on 4 ranks (docs/parallelism.md). The
         // exchange moves the same bytes as a ring, and the fixed order makes
         // the sum bitwise CommLocal's. The scratch (one bucket) is taken while
         // the exchange is in flight and reused by the next call.
