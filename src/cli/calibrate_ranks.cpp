@@ -3,11 +3,13 @@
 
 #include <fmt/format.h>
 #include <omp.h>
+#include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <chrono>
 #include <span>
 #include <tuple>
+#include <vector>
 
 #include "ops/gemm.h"
 
@@ -81,37 +83,56 @@ std::pair<double, double> measure_bandwidths(Communicator& c, int64_t floats, do
 }
 
 // A tensor-parallel step's pattern: every rank computes a segment, then all
-// of them all-reduce. Timed with and without the all-reduces; the
-// difference per collective, less its transfer at the measured bandwidth, is
-// what the planner adds per collective (MachineModel::shared_sync_s). With
-// more ranks than cores it is the wait for peers the kernel is not running.
-double measure_shared_sync(Communicator& c, double allreduce_gbps, bool quick) {
+// of them all-reduce. Timed without the all-reduces and with them, at each
+// of `floats` per buffer, fastest of 3 runs each; per size, what one
+// collective adds to the segments' time, transfer and waits together.
+std::vector<double> collective_costs(Communicator& c, const std::vector<int64_t>& floats,
+                                     bool quick) {
     omp_set_num_threads(1);
     const int64_t rows = 128, n = quick ? 256 : 1024;
     const int segments = quick ? 4 : 16;
     std::vector<float> a(size_t(rows * n), 0.5f), b(size_t(n * n), 0.25f), out(size_t(rows * n));
-    std::vector<float> buf(size_t(64 << 10), 1.f);  // 256 KiB: its transfer is taken out below
-    auto run = [&](bool sync) {
+    std::vector<float> buf(size_t(*std::max_element(floats.begin(), floats.end())), 1.f);
+    auto run = [&](int64_t count) {
         c.barrier()->wait();
         const auto t0 = Clock::now();
         for (int i = 0; i < segments; ++i) {
             gemm<float>(false, false, rows, n, n, 1.f, a.data(), n, b.data(), n, 0.f, out.data(),
                         n);
-            if (sync) c.all_reduce(std::span<float>(buf), ReduceOp::sum)->wait();
+            if (count > 0)
+                c.all_reduce(std::span<float>(buf.data(), size_t(count)), ReduceOp::sum)->wait();
         }
         c.barrier()->wait();
         return seconds_since(t0);
     };
-    run(true);  // warm
-    double plain = 1e300, synced = 1e300;
+    for (int64_t f : floats) run(f);  // warm each size's scratch
+    double plain = 1e300;
+    std::vector<double> synced(floats.size(), 1e300);
     for (int round = 0; round < 3; ++round) {
-        plain = std::min(plain, run(false));
-        synced = std::min(synced, run(true));
+        plain = std::min(plain, run(0));
+        for (size_t i = 0; i < floats.size(); ++i) synced[i] = std::min(synced[i], run(floats[i]));
     }
+    std::vector<double> cost;
+    for (double s : synced) cost.push_back(std::max(0.0, (s - plain) / segments));
+    return cost;
+}
+
+// The buffers the tp collectives are measured at (floats): 256 KiB, 1 MiB and
+// 4 MiB, a micro-batch's activations of 64 to 1024 token rows at hidden 1024.
+const std::vector<int64_t> k_tp_floats = {64 << 10, 256 << 10, 1 << 20};
+
+// The collectives' wait beyond their transfer at the bandwidth measured on
+// large buffers (MachineModel::shared_sync_s): the 256 KiB cost less that
+// transfer. And the whole costs by size for tp_collective_by_group.
+double shared_sync_and_costs(Communicator& c, double allreduce_gbps, bool quick,
+                             std::vector<TpCollectiveCost>* by_size) {
+    const std::vector<double> cost = collective_costs(c, k_tp_floats, quick);
     const int ranks = c.size();
+    for (size_t i = 0; i < cost.size(); ++i)
+        by_size->push_back({ranks, 4.0 * double(k_tp_floats[i]), cost[i]});
     const double transfer =
-        2.0 * (ranks - 1) / ranks * 4.0 * double(buf.size()) / (allreduce_gbps * 1e9);
-    return std::max(0.0, (synced - plain) / segments - transfer);
+        2.0 * (ranks - 1) / ranks * 4.0 * double(k_tp_floats[0]) / (allreduce_gbps * 1e9);
+    return std::max(0.0, cost[0] - transfer);
 }
 
 // ZeRO's gradient reduction as the runtime runs it (GradSync): reduce-scatter
@@ -149,14 +170,59 @@ RankFigures measure_rank_figures(Communicator& c, bool quick) {
         const double group_gbps = measure_bandwidths(*group, floats, min_s).first;
         f.allreduce_by_group.emplace_back(double(g), group_gbps);
         f.zero_by_group.emplace_back(double(g), measure_zero_pair(*group, floats, min_s));
-        f.sync_by_group.emplace_back(double(g),
-                                     measure_shared_sync(*group, float(group_gbps), quick));
+        f.sync_by_group.emplace_back(
+            double(g), shared_sync_and_costs(*group, float(group_gbps), quick, &f.tp_collective));
     }
-    f.sync_s = measure_shared_sync(c, gbps, quick);
+    f.sync_s = shared_sync_and_costs(c, gbps, quick, &f.tp_collective);
     f.sync_by_group.emplace_back(double(c.size()), f.sync_s);
     f.allreduce_by_group.emplace_back(double(c.size()), f.allreduce_gbps);
     f.zero_by_group.emplace_back(double(c.size()), measure_zero_pair(c, floats, min_s));
     return f;
+}
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+RankFigures median_rank_figures(const std::vector<RankFigures>& rounds) {
+    auto med = [&](const auto& get) { return median_over(rounds, get); };
+    RankFigures m = rounds.front();
+    m.allreduce_gbps = med([](const RankFigures& r) { return r.allreduce_gbps; });
+    m.p2p_gbps = med([](const RankFigures& r) { return r.p2p_gbps; });
+    m.sync_s = med([](const RankFigures& r) { return r.sync_s; });
+    median_table(m, rounds, &RankFigures::sync_by_group);
+    median_table(m, rounds, &RankFigures::allreduce_by_group);
+    median_table(m, rounds, &RankFigures::zero_by_group);
+    for (size_t i = 0; i < m.tp_collective.size(); ++i)
+        m.tp_collective[i].s = med([&](const RankFigures& r) { return r.tp_collective[i].s; });
+    return m;
+}
+
+void emit_rank_tables(YAML::Emitter& y, const RankFigures& f) {
+    auto groups = [&](const char* key, const char* value,
+                      const std::vector<std::pair<double, double>>& t) {
+        y << YAML::Key << key << YAML::Value << YAML::BeginSeq;
+        for (auto [g, x] : t)
+            y << YAML::Flow << YAML::BeginMap << YAML::Key << "group" << YAML::Value << int64_t(g)
+              << YAML::Key << value << YAML::Value << x << YAML::EndMap;
+        y << YAML::EndSeq;
+    };
+    groups("shared_sync_by_group", "s", f.sync_by_group);
+    groups("allreduce_gbps_by_group", "gbps", f.allreduce_by_group);
+    groups("zero_gbps_by_group", "gbps", f.zero_by_group);
+    // Ascending by group, then bytes, as the planner reads it.
+    std::vector<TpCollectiveCost> tp = f.tp_collective;
+    std::stable_sort(
+        tp.begin(), tp.end(),
+        [](const TpCollectiveCost& a, const TpCollectiveCost& b) { return a.group < b.group; });
+    y << YAML::Key << "tp_collective_by_group" << YAML::Value << YAML::BeginSeq;
+    for (const TpCollectiveCost& c : tp)
+        y << YAML::Flow << YAML::BeginMap << YAML::Key << "group" << YAML::Value << c.group
+          << YAML::Key << "bytes" << YAML::Value << int64_t(c.bytes) << YAML::Key << "s"
+          << YAML::Value << c.s << YAML::EndMap;
+    y << YAML::EndSeq;
 }
 
 }  // namespace loom::cli

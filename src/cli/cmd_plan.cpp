@@ -34,6 +34,24 @@ std::string by_group(const std::vector<std::pair<int, double>>& t, double one, d
     return out;
 }
 
+// "0.20 / 0.50 / 1.90 ms at 256 / 1024 / 4096 KiB in groups of 2; 0.30 / ... of 8"
+std::string tp_costs(const std::vector<TpCollectiveCost>& t) {
+    std::string out;
+    for (size_t i = 0; i < t.size();) {
+        size_t end = i;
+        while (end < t.size() && t[end].group == t[i].group) ++end;
+        std::string ms, kib;
+        for (size_t k = i; k < end; ++k) {
+            ms += fmt::format("{}{:.2f}", k > i ? " / " : "", 1e3 * t[k].s);
+            kib += fmt::format("{}{}", k > i ? " / " : "", int64_t(t[k].bytes) >> 10);
+        }
+        out += fmt::format("{}{} ms at {} KiB {}{}", out.empty() ? "" : "; ", ms, kib,
+                           out.empty() ? "in groups of " : "of ", t[i].group);
+        i = end;
+    }
+    return out;
+}
+
 struct PlanOptions {
     std::string job_path;
     std::vector<std::string> overrides;
@@ -115,7 +133,7 @@ void run_plan(const PlanOptions& o) {
         q.seq, q.microbatches);
     fmt::print(
         "machine: {} cores at {:.0f} GFLOP/s each{}{}, all-reduce {} GB/s{}, "
-        "p2p {:.1f} GB/s{}{}; world {}{}\n\n",
+        "p2p {:.1f} GB/s{}{}{}; world {}{}\n\n",
         mc.cores, mc.gflops_per_core,
         mc.gemm_half_rows > 0
             ? fmt::format(" x rows / (rows + {:.0f}) per micro-batch{}", mc.gemm_half_rows,
@@ -142,6 +160,11 @@ void run_plan(const PlanOptions& o) {
                           by_group(mc.shared_sync_by_group, mc.shared_sync_s, 1e3),
                           mc.shared_sync_ranks)
             : std::string(),
+        mc.tp_collective_by_group.empty()
+            ? std::string()
+            : fmt::format(", a tp all-reduce between compute segments {} (all of it, priced "
+                          "instead of transfer and wait where the node has {} ranks)",
+                          tp_costs(mc.tp_collective_by_group), mc.shared_sync_ranks),
         mc.adamw_params_per_s > 0
             ? fmt::format(", AdamW {:.0f}M parameters/s per core", mc.adamw_params_per_s / 1e6)
             : std::string(),

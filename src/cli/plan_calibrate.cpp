@@ -299,28 +299,20 @@ Figures measure_round(const CalibrateOptions& o, int cores,
             "{:.2f} GB/s, a collective {:.2f} ms beyond its transfer\n",
             int(f.ranks.sync_by_group[i].first), f.ranks.allreduce_by_group[i].second,
             f.ranks.zero_by_group[i].second, 1e3 * f.ranks.sync_by_group[i].second);
+    for (const TpCollectiveCost& c : f.ranks.tp_collective)
+        fmt::print("an all-reduce of {} KiB in groups of {} between compute segments: {:.2f} ms\n",
+                   int64_t(c.bytes) >> 10, c.group, 1e3 * c.s);
     return f;
-}
-
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    const size_t n = v.size();
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 // Every figure's median over the rounds: on a shared machine one round's
 // figure can move 2-4x with what the kernel ran beside it, and the plan
 // should not follow one unlucky round.
 Figures median_figures(const std::vector<Figures>& rounds) {
-    auto med = [&](const auto& get) {
-        std::vector<double> v;
-        for (const Figures& r : rounds) v.push_back(get(r));
-        return median(std::move(v));
-    };
+    auto med = [&](const auto& get) { return median_over(rounds, get); };
     Figures m = rounds.front();
     auto table = [&](std::vector<std::pair<double, double>> Figures::*t) {
-        for (size_t i = 0; i < (m.*t).size(); ++i)
-            (m.*t)[i].second = med([&](const Figures& r) { return (r.*t)[i].second; });
+        median_table(m, rounds, t);
     };
     table(&Figures::by_rows);
     table(&Figures::by_narrow);
@@ -328,18 +320,9 @@ Figures median_figures(const std::vector<Figures>& rounds) {
     m.step.gflops = med([](const Figures& r) { return r.step.gflops; });
     m.adamw_params_per_s = med([](const Figures& r) { return r.adamw_params_per_s; });
     m.all_cores_share = med([](const Figures& r) { return r.all_cores_share; });
-    m.ranks.allreduce_gbps = med([](const Figures& r) { return r.ranks.allreduce_gbps; });
-    m.ranks.p2p_gbps = med([](const Figures& r) { return r.ranks.p2p_gbps; });
-    m.ranks.sync_s = med([](const Figures& r) { return r.ranks.sync_s; });
-    for (size_t i = 0; i < m.ranks.sync_by_group.size(); ++i) {
-        m.ranks.sync_by_group[i].second =
-            med([&](const Figures& r) { return r.ranks.sync_by_group[i].second; });
-        m.ranks.allreduce_by_group[i].second =
-            med([&](const Figures& r) { return r.ranks.allreduce_by_group[i].second; });
-    }
-    for (size_t i = 0; i < m.ranks.zero_by_group.size(); ++i)
-        m.ranks.zero_by_group[i].second =
-            med([&](const Figures& r) { return r.ranks.zero_by_group[i].second; });
+    std::vector<RankFigures> ranks;
+    for (const Figures& r : rounds) ranks.push_back(r.ranks);
+    m.ranks = median_rank_figures(ranks);
     return m;
 }
 
@@ -407,21 +390,7 @@ void calibrate_into(const CalibrateOptions& o, int ranks, const char* how,
     y << YAML::Key << "p2p_gbps" << YAML::Value << figs.p2p_gbps;
     y << YAML::Key << "shared_sync_s" << YAML::Value << figs.sync_s;
     y << YAML::Key << "shared_sync_ranks" << YAML::Value << ranks;
-    y << YAML::Key << "shared_sync_by_group" << YAML::Value << YAML::BeginSeq;
-    for (auto [g, s] : figs.sync_by_group)
-        y << YAML::Flow << YAML::BeginMap << YAML::Key << "group" << YAML::Value << int64_t(g)
-          << YAML::Key << "s" << YAML::Value << s << YAML::EndMap;
-    y << YAML::EndSeq;
-    y << YAML::Key << "allreduce_gbps_by_group" << YAML::Value << YAML::BeginSeq;
-    for (auto [g, gbps] : figs.allreduce_by_group)
-        y << YAML::Flow << YAML::BeginMap << YAML::Key << "group" << YAML::Value << int64_t(g)
-          << YAML::Key << "gbps" << YAML::Value << gbps << YAML::EndMap;
-    y << YAML::EndSeq;
-    y << YAML::Key << "zero_gbps_by_group" << YAML::Value << YAML::BeginSeq;
-    for (auto [g, gbps] : figs.zero_by_group)
-        y << YAML::Flow << YAML::BeginMap << YAML::Key << "group" << YAML::Value << int64_t(g)
-          << YAML::Key << "gbps" << YAML::Value << gbps << YAML::EndMap;
-    y << YAML::EndSeq;
+    emit_rank_tables(y, figs);
     y << YAML::Key << "rounds" << YAML::Value << o.rounds;
     y << YAML::Key << "load_average" << YAML::Value << load;
     y << YAML::EndMap;

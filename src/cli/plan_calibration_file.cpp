@@ -73,6 +73,27 @@ MachineModel machine_from_calibration(const std::string& path) {
     // Files written before it was measured price ZeRO at the all-reduce's rate.
     if (n["zero_gbps_by_group"].IsDefined())
         m.zero_gbps_by_group = by_group("zero_gbps_by_group", "gbps", true);
+    // Files written before it was measured price a tp collective as its
+    // transfer plus shared_sync.
+    if (const YAML::Node t = n["tp_collective_by_group"]; t.IsDefined()) {
+        LOOM_CHECK(t.IsSequence(), "{}:{}: tp_collective_by_group: expected a list", path,
+                   t.Mark().line + 1);
+        for (const YAML::Node& e : t) {
+            TpCollectiveCost c{0, -1, -1};
+            try {
+                c = {e["group"].as<int>(), e["bytes"].as<double>(), e["s"].as<double>()};
+            } catch (const YAML::Exception&) {
+            }
+            const auto& all = m.tp_collective_by_group;
+            const bool ascending = all.empty() || c.group > all.back().group ||
+                                   (c.group == all.back().group && c.bytes > all.back().bytes);
+            LOOM_CHECK(c.group >= 2 && c.bytes > 0 && c.s >= 0 && ascending,
+                       "{}:{}: tp_collective_by_group: expected {{group: N, bytes: B, s: x}} "
+                       "with N of 2 or more, B > 0, x >= 0, ascending by N then B",
+                       path, e.Mark().line + 1);
+            m.tp_collective_by_group.push_back(c);
+        }
+    }
     if (n["all_cores_share"].IsDefined()) m.all_cores_share = num("all_cores_share", true);
     // Files written before it was measured leave the optimizer step unpriced.
     if (n["adamw_params_per_s"].IsDefined()) m.adamw_params_per_s = num("adamw_params_per_s", true);

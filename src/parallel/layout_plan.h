@@ -90,6 +90,15 @@ struct PlanWorkload {
 // micro_batch is 0 when that does not divide.
 PlanWorkload split_workload(int64_t global_batch, int64_t seq, int64_t microbatches, int dp);
 
+// A tensor-parallel all-reduce's whole cost, measured between compute
+// segments with every rank of the node at work: what one collective of
+// `bytes` (the buffer each rank all-reduces) among `group` ranks adds to
+// the node's time, transfer and waits together.
+struct TpCollectiveCost {
+    int group = 0;
+    double bytes = 0, s = 0;
+};
+
 // What one rank can do. Defaults: this project's 2-core build machine
 // (docs/cost-model.md says where each figure comes from).
 struct MachineModel {
@@ -127,6 +136,13 @@ struct MachineModel {
     // ZeRO's reduce-scatter plus all-gather, the same way, on the all-reduce's
     // bus-bandwidth convention: (group size, GB/s). Empty: the all-reduce's.
     std::vector<std::pair<int, double>> zero_gbps_by_group;
+    // A tp all-reduce's whole cost by group and buffer size, measured with
+    // shared_sync_ranks ranks on the cores (group ascending, then bytes).
+    // Where the node runs that many ranks it replaces the transfer at the
+    // bandwidth above plus shared_sync: the bandwidth is measured on 64 MiB
+    // buffers, and a tp all-reduce of a micro-batch's activations is a few
+    // MiB or less, which the caches hold. Empty: not measured.
+    std::vector<TpCollectiveCost> tp_collective_by_group;
     // A linear layer's GEMMs by their narrow side d (the smaller of its input
     // and output widths on a rank, which tensor parallelism divides): they run
     // at (d / (d + gemm_half_narrow)) / (1024 / (1024 + gemm_half_narrow)) of
@@ -193,6 +209,11 @@ double allreduce_gbps_for(const MachineModel& mc, int group);
 // ZeRO's reduce-scatter plus all-gather (zero_gbps_by_group, else the
 // all-reduce's bandwidth).
 double zero_gbps_for(const MachineModel& mc, int group);
+// A tp all-reduce of `bytes` among `group` ranks from tp_collective_by_group:
+// linear in bytes between measured sizes (the nearest two sizes' line beyond
+// them, never below 0), linear in log2 of the group size between measured
+// groups (the nearest group beyond them); -1 where nothing was measured.
+double tp_collective_s(const MachineModel& mc, int group, double bytes);
 TimePlan plan_time(const PlanModel& m, const PlanWorkload& w, const LayoutChoice& l,
                    const MachineModel& machine, int world);
 

@@ -41,6 +41,28 @@ double zero_gbps_for(const MachineModel& mc, int group) {
     return by_group_size(mc.zero_gbps_by_group, group, mc.allreduce_gbps);
 }
 
+double tp_collective_s(const MachineModel& mc, int group, double bytes) {
+    // Each measured group's cost at `bytes`, then by group size as above.
+    std::vector<std::pair<int, double>> at_bytes;
+    const auto& t = mc.tp_collective_by_group;
+    for (size_t i = 0; i < t.size();) {
+        size_t end = i;
+        while (end < t.size() && t[end].group == t[i].group) ++end;
+        double s = t[i].s;
+        if (end - i == 1) {
+            s = t[i].s * bytes / t[i].bytes;
+        } else {
+            size_t k = i + 1;  // the segment [k - 1, k] that holds bytes, or the nearest one
+            while (k + 1 < end && t[k].bytes < bytes) ++k;
+            const TpCollectiveCost &a = t[k - 1], &b = t[k];
+            s = a.s + (bytes - a.bytes) * (b.s - a.s) / (b.bytes - a.bytes);
+        }
+        at_bytes.emplace_back(t[i].group, std::max(0.0, s));
+        i = end;
+    }
+    return by_group_size(at_bytes, group, -1.0);
+}
+
 std::vector<PlanRow> plan_layouts(const PlanModel& m, const PlanRequest& q,
                                   const MachineModel& mc) {
     std::vector<PlanRow> rows;

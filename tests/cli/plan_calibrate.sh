@@ -35,6 +35,10 @@ assert [g["group"] for g in c["allreduce_gbps_by_group"]] == [2], c
 assert c["allreduce_gbps_by_group"][0]["gbps"] == c["allreduce_gbps"], c
 assert [g["group"] for g in c["zero_gbps_by_group"]] == [2], c
 assert c["zero_gbps_by_group"][0]["gbps"] > 0, c
+# A tp all-reduce's whole cost at 256 KiB, 1 MiB and 4 MiB, in each group size.
+assert [(g["group"], g["bytes"]) for g in c["tp_collective_by_group"]] == \
+    [(2, 1 << 18), (2, 1 << 20), (2, 1 << 22)], c
+assert all(g["s"] >= 0 for g in c["tp_collective_by_group"]), c
 assert c["gemm_half_rows"] >= 0 and c["gemm_half_narrow"] >= 0
 assert [g["narrow"] for g in c["gemm_narrow"]] == [1024, 512, 256, 128]
 # A whole training step cannot beat its GEMMs by much, nor fall to nothing.
@@ -61,9 +65,15 @@ grep -q "(calibrated: cal.yaml)" <<<"$out" || fail "calibration not used: $out"
 # GEMMs run at 128 / 384 of the flat rate, so compute takes 3x as long.
 printf 'cores: 2\ngflops_per_core: 100\ngemm_half_rows: 0\nallreduce_gbps: 2\np2p_gbps: 4\n' > flat.yaml
 printf 'cores: 2\ngflops_per_core: 100\ngemm_half_rows: 256\nallreduce_gbps: 2\np2p_gbps: 4\n' > shaped.yaml
-compute() {  # the compute column of layout $2 under calibration $1
-  "$loom" plan job.yaml --world 8 --calibration "$1" | awk -v l="$2" '$0 ~ "^"l" +[0-9]" {print $(NF-2)}'
+# Column $3 from the end of layout $2's row under calibration $1; a layout the
+# plan does not list stops the test (a comparison of two empty strings would pass).
+column() {
+  local v
+  v=$("$loom" plan job.yaml --world 8 --calibration "$1" | awk -v l="$2" -v k="$3" '$0 ~ "^"l" +[0-9]" {print $(NF-k)}')
+  [[ -n $v ]] || { echo "FAIL: no row '$2' in the plan with $1" >&2; kill -TERM $$; }
+  echo "$v"
 }
+compute() { column "$1" "$2" 2; }  # the compute column
 a=$(compute flat.yaml "dp1 tp1 pp8 1f1b"); b=$(compute shaped.yaml "dp1 tp1 pp8 1f1b")
 python3 -c "import sys; r = $b / $a; sys.exit(0 if abs(r - 3) < 0.01 else 1)" ||
   fail "shape factor: flat $a s, shaped $b s"
@@ -78,24 +88,39 @@ python3 -c "import sys; r = $c / $a; sys.exit(0 if abs(r - 2) < 0.01 else 1)" ||
 # more, scaled by ranks per core less one: tp 8 runs 8 micro-batches x 24
 # blocks x 4 all-reduces, so 0.01 s each at 8 ranks on 2 cores adds 7.68 s,
 # and the same figure measured with 4 ranks on 2 cores 3x that.
-comm() {  # the comm column of layout $2 under calibration $1
-  "$loom" plan job.yaml --world 8 --calibration "$1" | awk -v l="$2" '$0 ~ "^"l" +[0-9]" {print $(NF-1)}'
-}
+comm() { column "$1" "$2" 1; }  # the comm column
 printf 'shared_sync_s: 0.01\nshared_sync_ranks: 8\n' | cat flat.yaml - > sync8.yaml
 printf 'shared_sync_s: 0.01\nshared_sync_ranks: 4\n' | cat flat.yaml - > sync4.yaml
 base=$(comm flat.yaml "dp1 tp8 pp1"); s8=$(comm sync8.yaml "dp1 tp8 pp1"); s4=$(comm sync4.yaml "dp1 tp8 pp1")
 python3 -c "import sys; sys.exit(0 if abs($s8 - $base - 7.68) < 0.002 and abs($s4 - $base - 23.04) < 0.002 else 1)" ||
   fail "shared sync: tp 8 comm $base s, $s8 s with 8 ranks measured, $s4 s with 4"
+# A tp all-reduce's measured whole cost replaces the transfer and the wait
+# where the node runs the ranks it was measured with: tp 8's all-reduces are
+# 1 x 128 tokens x 1024 x 4 bytes (512 KiB), a third of the way from 256 KiB
+# at 1 ms to 1 MiB at 4 ms: 2 ms each, 768 of them.
+printf 'tp_collective_by_group:\n  - {group: 8, bytes: 262144, s: 0.001}\n  - {group: 8, bytes: 1048576, s: 0.004}\n' > tpcost.yaml
+cat sync8.yaml tpcost.yaml > tp8.yaml
+cat sync4.yaml tpcost.yaml > tp4.yaml
+t8=$(comm tp8.yaml "dp1 tp8 pp1")
+python3 -c "import sys; sys.exit(0 if abs($t8 - 1.536) < 0.002 else 1)" ||
+  fail "tp collective by size: tp 8 comm $t8 s, expected 768 x 2 ms"
+[[ $(comm tp4.yaml "dp1 tp8 pp1") == "$s4" ]] || fail "tp collective measured at 4 ranks used for 8"
+"$loom" plan job.yaml --world 8 --calibration tp8.yaml |
+  grep -q "a tp all-reduce between compute segments 1.00 / 4.00 ms at 256 / 1024 KiB in groups of 8" ||
+  fail "tp collective costs not shown: $("$loom" plan job.yaml --world 8 --calibration tp8.yaml | sed -n 2p)"
+printf 'tp_collective_by_group:\n  - {group: 8, bytes: 1048576, s: 0.004}\n  - {group: 8, bytes: 262144, s: 0.001}\n' |
+  cat sync8.yaml - > tpbad.yaml
+err=$("$loom" plan job.yaml --world 8 --calibration tpbad.yaml 2>&1 || true)
+grep -q "tpbad.yaml:10: tp_collective_by_group: expected {group: N, bytes: B, s: x}" <<<"$err" ||
+  fail "descending sizes: $err"
 # Layouts without tensor parallelism wait for no tp collective.
-[[ $(comm sync8.yaml "dp2 tp1 pp4 1f1b") == $(comm flat.yaml "dp2 tp1 pp4 1f1b") ]] ||
+[[ $(comm sync8.yaml "dp1 tp1 pp8 1f1b") == $(comm flat.yaml "dp1 tp1 pp8 1f1b") ]] ||
   fail "shared sync charged to a layout without tp"
 
 # AdamW's update at 1e8 parameters/s per core: dp 1 x pp 8 without ZeRO on
 # 2 cores updates the whole model once per step, and the last stage's copy of
 # the tied word table (30522 x 1024), 2 cores sharing it.
-step() {  # the step column of layout $2 under calibration $1
-  "$loom" plan job.yaml --world 8 --calibration "$1" | awk -v l="$2" '$0 ~ "^"l" +[0-9]" {print $(NF-3)}'
-}
+step() { column "$1" "$2" 3; }  # the step column
 printf 'adamw_params_per_s: 1e8\n' | cat flat.yaml - > adamw.yaml
 "$loom" plan job.yaml --world 8 --calibration adamw.yaml | grep -q "AdamW 100M parameters/s per core" ||
   fail "AdamW rate not shown"
@@ -105,7 +130,7 @@ python3 -c "import sys; e = (335174458 + 30522 * 1024) / 2 / 1e8; sys.exit(0 if 
 
 # A narrow-side curve slows tp 8's narrow shards; tp 1 keeps 1024-wide sides.
 printf 'gemm_half_narrow: 256\n' | cat flat.yaml - > narrow.yaml
-[[ $(compute narrow.yaml "dp2 tp1 pp4 1f1b") == $(compute flat.yaml "dp2 tp1 pp4 1f1b") ]] ||
+[[ $(compute narrow.yaml "dp1 tp1 pp8 1f1b") == $(compute flat.yaml "dp1 tp1 pp8 1f1b") ]] ||
   fail "narrow sides charged to a layout without tp"
 python3 -c "import sys; sys.exit(0 if $(compute narrow.yaml "dp1 tp8 pp1") > 1.02 * $(compute flat.yaml "dp1 tp8 pp1") else 1)" ||
   fail "narrow sides: tp 8 not slower"
@@ -152,5 +177,6 @@ if command -v mpirun >/dev/null; then
   grep -q "^rounds: 2" mpi.yaml || fail "MPI calibration rounds"
   grep -q "^  - {group: 2, s: " mpi.yaml || fail "MPI calibration groups: $(cat mpi.yaml)"
   grep -q "^  - {group: 2, gbps: " mpi.yaml || fail "MPI calibration bandwidth groups: $(cat mpi.yaml)"
+  grep -q "^  - {group: 2, bytes: 1048576, s: " mpi.yaml || fail "MPI calibration tp costs: $(cat mpi.yaml)"
 fi
 echo "plan_calibrate: ok"

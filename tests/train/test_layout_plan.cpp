@@ -256,6 +256,50 @@ TEST(LayoutPlan, CollectiveWaitAndBandwidthFollowTheGroupSize) {
                 1e-9);
 }
 
+// A tp all-reduce's whole cost as measured between compute segments, by
+// group and buffer size: it replaces the transfer plus the shared-core wait
+// where the node runs the ranks it was measured with.
+TEST(LayoutPlan, TpCollectivesArePricedAtTheirMeasuredCostBySize) {
+    MachineModel mc;
+    mc.shared_sync_s = 0.01;
+    mc.shared_sync_ranks = 8;
+    EXPECT_EQ(tp_collective_s(mc, 2, 1 << 20), -1.0) << "not measured";
+    mc.tp_collective_by_group = {{2, 1 << 18, 0.001},
+                                 {2, 1 << 20, 0.002},
+                                 {2, 1 << 22, 0.008},
+                                 {8, 1 << 18, 0.003},
+                                 {8, 1 << 20, 0.006}};
+    EXPECT_DOUBLE_EQ(tp_collective_s(mc, 2, 1 << 20), 0.002);
+    EXPECT_DOUBLE_EQ(tp_collective_s(mc, 2, 1 << 21), 0.004) << "between sizes: linear in bytes";
+    EXPECT_DOUBLE_EQ(tp_collective_s(mc, 2, 1 << 23), 0.016) << "beyond: the last two's line";
+    EXPECT_DOUBLE_EQ(tp_collective_s(mc, 2, 0), 0.001 - 0.001 / 3) << "below: the first two's line";
+    EXPECT_DOUBLE_EQ(tp_collective_s(mc, 2, 1e9), 0.008 + (1e9 - (1 << 22)) * 0.006 / (3 << 20));
+    EXPECT_DOUBLE_EQ(tp_collective_s(mc, 4, 1 << 20), 0.004) << "groups: linear in log2";
+    EXPECT_DOUBLE_EQ(tp_collective_s(mc, 16, 1 << 20), 0.006) << "beyond: the last group";
+
+    // In the step: 4 micro-batches x the blocks x 4 all-reduces of 2 x 64
+    // tokens x hidden 64 x 4 bytes (32 KiB) at tp 2, 8 ranks on 2 cores.
+    PlanModel m = bert_mlm();
+    ASSERT_EQ(m.hidden, 64);
+    PlanWorkload w{2, 64, 4};
+    LayoutChoice l;
+    l.tp = 2;
+    l.dp = 4;
+    mc.tp_collective_by_group = {{2, 16384, 0.001}, {2, 65536, 0.002}};
+    const double each = tp_collective_s(mc, 2, 4.0 * 2 * 64 * 64);
+    EXPECT_DOUBLE_EQ(each, 0.001 + 0.001 / 3);
+    EXPECT_NEAR(plan_time(m, w, l, mc, 8).tp_comm_s, 4 * double(m.layers) * 4 * each, 1e-12);
+    // Another rank count than measured: the transfer and the scaled wait.
+    MachineModel at4 = mc, old = mc;
+    at4.shared_sync_ranks = 4;
+    old.tp_collective_by_group.clear();
+    old.shared_sync_ranks = 4;
+    EXPECT_DOUBLE_EQ(plan_time(m, w, l, at4, 8).tp_comm_s, plan_time(m, w, l, old, 8).tp_comm_s);
+    l.tp = 1;
+    l.dp = 8;
+    EXPECT_EQ(plan_time(m, w, l, mc, 8).tp_comm_s, 0.0) << "no tp, no tp collective";
+}
+
 // The trainer builds one model instance per micro-batch in flight (and per
 // chunk when interleaved), each with an arena of its own, so a stage's
 // workspace counts once per instance; one process has one.
