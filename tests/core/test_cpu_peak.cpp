@@ -2,6 +2,8 @@
 // measurement gives a rate in a sane range for the instructions this build has.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "core/cpu_peak.h"
 
 namespace loom {
@@ -35,8 +37,17 @@ TEST(CpuPeak, MeasuresAPlausibleRate) {
     const CpuPeak bf16 = measure_cpu_peak(true);
     if (bf16.flops_per_instruction == 0) return;
     // A bf16 dot product does twice the flops of an fp32 FMA of the same width
-    // in at most a few times its time.
-    EXPECT_GT(bf16.gflops, 0.5 * f32.gflops) << bf16.instruction;
+    // in at most a few times its time: an Intel Xeon's vdpbf16ps zmm ran at
+    // half the fp32 rate (169 against 339 GFLOP/s on 2 threads, a quarter of
+    // the FMAs' instruction rate), so half is no bound. The test suite runs tests side by side, so
+    // one measurement can see the cores busy and the next one idle: compare the best of 3 of each,
+    // taken in turn.
+    double best_f32 = f32.gflops, best_bf16 = bf16.gflops;
+    for (int i = 0; i < 2; ++i) {
+        best_f32 = std::max(best_f32, measure_cpu_peak(false).gflops);
+        best_bf16 = std::max(best_bf16, measure_cpu_peak(true).gflops);
+    }
+    EXPECT_GT(best_bf16, 0.25 * best_f32) << bf16.instruction;
 }
 
 }  // namespace
