@@ -212,13 +212,10 @@ void emit_rank_tables(YAML::Emitter& y, const RankFigures& f) {
     groups("shared_sync_by_group", "s", f.sync_by_group);
     groups("allreduce_gbps_by_group", "gbps", f.allreduce_by_group);
     groups("zero_gbps_by_group", "gbps", f.zero_by_group);
-    // Ascending by group, then bytes, as the planner reads it.
-    std::vector<TpCollectiveCost> tp = f.tp_collective;
-    std::stable_sort(
-        tp.begin(), tp.end(),
-        [](const TpCollectiveCost& a, const TpCollectiveCost& b) { return a.group < b.group; });
+    // Already ascending by group, then bytes, as the planner reads it:
+    // measure_rank_figures measures the groups smallest first, the world last.
     y << YAML::Key << "tp_collective_by_group" << YAML::Value << YAML::BeginSeq;
-    for (const TpCollectiveCost& c : tp)
+    for (const TpCollectiveCost& c : f.tp_collective)
         y << YAML::Flow << YAML::BeginMap << YAML::Key << "group" << YAML::Value << c.group
           << YAML::Key << "bytes" << YAML::Value << int64_t(c.bytes) << YAML::Key << "s"
           << YAML::Value << c.s << YAML::EndMap;

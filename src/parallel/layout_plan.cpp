@@ -428,19 +428,21 @@ TimePlan plan_time(const PlanModel& m, const PlanWorkload& w, const LayoutChoice
     const double apps = double(stage_applications(m, w, l));
     const double reduces = 4 + (l.checkpointing ? 2.0 / std::max(1, l.checkpoint_every) : 0);
     const double collectives = double(w.microbatches) * apps * reduces;
-    const double measured = l.tp > 1 && ranks_node == mc.shared_sync_ranks
-                                ? tp_collective_s(mc, l.tp, act_bytes)
-                                : -1.0;
-    if (measured >= 0) {
-        t.tp_comm_s = collectives * measured;
+    // The collective's whole cost where it was measured at this node's rank
+    // count; else its transfer, plus the shared-core wait scaled to the ranks.
+    const double each = l.tp > 1 && ranks_node == mc.shared_sync_ranks
+                            ? tp_collective_s(mc, l.tp, act_bytes)
+                            : -1.0;
+    if (each >= 0) {
+        t.tp_comm_s = collectives * each;
     } else {
         t.tp_comm_s =
             collectives * ring_seconds(act_bytes, l.tp, allreduce_gbps_for(mc, l.tp), mc.latency_s);
-    }
-    if (measured < 0 && l.tp > 1 && ranks_node > mc.cores && mc.shared_sync_ranks > mc.cores) {
-        const double per_core = double(ranks_node) / mc.cores - 1;
-        const double measured_per_core = double(mc.shared_sync_ranks) / mc.cores - 1;
-        t.tp_comm_s += collectives * shared_sync_for(mc, l.tp) * per_core / measured_per_core;
+        if (l.tp > 1 && ranks_node > mc.cores && mc.shared_sync_ranks > mc.cores) {
+            const double per_core = double(ranks_node) / mc.cores - 1;
+            const double measured_per_core = double(mc.shared_sync_ranks) / mc.cores - 1;
+            t.tp_comm_s += collectives * shared_sync_for(mc, l.tp) * per_core / measured_per_core;
+        }
     }
     if (l.pp > 1)
         t.pp_comm_s =

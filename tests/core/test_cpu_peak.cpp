@@ -39,9 +39,9 @@ TEST(CpuPeak, MeasuresAPlausibleRate) {
     // A bf16 dot product does twice the flops of an fp32 FMA of the same width
     // in at most a few times its time: an Intel Xeon's vdpbf16ps zmm ran at
     // half the fp32 rate (169 against 339 GFLOP/s on 2 threads, a quarter of
-    // the FMAs' instruction rate), so half is no bound. The test suite runs tests side by side, so
-    // one measurement can see the cores busy and the next one idle: compare the best of 3 of each,
-    // taken in turn.
+    // the FMAs' instruction rate), so half is no bound. The test suite runs
+    // tests side by side, so one measurement can see the cores busy and the
+    // next one idle: compare the best of 3 of each, taken in turn.
     double best_f32 = f32.gflops, best_bf16 = bf16.gflops;
     for (int i = 0; i < 2; ++i) {
         best_f32 = std::max(best_f32, measure_cpu_peak(false).gflops);
