@@ -18,12 +18,16 @@
 #   machine's measured figures instead of the defaults; calibrate at the
 #   bench's world size (OMP_NUM_THREADS=1 mpirun --oversubscribe -np 8 loom
 #   plan --calibrate --calibrate-out file.yaml): 8 ranks on 2 cores pay per
-#   collective what 2 ranks do not
+#   collective what 2 ranks do not. Several files, space-separated (say one
+#   taken before the runs and one after), plan from each figure's median
 #   ROUNDS=n (default 1) runs every layout n times, the layouts' order rotating
 #   from round to round, and reports each layout's median; with 3 or more
-#   rounds it also checks the plan's order: a pair of layouts that every round
-#   puts in the same order is "separated", and the plan must agree on it;
-#   the other pairs are within this host's round-to-round noise
+#   rounds it also checks the plan's order: a pair of layouts is "separated"
+#   when every run of one is faster than every run of the other (their ranges
+#   do not overlap), and the plan must agree on it; the other pairs are within
+#   this host's noise. Two layouts of the same speed are separated by chance
+#   with probability 2 / C(2n, n): 10% at 3 rounds, 0.8% at 5, so use 5 on a
+#   host whose runs move by more than the layouts differ
 #   STEPS=n (default 4) steps per run
 #   WORK_DIR=dir keeps the runs' logs and timings there (default: a temporary
 #   directory, removed at the end)
@@ -102,6 +106,8 @@ parse_spec() {
 ((steps >= 3)) || { echo "layouts_vs_plan.sh: STEPS must be 3 or more" >&2; exit 2; }
 n=${#layouts[@]}
 results=()
+calibration_args=()
+for f in ${PLAN_CALIBRATION:-}; do calibration_args+=(--calibration "$f"); done
 # Plans first: they take seconds and say at once what the runs will be set against.
 for spec in "${layouts[@]}"; do
   parse_spec "$spec"
@@ -110,7 +116,7 @@ for spec in "${layouts[@]}"; do
   zero=0; ((dp > 1)) && zero=1
   "$loom" plan "$work/job.yaml" --world $world --all --set distribution.microbatches=$micro \
       --set hyperparameters.per_device_train_batch_size=$global --set distribution.zero_stage=$zero \
-      ${PLAN_CALIBRATION:+--calibration "$PLAN_CALIBRATION"} > "$plan"
+      "${calibration_args[@]}" > "$plan"
   [[ $spec == "${layouts[0]}" ]] && head -2 "$plan"
   if ((pp > 1)); then key="dp$dp tp$tp pp$pp $sched"; else key="dp$dp tp$tp pp$pp"; fi
   grep -E "^$key " "$plan" | grep -v ckpt || true
@@ -156,7 +162,7 @@ done
 
 [[ ${#results[@]} -gt 0 ]] || { echo "no layout ran"; exit 1; }
 python3 - "${results[@]}" <<'PY'
-import json, re, statistics, sys
+import json, math, re, statistics, sys
 def plan_of(path):
     plan = {}
     for line in open(path):
@@ -205,20 +211,29 @@ print("order, planned:  " + " < ".join(by_plan))
 print("order, measured: " + " < ".join(sorted(runs, key=med.get)) + " (medians)")
 if len(rounds) >= 3:
     keys = list(runs)
-    separated = agree = 0
+    separated = agree = same_order = 0
     for i, a in enumerate(keys):
         for b in keys[i + 1:]:
+            sa, sb = [v[0] for v in runs[a].values()], [v[0] for v in runs[b].values()]
+            if min(len(sa), len(sb)) < 3:
+                continue
             common = [r for r in rounds if r in runs[a] and r in runs[b]]
             signs = {runs[a][r][0] < runs[b][r][0] for r in common}
-            if len(common) < 3 or len(signs) != 1:
-                continue
-            separated += 1
-            faster, slower = (a, b) if signs.pop() else (b, a)
-            ok = plans[faster][1] < plans[slower][1]
-            agree += ok
-            print(f"  {faster} faster than {slower} in all {len(common)} rounds; "
-                  f"the plan {'agrees' if ok else 'DISAGREES'}")
+            if max(sa) < min(sb) or max(sb) < min(sa):
+                separated += 1
+                faster, slower = (a, b) if max(sa) < min(sb) else (b, a)
+                ok = plans[faster][1] < plans[slower][1]
+                agree += ok
+                gap = 100 * (med[slower] - med[faster]) / med[faster]
+                print(f"  {faster} faster than {slower} in every run ({gap:.0f}% at the medians); "
+                      f"the plan {'agrees' if ok else 'DISAGREES'}")
+            elif len(signs) == 1:
+                same_order += 1
     pairs = len(keys) * (len(keys) - 1) // 2
-    print(f"order: the plan agrees on {agree} of the {separated} pairs every round separates; "
-          f"{pairs - separated} of {pairs} pairs change order between rounds")
+    n_runs = min(len(by) for by in runs.values())
+    chance = 2 / math.comb(2 * n_runs, n_runs)
+    print(f"order: the plan agrees on {agree} of the {separated} separated pairs (ranges that do not "
+          f"overlap; by chance {100 * chance:.1f}% for two layouts of one speed at {n_runs} runs each); "
+          f"of the other {pairs - separated} pairs, {same_order} keep one order in every round "
+          f"but overlap")
 PY

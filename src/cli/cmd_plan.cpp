@@ -5,6 +5,7 @@
 // (cli/plan_gpu.h, docs/plan-gpu.md); --calibrate measures this machine for
 // the CPU planner (cli/plan_calibrate.h).
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <memory>
 #include <string>
@@ -62,7 +63,7 @@ struct PlanOptions {
     GpuPlanOptions gpu;  // used when --machine is given
     bool calibrate = false;
     CalibrateOptions calib;
-    std::string calibration;  // file from --calibrate for the CPU planner
+    std::vector<std::string> calibration;  // files from --calibrate for the CPU planner
 };
 
 double gib(double bytes) {
@@ -118,7 +119,7 @@ void run_plan(const PlanOptions& o) {
     if (!o.calibration.empty()) {
         // The file holds every measured figure; how ranks spread over nodes
         // and the memory limit stay the command line's.
-        MachineModel cal = machine_from_calibration(o.calibration);
+        MachineModel cal = machine_from_calibrations(o.calibration);
         cal.ranks_per_node = mc.ranks_per_node;
         cal.memory_gib = mc.memory_gib;
         mc = cal;
@@ -169,7 +170,10 @@ void run_plan(const PlanOptions& o) {
             ? fmt::format(", AdamW {:.0f}M parameters/s per core", mc.adamw_params_per_s / 1e6)
             : std::string(),
         world,
-        o.calibration.empty() ? std::string() : fmt::format(" (calibrated: {})", o.calibration));
+        o.calibration.empty()
+            ? std::string()
+            : fmt::format(" (calibrated: {}{})", fmt::join(o.calibration, ", "),
+                          o.calibration.size() > 1 ? ", each figure their median" : ""));
     fmt::print("{:<28} {:>9} {:>8} {:>8} {:>9} {:>9} {:>9} {:>8} {:>7}\n", "layout", "peak GiB",
                "params", "optim", "acts", "step s", "compute", "comm", "bubble");
     int shown = 0;
@@ -272,7 +276,10 @@ in ways 2 do not), each the median of 3 rounds:
                     "moves single measurements by 2-4x)")
         ->capture_default_str();
     sub->add_option("--calibration", o->calibration,
-                    "a file from --calibrate: this machine's figures for the CPU planner");
+                    "a file from --calibrate: this machine's figures for the CPU planner; give it "
+                    "again with more files of the same machine (calibrated at other times) to "
+                    "plan from each figure's median")
+        ->allow_extra_args(false);
     sub->callback([o, sub] {
         // Flags of the other planner would be silently ignored: refuse them.
         if (!o->gpu.machine.empty())

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "parallel/layout_plan.h"
 
@@ -28,5 +29,10 @@ void run_calibrate(const CalibrateOptions& o);
 // The planner's machine from a calibration file; throws naming the file and
 // key when one is missing or not a positive number.
 MachineModel machine_from_calibration(const std::string& path);
+// Several files of one machine and world size, each figure their median: a
+// shared host's rates move over an hour by more than within one calibration,
+// so calibrations before and after a long run bracket it. Throws naming the
+// file whose cores, ranks or figures differ from the first's.
+MachineModel machine_from_calibrations(const std::vector<std::string>& paths);
 
 }  // namespace loom::cli

@@ -2,6 +2,9 @@
 // planner's machine (plan_calibrate.h).
 #include <yaml-cpp/yaml.h>
 
+#include <set>
+
+#include "cli/calibrate_ranks.h"
 #include "cli/plan_calibrate.h"
 #include "core/check.h"
 
@@ -97,6 +100,74 @@ MachineModel machine_from_calibration(const std::string& path) {
     if (n["all_cores_share"].IsDefined()) m.all_cores_share = num("all_cores_share", true);
     // Files written before it was measured leave the optimizer step unpriced.
     if (n["adamw_params_per_s"].IsDefined()) m.adamw_params_per_s = num("adamw_params_per_s", true);
+    return m;
+}
+
+namespace {
+
+// The figures a file holds (its top-level keys, less the comments'): files
+// from different versions of --calibrate would mix a measured figure with
+// another file's default.
+std::set<std::string> figure_keys(const std::string& path) {
+    std::set<std::string> keys;
+    for (const auto& kv : YAML::LoadFile(path)) keys.insert(kv.first.as<std::string>());
+    keys.erase("rounds");
+    return keys;
+}
+
+}  // namespace
+
+MachineModel machine_from_calibrations(const std::vector<std::string>& paths) {
+    LOOM_CHECK(!paths.empty(), "--calibration: expected a file");
+    std::vector<MachineModel> all;
+    for (const std::string& p : paths) all.push_back(machine_from_calibration(p));
+    MachineModel m = all.front();
+    if (all.size() == 1) return m;
+    const std::set<std::string> keys = figure_keys(paths.front());
+    for (size_t i = 1; i < all.size(); ++i) {
+        const MachineModel& o = all[i];
+        const auto same_groups = [](const auto& a, const auto& b) {
+            if (a.size() != b.size()) return false;
+            for (size_t k = 0; k < a.size(); ++k)
+                if (a[k].first != b[k].first) return false;
+            return true;
+        };
+        bool same = o.cores == m.cores && o.shared_sync_ranks == m.shared_sync_ranks &&
+                    figure_keys(paths[i]) == keys &&
+                    same_groups(o.shared_sync_by_group, m.shared_sync_by_group) &&
+                    same_groups(o.allreduce_gbps_by_group, m.allreduce_gbps_by_group) &&
+                    same_groups(o.zero_gbps_by_group, m.zero_gbps_by_group) &&
+                    o.tp_collective_by_group.size() == m.tp_collective_by_group.size();
+        for (size_t k = 0; same && k < m.tp_collective_by_group.size(); ++k)
+            same = o.tp_collective_by_group[k].group == m.tp_collective_by_group[k].group &&
+                   o.tp_collective_by_group[k].bytes == m.tp_collective_by_group[k].bytes;
+        LOOM_CHECK(same,
+                   "--calibration {}: measured {} cores with {} ranks, or other figures, than "
+                   "{} ({} cores, {} ranks); give files of one machine and world size, from one "
+                   "version of loom plan --calibrate",
+                   paths[i], o.cores, o.shared_sync_ranks, paths.front(), m.cores,
+                   m.shared_sync_ranks);
+    }
+    // Each figure's median over the files, as --calibrate does over its
+    // rounds: a shared host's rates move by more than a round's length.
+    const auto med = [&](double MachineModel::*f) {
+        return median_over(all, [&](const MachineModel& x) { return x.*f; });
+    };
+    for (double MachineModel::*f :
+         {&MachineModel::gflops_per_core, &MachineModel::gemm_half_rows,
+          &MachineModel::step_efficiency, &MachineModel::allreduce_gbps, &MachineModel::p2p_gbps,
+          &MachineModel::shared_sync_s, &MachineModel::gemm_half_narrow,
+          &MachineModel::adamw_params_per_s, &MachineModel::all_cores_share})
+        m.*f = med(f);
+    using Table = std::vector<std::pair<int, double>> MachineModel::*;
+    for (Table t : {&MachineModel::shared_sync_by_group, &MachineModel::allreduce_gbps_by_group,
+                    &MachineModel::zero_gbps_by_group})
+        for (size_t k = 0; k < (m.*t).size(); ++k)
+            (m.*t)[k].second =
+                median_over(all, [&](const MachineModel& x) { return (x.*t)[k].second; });
+    for (size_t k = 0; k < m.tp_collective_by_group.size(); ++k)
+        m.tp_collective_by_group[k].s =
+            median_over(all, [&](const MachineModel& x) { return x.tp_collective_by_group[k].s; });
     return m;
 }
 

@@ -67,9 +67,11 @@ printf 'cores: 2\ngflops_per_core: 100\ngemm_half_rows: 0\nallreduce_gbps: 2\np2
 printf 'cores: 2\ngflops_per_core: 100\ngemm_half_rows: 256\nallreduce_gbps: 2\np2p_gbps: 4\n' > shaped.yaml
 # Column $3 from the end of layout $2's row under calibration $1; a layout the
 # plan does not list stops the test (a comparison of two empty strings would pass).
+# $1 may name several files, space-separated (each passed as --calibration).
 column() {
-  local v
-  v=$("$loom" plan job.yaml --world 8 --calibration "$1" | awk -v l="$2" -v k="$3" '$0 ~ "^"l" +[0-9]" {print $(NF-k)}')
+  local v f args=()
+  for f in $1; do args+=(--calibration "$f"); done
+  v=$("$loom" plan job.yaml --world 8 "${args[@]}" | awk -v l="$2" -v k="$3" '$0 ~ "^"l" +[0-9]" {print $(NF-k)}')
   [[ -n $v ]] || { echo "FAIL: no row '$2' in the plan with $1" >&2; kill -TERM $$; }
   echo "$v"
 }
@@ -149,6 +151,34 @@ printf 'shared_sync_by_group:\n  - {group: 2, s: 0.001}\n  - {group: 8, s: 0.01}
 printf 'cores: 2\ngflops_per_core: -1\n' > bad.yaml
 err=$("$loom" plan job.yaml --world 8 --calibration bad.yaml 2>&1 || true)
 grep -q "bad.yaml:2: gflops_per_core: expected a number > 0" <<<"$err" || fail "bad file: $err"
+
+# Several files of one machine: the plan takes each figure's median over them.
+# Compute goes as 1 / gflops_per_core: files at 50, 100 and 200 plan as 100;
+# two files, at 50 and 100, as their mean, 75 (compute 4/3 of flat's).
+sed 's/^gflops_per_core: 100/gflops_per_core: 50/' flat.yaml > slow.yaml
+sed 's/^gflops_per_core: 100/gflops_per_core: 200/' flat.yaml > fast.yaml
+a=$(compute flat.yaml "dp1 tp1 pp8 1f1b")
+[[ $(compute "slow.yaml fast.yaml flat.yaml" "dp1 tp1 pp8 1f1b") == "$a" ]] || fail "median of 3 files"
+b=$(compute "slow.yaml flat.yaml" "dp1 tp1 pp8 1f1b")
+python3 -c "import sys; sys.exit(0 if abs($b / $a - 4 / 3) < 0.01 else 1)" ||
+  fail "median of 2 files: compute $b s against $a s at 100 GFLOP/s"
+"$loom" plan job.yaml --world 8 --calibration slow.yaml --calibration flat.yaml | sed -n 2p |
+  grep -q "2 cores at 75 GFLOP/s each.*(calibrated: slow.yaml, flat.yaml, each figure their median)" ||
+  fail "median machine not shown: $("$loom" plan job.yaml --world 8 --calibration slow.yaml --calibration flat.yaml | sed -n 2p)"
+# Tables too: tp 8's all-reduce at (1, 4) ms in one file and (3, 8) in the
+# other costs (2, 6) ms at 256 KiB and 1 MiB; 512 KiB, a third of the way,
+# 3.33 ms, 768 of them.
+printf 'tp_collective_by_group:\n  - {group: 8, bytes: 262144, s: 0.003}\n  - {group: 8, bytes: 1048576, s: 0.008}\n' |
+  cat sync8.yaml - > tp8b.yaml
+t=$(comm "tp8.yaml tp8b.yaml" "dp1 tp8 pp1")
+python3 -c "import sys; sys.exit(0 if abs($t - 768 * (0.002 + 0.004 / 3)) < 0.002 else 1)" ||
+  fail "median of tp cost tables: tp 8 comm $t s"
+# Files of another machine, or with other figures, are refused by name.
+sed 's/^cores: 2/cores: 4/' flat.yaml > four.yaml
+err=$("$loom" plan job.yaml --world 8 --calibration flat.yaml --calibration four.yaml 2>&1 || true)
+grep -q -- "--calibration four.yaml: measured 4 cores with 0 ranks" <<<"$err" || fail "other machine: $err"
+err=$("$loom" plan job.yaml --world 8 --calibration flat.yaml --calibration half.yaml 2>&1 || true)
+grep -q -- "--calibration half.yaml: .*other figures" <<<"$err" || fail "other figures: $err"
 
 # Several rounds: the file holds each figure's median over the rounds the
 # output printed (printed to 0.1 GFLOP/s and 0.01 GB/s).
