@@ -119,17 +119,13 @@ GpuTime gpu_plan_time(const GpuJob& job, const GpuLayout& l, bool simulate) {
     const double mlp_in = m.gated_mlp ? 2 * I : I;
     const double g = gemm_s(r, bs, qkv_w / t, h) + g_att + gemm_s(r, bs, h, h / t) +
                      gemm_s(r, bs, mlp_in / t, h) + gemm_s(r, bs, h, I / t);
-    // Norms (read + write each), two bias-dropout-residual kernels (input,
-    // residual, output, mask; no mask without dropout), bias-GeLU (read +
-    // write the intermediate) or SwiGLU's silu(gate) x up (read 2I, write I);
-    // norms and dropout work on 1/t of the tokens under SP.
+    // The memory-bound kernels' bytes (block_elementwise_bytes): norms and
+    // bias-dropout-residual work on 1/t of the tokens under SP.
     const double sp = l.sequence_parallel ? t : 1.0;
-    const double residual = m.hidden_dropout ? 7 : 6;
-    const double act_fn = m.gated_mlp ? 3 * I : 2 * I;
-    const double ew_lin = bs * ((4 + 4 + 2 * residual) * h * e / 2 / sp + act_fn * e / t);
+    const BlockElementwiseBytes ew = block_elementwise_bytes(m, job.seq, e, l.fused_attention);
+    const double ew_lin = bs * (ew.replicated / sp + ew.mlp / t);
     // Softmax (read + write scores), attention dropout (read, write, mask).
-    const double ew_att =
-        l.fused_attention ? 0 : bs * a * keys / t * (2 * e + (m.attention_dropout ? 2 * e + 1 : 0));
+    const double ew_att = bs * ew.attention / t;
     const double mb_fwd = (ew_lin + ew_att) / r.hbm;
     const bool cross_node_tp = l.tp > p.gpus_per_node;
     const double tp_gbps = cross_node_tp ? p.network_gbps * p.network_efficiency

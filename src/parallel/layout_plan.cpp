@@ -379,8 +379,10 @@ TimePlan plan_time(const PlanModel& m, const PlanWorkload& w, const LayoutChoice
     // the embeddings or head they hold (the runtime's balanced split), one
     // more forward of each checkpointed block, backward = 2 x forward; tp split.
     const double layer_tok = layer_flops_per_token(m, w.seq) * tokens / l.tp;
-    // Blocks in block forwards at the rows' GEMM rate; narrow tp GEMMs run slower.
-    const double block = block_narrow_factor(m, w.seq, l.tp, mc.gemm_half_narrow);
+    // Blocks in block forwards at the rows' GEMM rate; narrow tp GEMMs run
+    // slower, and norms and residuals run whole on every tp rank.
+    const double block = block_narrow_factor(m, w.seq, l.tp, mc.gemm_half_narrow) *
+                         block_replicated_factor(m, w.seq, l.tp, mc.step_efficiency);
     double fwd = fwd_tok * tokens / l.tp + double(m.layers) * (block - 1) * layer_tok;
     double per_micro = 3 * fwd;
     if (l.pp > 1) {

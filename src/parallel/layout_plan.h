@@ -241,4 +241,19 @@ double layer_flops_per_token(const PlanModel& m, int64_t seq);
 // 1 when half_narrow is 0.
 double block_narrow_factor(const PlanModel& m, int64_t seq, int tp, double half_narrow);
 
+// Bytes one token moves through a block's memory-bound kernels in forward
+// (backward moves about twice), at elem_bytes an element.
+struct BlockElementwiseBytes {
+    double replicated = 0;  // norms, bias-dropout-residual: whole rows on every tp rank
+    double mlp = 0;         // the activation function: divided by tp
+    double attention = 0;   // softmax and attention dropout: divided by tp; 0 when fused
+};
+BlockElementwiseBytes block_elementwise_bytes(const PlanModel& m, int64_t seq, double elem_bytes,
+                                              bool fused_attention);
+// A block's time on a tp rank over its FLOPs / tp at the step's rate: the
+// step's non-GEMM share (1 - step_efficiency, measured at tp 1) holds the
+// memory-bound kernels, and the replicated ones' share of their bytes does
+// not shrink with tp: 1 + (1 - step_efficiency) x that share x (tp - 1).
+double block_replicated_factor(const PlanModel& m, int64_t seq, int tp, double step_efficiency);
+
 }  // namespace loom
