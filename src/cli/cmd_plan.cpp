@@ -225,6 +225,9 @@ at the world size the plan is for (8 ranks sharing cores wait for each other
 in ways 2 do not), each the median of 3 rounds:
   OMP_NUM_THREADS=1 mpirun -np 8 loom plan --calibrate --calibrate-out host.yaml
   loom plan job.yaml --world 8 --calibration host.yaml
+On a shared machine the rates drift over an hour; calibrate again later and
+plan from each figure's median over the files:
+  loom plan job.yaml --world 8 --calibration before.yaml --calibration after.yaml
 )");
     sub->add_option("job", o->job_path, "job file (YAML)");
     sub->add_option("--set", o->overrides, "override a job key (repeatable)")->take_all();
