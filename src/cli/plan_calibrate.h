@@ -1,7 +1,7 @@
 // `loom plan --calibrate`: measures this machine for the CPU planner (GEMM
 // rate by shape and by threads, the share of it a training step achieves,
 // all-reduce and point-to-point bandwidth between ranks) and writes the
-// figures as YAML; `loom plan --calibration FILE` reads them into the
+// figures as YAML; `loom plan --calibration FILE...` reads them into the
 // MachineModel (parallel/layout_plan.h).
 //
 // Ranks are threads of this process (comm/comm_local.h), so the
@@ -26,13 +26,12 @@ struct CalibrateOptions {
 
 void run_calibrate(const CalibrateOptions& o);
 
-// The planner's machine from a calibration file; throws naming the file and
-// key when one is missing or not a positive number.
-MachineModel machine_from_calibration(const std::string& path);
-// Several files of one machine and world size, each figure their median: a
-// shared host's rates move over an hour by more than within one calibration,
-// so calibrations before and after a long run bracket it. Throws naming the
-// file whose cores, ranks or figures differ from the first's.
+// The planner's machine from calibration files; throws naming the file and
+// key when one is missing or not a positive number. Several files of one
+// machine and world size give each figure's median: a shared host's rates
+// move over an hour by more than within one calibration, so calibrations
+// before and after a long run bracket it. Throws naming the file whose
+// cores, ranks or figures differ from the first's.
 MachineModel machine_from_calibrations(const std::vector<std::string>& paths);
 
 }  // namespace loom::cli

@@ -10,15 +10,21 @@
 
 namespace loom::cli {
 
-MachineModel machine_from_calibration(const std::string& path) {
-    YAML::Node n;
+namespace {
+
+YAML::Node load_calibration(const std::string& path) {
     try {
-        n = YAML::LoadFile(path);
+        return YAML::LoadFile(path);
     } catch (const YAML::BadFile&) {
         LOOM_FAIL("calibration file '{}' not found or unreadable", path);
     } catch (const YAML::Exception& e) {
         LOOM_FAIL("{}:{}: {}", path, e.mark.line + 1, e.msg);
     }
+}
+
+// The planner's machine from one file's figures; throws naming the file and
+// key when one is missing or not a positive number.
+MachineModel machine_from_node(const YAML::Node& n, const std::string& path) {
     auto num = [&](const char* key, bool positive) {
         const YAML::Node v = n[key];
         LOOM_CHECK(v.IsDefined(),
@@ -103,16 +109,22 @@ MachineModel machine_from_calibration(const std::string& path) {
     return m;
 }
 
-namespace {
-
-// The figures a file holds (its top-level keys, less the comments'): files
-// from different versions of --calibrate would mix a measured figure with
-// another file's default.
-std::set<std::string> figure_keys(const std::string& path) {
+// The figures a file holds (its top-level keys): files from different
+// versions of --calibrate would mix a measured figure with another file's
+// default.
+std::set<std::string> figure_keys(const YAML::Node& n) {
     std::set<std::string> keys;
-    for (const auto& kv : YAML::LoadFile(path)) keys.insert(kv.first.as<std::string>());
+    for (const auto& kv : n) keys.insert(kv.first.as<std::string>());
     keys.erase("rounds");
     return keys;
+}
+
+bool same_groups(const std::vector<std::pair<int, double>>& a,
+                 const std::vector<std::pair<int, double>>& b) {
+    if (a.size() != b.size()) return false;
+    for (size_t k = 0; k < a.size(); ++k)
+        if (a[k].first != b[k].first) return false;
+    return true;
 }
 
 }  // namespace
@@ -120,20 +132,18 @@ std::set<std::string> figure_keys(const std::string& path) {
 MachineModel machine_from_calibrations(const std::vector<std::string>& paths) {
     LOOM_CHECK(!paths.empty(), "--calibration: expected a file");
     std::vector<MachineModel> all;
-    for (const std::string& p : paths) all.push_back(machine_from_calibration(p));
+    std::vector<std::set<std::string>> keys;
+    for (const std::string& p : paths) {
+        const YAML::Node n = load_calibration(p);
+        all.push_back(machine_from_node(n, p));
+        keys.push_back(figure_keys(n));
+    }
     MachineModel m = all.front();
     if (all.size() == 1) return m;
-    const std::set<std::string> keys = figure_keys(paths.front());
     for (size_t i = 1; i < all.size(); ++i) {
         const MachineModel& o = all[i];
-        const auto same_groups = [](const auto& a, const auto& b) {
-            if (a.size() != b.size()) return false;
-            for (size_t k = 0; k < a.size(); ++k)
-                if (a[k].first != b[k].first) return false;
-            return true;
-        };
         bool same = o.cores == m.cores && o.shared_sync_ranks == m.shared_sync_ranks &&
-                    figure_keys(paths[i]) == keys &&
+                    keys[i] == keys.front() &&
                     same_groups(o.shared_sync_by_group, m.shared_sync_by_group) &&
                     same_groups(o.allreduce_gbps_by_group, m.allreduce_gbps_by_group) &&
                     same_groups(o.zero_gbps_by_group, m.zero_gbps_by_group) &&

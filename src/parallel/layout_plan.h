@@ -100,7 +100,9 @@ struct TpCollectiveCost {
 };
 
 // What one rank can do. Defaults: this project's 2-core build machine
-// (docs/cost-model.md says where each figure comes from).
+// (docs/cost-model.md says where each figure comes from). A measured figure
+// added here is read, and taken at its median over several calibration
+// files, in cli/plan_calibration_file.cpp.
 struct MachineModel {
     int cores = 2;                 // physical cores shared by all ranks of the node
     int ranks_per_node = 0;        // 0 = the whole world on one node
